@@ -1,0 +1,17 @@
+"""The `betcode` command: one click group; each sub-command lives in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from betcode import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="betcode")
+def cli() -> None:
+    """BetCode: run Claude Code sessions in a daemon and reach them from any terminal."""
+
+
+def main() -> None:
+    cli()
