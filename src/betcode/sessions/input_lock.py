@@ -1,0 +1,136 @@
+"""The input lock of one session: exactly one attached client may send input at a time.
+
+Rules (DAEMON.md "Input lock"):
+
+* The first client to attach to a session with no holder gets the lock.
+* When the holder detaches, the lock passes to the first client waiting for it, else to the
+  longest-attached client, else nobody.
+* ``request`` by a non-holder gives the holder ``transfer_timeout`` seconds: if the holder sends
+  input in that time it keeps the lock (that is its answer), otherwise the lock moves.
+* A holder that sends nothing for ``idle_transfer`` seconds while others wait loses the lock to
+  the first waiter.
+
+Time is injected (``clock``) so the rules are tested without sleeping; the session layer does the
+waiting and turns changes into events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class NoInputLock(Exception):
+    """Input from a client that does not hold the lock."""
+
+    def __init__(self, client_id: str, holder: str | None) -> None:
+        super().__init__(
+            f"client {client_id} does not hold the input lock of this session "
+            f"(holder: {holder or 'nobody'}); call RequestInputLock to ask for it"
+        )
+        self.client_id = client_id
+        self.holder = holder
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTransfer:
+    """A non-holder asked for the lock; decided at ``deadline``."""
+
+    requester: str
+    holder: str
+    asked_at: float
+    deadline: float
+
+
+class InputLock:
+    def __init__(
+        self,
+        transfer_timeout: float,
+        idle_transfer: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.transfer_timeout = transfer_timeout
+        self.idle_transfer = idle_transfer
+        self._clock = clock
+        self.holder: str | None = None
+        self._attached: dict[str, float] = {}  # client id -> attach time, in attach order
+        self._waiters: list[str] = []
+        self._holder_active_at = 0.0
+
+    @property
+    def attached(self) -> list[str]:
+        return list(self._attached)
+
+    @property
+    def waiters(self) -> list[str]:
+        return list(self._waiters)
+
+    def attach(self, client_id: str) -> bool:
+        """Registers a client; returns True when it holds the lock afterwards."""
+        self._attached.setdefault(client_id, self._clock())
+        if self.holder is None:
+            self._give(client_id)
+        return self.holder == client_id
+
+    def detach(self, client_id: str) -> bool:
+        """Forgets a client; returns True when the holder changed."""
+        self._attached.pop(client_id, None)
+        if client_id in self._waiters:
+            self._waiters.remove(client_id)
+        if self.holder != client_id:
+            return False
+        successor = self._waiters[0] if self._waiters else next(iter(self._attached), None)
+        self._give(successor)
+        return True
+
+    def check_input(self, client_id: str) -> None:
+        """Raises NoInputLock unless ``client_id`` may send input now (a free lock is taken)."""
+        if self.holder is None and client_id in self._attached:
+            self._give(client_id)
+        if self.holder != client_id:
+            self._wait_for_lock(client_id)
+            raise NoInputLock(client_id, self.holder)
+        self._holder_active_at = self._clock()
+
+    def note_activity(self, client_id: str) -> None:
+        if client_id == self.holder:
+            self._holder_active_at = self._clock()
+
+    def request(self, client_id: str) -> PendingTransfer | None:
+        """Asks for the lock. None: granted at once. Otherwise decide with ``resolve`` later."""
+        if self.holder is None or self.holder == client_id:
+            self._attached.setdefault(client_id, self._clock())
+            self._give(client_id)
+            return None
+        self._wait_for_lock(client_id)
+        now = self._clock()
+        return PendingTransfer(client_id, self.holder, now, now + self.transfer_timeout)
+
+    def resolve(self, transfer: PendingTransfer) -> bool:
+        """After the deadline: moves the lock unless the holder answered by sending input."""
+        if self.holder == transfer.requester:
+            return True
+        if self.holder != transfer.holder or self._holder_active_at > transfer.asked_at:
+            return False
+        self._give(transfer.requester)
+        return True
+
+    def idle_handover(self) -> bool:
+        """Moves the lock from an idle holder to the first waiter; True when it moved."""
+        if self.holder is None or not self._waiters:
+            return False
+        if self._clock() - self._holder_active_at < self.idle_transfer:
+            return False
+        self._give(self._waiters[0])
+        return True
+
+    def _wait_for_lock(self, client_id: str) -> None:
+        if client_id not in self._waiters:
+            self._waiters.append(client_id)
+
+    def _give(self, client_id: str | None) -> None:
+        self.holder = client_id
+        if client_id is not None and client_id in self._waiters:
+            self._waiters.remove(client_id)
+        self._holder_active_at = self._clock()

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import pytest
+
+from betcode.sessions.input_lock import InputLock, NoInputLock
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def lock(clock: FakeClock) -> InputLock:
+    return InputLock(transfer_timeout=10, idle_transfer=300, clock=clock)
+
+
+def test_first_attached_client_holds_the_lock(lock: InputLock) -> None:
+    assert lock.attach("a") is True
+    assert lock.attach("b") is False
+    assert lock.holder == "a"
+
+
+def test_non_holder_input_is_refused_with_holder_named(lock: InputLock) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    with pytest.raises(NoInputLock, match="holder: a"):
+        lock.check_input("b")
+    lock.check_input("a")
+
+
+def test_lock_passes_to_waiter_when_holder_detaches(lock: InputLock) -> None:
+    for client in ("a", "b", "c"):
+        lock.attach(client)
+    with pytest.raises(NoInputLock):
+        lock.check_input("c")  # c now waits for the lock
+    assert lock.detach("a") is True
+    assert lock.holder == "c"
+
+
+def test_lock_passes_to_longest_attached_without_waiters(lock: InputLock) -> None:
+    for client in ("a", "b", "c"):
+        lock.attach(client)
+    lock.detach("a")
+    assert lock.holder == "b"
+
+
+def test_last_client_leaving_frees_the_lock(lock: InputLock) -> None:
+    lock.attach("a")
+    lock.detach("a")
+    assert lock.holder is None
+    assert lock.attach("z") is True
+
+
+def test_request_silence_transfers_after_timeout(lock: InputLock, clock: FakeClock) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    transfer = lock.request("b")
+    assert transfer is not None
+    assert transfer.deadline == clock.now + 10
+    clock.now = transfer.deadline
+    assert lock.resolve(transfer) is True
+    assert lock.holder == "b"
+
+
+def test_request_refused_when_holder_sends_input(lock: InputLock, clock: FakeClock) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    transfer = lock.request("b")
+    assert transfer is not None
+    clock.now += 3
+    lock.check_input("a")
+    clock.now = transfer.deadline
+    assert lock.resolve(transfer) is False
+    assert lock.holder == "a"
+
+
+def test_request_of_free_lock_is_granted_at_once(lock: InputLock) -> None:
+    assert lock.request("solo") is None
+    assert lock.holder == "solo"
+
+
+def test_idle_holder_hands_over_only_when_someone_waits(lock: InputLock, clock: FakeClock) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    clock.now += 301
+    assert lock.idle_handover() is False  # nobody waits
+    with pytest.raises(NoInputLock):
+        lock.check_input("b")
+    assert lock.idle_handover() is True
+    assert lock.holder == "b"
+
+
+def test_active_holder_keeps_lock_despite_waiters(lock: InputLock, clock: FakeClock) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    with pytest.raises(NoInputLock):
+        lock.check_input("b")
+    clock.now += 200
+    lock.check_input("a")
+    clock.now += 200
+    assert lock.idle_handover() is False
