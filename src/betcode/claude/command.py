@@ -1,0 +1,116 @@
+"""The claude command line: exactly the invocation verified against the real CLI (CLAUDE_CLI.md §0).
+
+No positional prompt (with --input-format stream-json it is ignored; prompts go to stdin) and no
+--cwd (it does not exist; the working directory is set on the process).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from betcode.claude.locate import ClaudeBinary
+
+BASE_FLAGS = (
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--input-format",
+    "stream-json",
+    # Without --verbose the CLI exits 1 before printing anything in stream-json mode.
+    "--verbose",
+    # Without it, anything that would prompt is denied automatically: no can_use_tool at all.
+    "--permission-prompt-tool",
+    "stdio",
+)
+PARTIAL_MESSAGES_FLAG = "--include-partial-messages"
+PERMISSION_MODES = frozenset(
+    {"default", "acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan"}
+)
+
+
+class InvalidClaudeOption(ValueError):
+    """An option that would make claude fail or misbehave, refused before spawning."""
+
+
+@dataclass(frozen=True)
+class CommandOptions:
+    """What varies between sessions' invocations (the resume id comes from the session)."""
+
+    model: str | None = None
+    allowed_tools: Sequence[str] = ()
+    permission_mode: str | None = None
+    include_partial_messages: bool = True
+    extra_args: Sequence[str] = field(default_factory=tuple)
+
+
+def _check_resume_id(resume_session_id: str) -> None:
+    # The CLI takes a non-UUID --resume value as a session *title* to search for, which would
+    # silently resume the wrong conversation or fail with a confusing error.
+    try:
+        uuid.UUID(resume_session_id)
+    except ValueError:
+        raise InvalidClaudeOption(
+            f"cannot resume claude session {resume_session_id!r}: not a UUID session id"
+        ) from None
+
+
+def _tools_argument(allowed_tools: Sequence[str]) -> str:
+    for tool in allowed_tools:
+        if not tool.strip():
+            raise InvalidClaudeOption("an empty tool name in allowed_tools")
+    return ",".join(allowed_tools)
+
+
+def build_argv(
+    binary: ClaudeBinary | Path | str,
+    *,
+    resume_session_id: str | None = None,
+    model: str | None = None,
+    allowed_tools: Sequence[str] = (),
+    permission_mode: str | None = None,
+    include_partial_messages: bool = True,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """argv for one claude process; raises InvalidClaudeOption for values claude would reject."""
+    path = binary.path if isinstance(binary, ClaudeBinary) else Path(binary)
+    argv = [str(path), *BASE_FLAGS]
+    if include_partial_messages:
+        argv.append(PARTIAL_MESSAGES_FLAG)
+    if resume_session_id is not None:
+        _check_resume_id(resume_session_id)
+        argv += ["--resume", resume_session_id]
+    if model is not None:
+        if not model.strip():
+            raise InvalidClaudeOption("the model name is empty")
+        argv += ["--model", model]
+    if allowed_tools:
+        argv += ["--allowedTools", _tools_argument(allowed_tools)]
+    if permission_mode is not None:
+        if permission_mode not in PERMISSION_MODES:
+            raise InvalidClaudeOption(
+                f"unknown permission mode {permission_mode!r}; "
+                f"choose one of {', '.join(sorted(PERMISSION_MODES))}"
+            )
+        argv += ["--permission-mode", permission_mode]
+    argv += extra_args
+    return argv
+
+
+def build_argv_from(
+    binary: ClaudeBinary | Path | str,
+    options: CommandOptions,
+    resume_session_id: str | None,
+) -> list[str]:
+    """build_argv with a session's stored options."""
+    return build_argv(
+        binary,
+        resume_session_id=resume_session_id,
+        model=options.model,
+        allowed_tools=options.allowed_tools,
+        permission_mode=options.permission_mode,
+        include_partial_messages=options.include_partial_messages,
+        extra_args=options.extra_args,
+    )
