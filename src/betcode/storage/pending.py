@@ -1,0 +1,216 @@
+"""The `pending_permissions` table: durable permission requests (DAEMON.md, DIGEST §4.4–4.6).
+
+A request is stored before any client sees it. Answering is a compare-and-swap, so of two
+racing answers exactly one wins. `delivered` records whether the answer reached a live claude,
+so after a restart the bridge knows which answers still have to be written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPermission:
+    request_id: str
+    session_id: str
+    tool_name: str
+    tool_description: str | None
+    input: str  # JSON text of the tool input, as claude sent it
+    tool_use_id: str | None
+    dialect: str  # the NDJSON dialect the request came in, to answer in the same one
+    is_question: bool  # AskUserQuestion: answered with updatedInput.answers, never auto-resolved
+    received_at: float
+    forwarded_at: float | None  # first time a client was shown it
+    expires_at: float
+    last_extended_at: float | None
+    extension_count: int
+    reminder_1h_sent: bool
+    reminder_24h_sent: bool
+    push_notification_id: str | None
+    response_received: bool
+    response_decision: str | None  # e.g. allow_once, allow_session, deny, expired
+    response_payload: str | None  # JSON of the answer to write to claude
+    response_at: float | None
+    delivered: bool
+
+
+class Reminder(Enum):
+    """A reminder tier: the flag column that stops repeats and the age that makes it due."""
+
+    ONE_HOUR = ("reminder_1h_sent", 3600)
+    ONE_DAY = ("reminder_24h_sent", 86_400)
+
+    @property
+    def column(self) -> str:
+        return str(self.value[0])
+
+    @property
+    def age_seconds(self) -> int:
+        return int(self.value[1])
+
+
+_COLUMNS = (
+    "request_id, session_id, tool_name, tool_description, input, tool_use_id, dialect, "
+    "is_question, received_at, forwarded_at, expires_at, last_extended_at, extension_count, "
+    "reminder_1h_sent, reminder_24h_sent, push_notification_id, response_received, "
+    "response_decision, response_payload, response_at, delivered"
+)
+_SELECT = f"SELECT {_COLUMNS} FROM pending_permissions"
+_ORDER = " ORDER BY received_at, rowid"
+_BOOLEAN_POSITIONS = frozenset(
+    position for position, field in enumerate(fields(PendingPermission)) if field.type == "bool"
+)
+
+
+def _from_row(row: tuple[Any, ...]) -> PendingPermission:
+    values: list[Any] = [
+        bool(value) if i in _BOOLEAN_POSITIONS else value for i, value in enumerate(row)
+    ]
+    return PendingPermission(*values)
+
+
+def insert_pending(
+    conn: sqlite3.Connection,
+    *,
+    request_id: str,
+    session_id: str,
+    tool_name: str,
+    input_json: str,
+    dialect: str,
+    received_at: float,
+    expires_at: float,
+    tool_description: str | None = None,
+    tool_use_id: str | None = None,
+    is_question: bool = False,
+) -> bool:
+    """Store a new request; False if this request_id is already stored (left unchanged)."""
+    cursor = conn.execute(
+        "INSERT INTO pending_permissions (request_id, session_id, tool_name, tool_description, "
+        "input, tool_use_id, dialect, is_question, received_at, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING",
+        (
+            request_id,
+            session_id,
+            tool_name,
+            tool_description,
+            input_json,
+            tool_use_id,
+            dialect,
+            int(is_question),
+            received_at,
+            expires_at,
+        ),
+    )
+    return cursor.rowcount == 1
+
+
+def get_pending(conn: sqlite3.Connection, request_id: str) -> PendingPermission | None:
+    row = conn.execute(f"{_SELECT} WHERE request_id = ?", (request_id,)).fetchone()
+    return None if row is None else _from_row(row)
+
+
+def list_unanswered(
+    conn: sqlite3.Connection, session_id: str | None = None
+) -> list[PendingPermission]:
+    """Unanswered requests of one session (or of all), in the order they were received."""
+    if session_id is None:
+        rows = conn.execute(f"{_SELECT} WHERE response_received = 0{_ORDER}")
+    else:
+        rows = conn.execute(
+            f"{_SELECT} WHERE response_received = 0 AND session_id = ?{_ORDER}", (session_id,)
+        )
+    return [_from_row(row) for row in rows]
+
+
+def list_undelivered(
+    conn: sqlite3.Connection, session_id: str | None = None
+) -> list[PendingPermission]:
+    """Answered requests whose answer has not reached a live claude yet, oldest first."""
+    condition = "response_received = 1 AND delivered = 0"
+    if session_id is None:
+        rows = conn.execute(f"{_SELECT} WHERE {condition}{_ORDER}")
+    else:
+        rows = conn.execute(
+            f"{_SELECT} WHERE {condition} AND session_id = ?{_ORDER}", (session_id,)
+        )
+    return [_from_row(row) for row in rows]
+
+
+def mark_forwarded(conn: sqlite3.Connection, request_id: str, now: float) -> bool:
+    """Record that a client was shown the request; the first time is kept."""
+    cursor = conn.execute(
+        "UPDATE pending_permissions SET forwarded_at = COALESCE(forwarded_at, ?) "
+        "WHERE request_id = ?",
+        (now, request_id),
+    )
+    return cursor.rowcount == 1
+
+
+def answer(
+    conn: sqlite3.Connection, request_id: str, *, decision: str, payload: str, now: float
+) -> bool:
+    """Record the answer if none was recorded yet; True only for the call that won.
+
+    False means the request is unknown or was already answered (first answer wins); the
+    caller can `get_pending` to tell which.
+    """
+    cursor = conn.execute(
+        "UPDATE pending_permissions SET response_received = 1, response_decision = ?, "
+        "response_payload = ?, response_at = ? WHERE request_id = ? AND response_received = 0",
+        (decision, payload, now, request_id),
+    )
+    return cursor.rowcount == 1
+
+
+def mark_delivered(conn: sqlite3.Connection, request_id: str) -> bool:
+    """Record that the answer was written to a live claude."""
+    cursor = conn.execute(
+        "UPDATE pending_permissions SET delivered = 1 "
+        "WHERE request_id = ? AND response_received = 1",
+        (request_id,),
+    )
+    return cursor.rowcount == 1
+
+
+def extend_ttl(conn: sqlite3.Connection, session_id: str, now: float, ttl_seconds: float) -> int:
+    """Push back the expiry of a session's unanswered, unexpired requests (DIGEST §6.4);
+    return how many were extended."""
+    cursor = conn.execute(
+        "UPDATE pending_permissions SET expires_at = :now + :ttl, last_extended_at = :now, "
+        "extension_count = extension_count + 1 "
+        "WHERE session_id = :session AND response_received = 0 AND expires_at > :now",
+        {"now": now, "ttl": ttl_seconds, "session": session_id},
+    )
+    return cursor.rowcount
+
+
+def due_reminders(
+    conn: sqlite3.Connection, reminder: Reminder, now: float
+) -> list[PendingPermission]:
+    """Unanswered requests older than the tier's age whose reminder was not sent yet."""
+    rows = conn.execute(
+        f"{_SELECT} WHERE response_received = 0 AND {reminder.column} = 0 "
+        f"AND received_at < ?{_ORDER}",
+        (now - reminder.age_seconds,),
+    )
+    return [_from_row(row) for row in rows]
+
+
+def mark_reminder_sent(conn: sqlite3.Connection, request_id: str, reminder: Reminder) -> bool:
+    cursor = conn.execute(
+        f"UPDATE pending_permissions SET {reminder.column} = 1 WHERE request_id = ?",
+        (request_id,),
+    )
+    return cursor.rowcount == 1
+
+
+def expired(conn: sqlite3.Connection, now: float) -> list[PendingPermission]:
+    """Unanswered requests whose expiry has passed, oldest first (answer them 'expired')."""
+    rows = conn.execute(
+        f"{_SELECT} WHERE response_received = 0 AND expires_at <= ?{_ORDER}", (now,)
+    )
+    return [_from_row(row) for row in rows]

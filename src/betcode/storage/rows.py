@@ -1,0 +1,47 @@
+"""The two kinds of log rows the writer appends (and replay reads back).
+
+They are NamedTuples whose field order is the INSERT column order, so a batch goes to
+`executemany` without any per-row conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+Direction = Literal["in", "out"]
+
+
+class MessageRow(NamedTuple):
+    """One NDJSON line, verbatim, under its per-session LINE seq."""
+
+    session_id: str
+    sequence: int
+    direction: Direction  # "in": a stdin line the daemon wrote; "out": a stdout line of claude
+    message_type: str  # the line's top-level `type`
+    payload: bytes  # the raw line without its newline
+    created_at: float
+
+
+class EventRow(NamedTuple):
+    """One serialized AgentEvent under its per-session EVENT seq (= AgentEvent.sequence)."""
+
+    session_id: str
+    sequence: int
+    message_sequence: int | None  # the line it was translated from; None for daemon events
+    kind: str  # the AgentEvent oneof case, e.g. "text_delta"
+    payload: bytes  # AgentEvent.SerializeToString(), shared with the live stream
+    created_at: float
+
+
+LogRow = MessageRow | EventRow
+
+# The message payload is bound as a BLOB and stored as TEXT without decoding: the line is kept
+# byte for byte and stays usable by SQLite's JSON functions.
+INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, sequence, direction, message_type, payload, created_at) "
+    "VALUES (?, ?, ?, ?, CAST(? AS TEXT), ?)"
+)
+INSERT_EVENT = (
+    "INSERT INTO events (session_id, sequence, message_sequence, kind, payload, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)

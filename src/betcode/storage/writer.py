@@ -1,0 +1,272 @@
+"""The single writer: one thread owns the only write connection and group-commits the log.
+
+The event loop never touches SQLite. `append` only enqueues; the thread drains whatever is
+queued (up to a row and a byte cap) into ONE transaction without lingering, then makes ONE
+`call_soon_threadsafe` per batch that runs every callback of the batch on the loop. Any other
+write goes through `call`, on the same thread and in submission order.
+
+A failed write never stops the stream: it is logged, counted and marks the writer degraded,
+and the callbacks still run (with ok=False) so the frames are published anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from betcode.storage.database import Database, transaction
+from betcode.storage.errors import StoreClosed
+from betcode.storage.rows import INSERT_EVENT, INSERT_MESSAGE, LogRow, MessageRow
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+OnCommitted = Callable[[bool], None]
+
+MAX_BATCH_ROWS = 256
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class WriterHealth:
+    """A snapshot for health reporting.
+
+    `degraded` is sticky: once a write has failed, the stored log has a hole, and restarting
+    the daemon is what clears it.
+    """
+
+    degraded: bool
+    last_error: str | None
+    failed_writes: int
+    rows_lost: int
+    batches_committed: int
+    rows_committed: int
+
+
+@dataclass(slots=True)
+class _Append:
+    rows: Sequence[LogRow]
+    on_committed: OnCommitted | None
+    size: int
+
+
+@dataclass(slots=True)
+class _Call(Generic[T]):
+    fn: Callable[[sqlite3.Connection], T]
+    future: asyncio.Future[T]
+
+
+@dataclass(slots=True)
+class _Stop:
+    done: asyncio.Future[None]
+
+
+_Item = _Append | _Call[Any] | _Stop
+
+
+class StoreWriter:
+    """Owns the write connection and its thread; create it on the event loop it reports to."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        max_batch_rows: int = MAX_BATCH_ROWS,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+    ) -> None:
+        self._loop = loop if loop is not None else asyncio.get_running_loop()
+        self._max_rows = max_batch_rows
+        self._max_bytes = max_batch_bytes
+        self._conn = database.connect()
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._closed = False
+        self._degraded = False
+        self._last_error: str | None = None
+        self._failed_writes = 0
+        self._rows_lost = 0
+        self._batches_committed = 0
+        self._rows_committed = 0
+        self._thread = threading.Thread(target=self._run, name="betcode-store-writer", daemon=True)
+        self._thread.start()
+
+    # ---- called from the event loop (append is safe from any thread) ----
+
+    def append(self, rows: Sequence[LogRow], on_committed: OnCommitted | None = None) -> None:
+        """Queue rows to be committed together; never blocks.
+
+        `on_committed(ok)` runs on the loop once the rows' batch is committed (ok=True) or has
+        failed (ok=False). The rows of one call always land in the same transaction.
+        """
+        if self._closed:
+            raise StoreClosed("the store writer is closed; no more rows can be written")
+        size = sum(len(row.payload) for row in rows)
+        self._queue.put(_Append(rows, on_committed, size))
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(conn)` in its own transaction on the writer thread, after everything queued."""
+        if self._closed:
+            raise StoreClosed("the store writer is closed; no more writes can be made")
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.put(_Call(fn, future))
+        return await future
+
+    async def close(self) -> None:
+        """Commit everything queued, checkpoint the WAL, close the connection, stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._queue.put(_Stop(done))
+        await done
+        await asyncio.to_thread(self._thread.join)
+
+    def health(self) -> WriterHealth:
+        return WriterHealth(
+            degraded=self._degraded,
+            last_error=self._last_error,
+            failed_writes=self._failed_writes,
+            rows_lost=self._rows_lost,
+            batches_committed=self._batches_committed,
+            rows_committed=self._rows_committed,
+        )
+
+    # ---- the writer thread ----
+
+    def _run(self) -> None:
+        carried: _Item | None = None
+        while True:
+            item = carried if carried is not None else self._queue.get()
+            carried = None
+            if isinstance(item, _Append):
+                batch, carried = self._drain_batch(item)
+                self._commit_batch(batch)
+            elif isinstance(item, _Call):
+                self._run_call(item)
+            else:
+                self._stop(item)
+                return
+
+    def _drain_batch(self, first: _Append) -> tuple[list[_Append], _Item | None]:
+        """Take what is already queued (no waiting) up to the caps; return a non-append item."""
+        batch = [first]
+        rows, size = len(first.rows), first.size
+        while rows < self._max_rows and size < self._max_bytes:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, None
+            if not isinstance(item, _Append):
+                return batch, item
+            batch.append(item)
+            rows += len(item.rows)
+            size += item.size
+        return batch, None
+
+    def _commit_batch(self, batch: list[_Append]) -> None:
+        try:
+            self._insert([row for append in batch for row in append.rows])
+            outcomes = [(append.on_committed, True) for append in batch]
+        except Exception as exc:
+            # Retry each append on its own so one bad group does not take the others with it.
+            outcomes = (
+                [(append.on_committed, self._insert_alone(append)) for append in batch]
+                if len(batch) > 1
+                else [(batch[0].on_committed, self._failed(exc, len(batch[0].rows)))]
+            )
+        callbacks = [(callback, ok) for callback, ok in outcomes if callback is not None]
+        if callbacks:
+            self._to_loop(_run_callbacks, callbacks)
+
+    def _insert_alone(self, append: _Append) -> bool:
+        try:
+            self._insert(append.rows)
+        except Exception as exc:
+            return self._failed(exc, len(append.rows))
+        return True
+
+    def _insert(self, rows: Sequence[LogRow]) -> None:
+        messages = [row for row in rows if isinstance(row, MessageRow)]
+        events = [row for row in rows if not isinstance(row, MessageRow)]
+        with transaction(self._conn):
+            if messages:
+                self._conn.executemany(INSERT_MESSAGE, messages)
+            if events:
+                self._conn.executemany(INSERT_EVENT, events)
+        self._batches_committed += 1
+        self._rows_committed += len(rows)
+
+    def _failed(self, exc: BaseException, rows: int) -> bool:
+        self._degraded = True
+        self._last_error = f"{type(exc).__name__}: {exc}"
+        self._failed_writes += 1
+        self._rows_lost += rows
+        log.error(
+            "storage write of %d rows failed (%s); live streaming continues, but these rows "
+            "are missing from the stored history",
+            rows,
+            self._last_error,
+        )
+        return False
+
+    def _run_call(self, item: _Call[Any]) -> None:
+        try:
+            with transaction(self._conn):
+                result = item.fn(self._conn)
+        except Exception as exc:
+            if isinstance(exc, sqlite3.Error):
+                self._failed(exc, 0)
+            self._to_loop(_settle, item.future, None, exc)
+        else:
+            self._to_loop(_settle, item.future, result, None)
+
+    def _stop(self, item: _Stop) -> None:
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            log.warning("WAL checkpoint at close failed: %s", exc)
+        self._conn.close()
+        self._reject_leftovers()
+        self._to_loop(_settle, item.done, None, None)
+
+    def _reject_leftovers(self) -> None:
+        """Fail anything that raced in behind the stop marker instead of dropping it silently."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Append):
+                if item.on_committed is not None:
+                    self._to_loop(_run_callbacks, [(item.on_committed, False)])
+            elif isinstance(item, _Call):
+                self._to_loop(_settle, item.future, None, StoreClosed("the store writer closed"))
+
+    def _to_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:
+            log.warning("event loop closed; a storage completion could not be delivered")
+
+
+def _run_callbacks(callbacks: list[tuple[OnCommitted, bool]]) -> None:
+    for callback, ok in callbacks:
+        try:
+            callback(ok)
+        except Exception:
+            log.exception("a commit callback raised; the other callbacks still ran")
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
