@@ -1,0 +1,169 @@
+"""Application error codes (DIGEST §11.3) and their gRPC status codes.
+
+Domain code raises ``BetCodeError(code, message, details)``; a service method decorated with
+``@handles_errors`` (unary or streaming) turns it into an aborted call. The client gets the
+mapped gRPC status, the message, and the code and details as trailing metadata
+(``betcode-error-code``, and ``betcode-error-details-bin`` holding the details as UTF-8 JSON),
+so services stay thin.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, NoReturn, TypeVar, cast
+
+import grpc
+
+ERROR_CODE_METADATA_KEY = "betcode-error-code"
+# A "-bin" key carries any bytes, so detail values (paths, names) need no escaping rules.
+ERROR_DETAILS_METADATA_KEY = "betcode-error-details-bin"
+
+
+class ErrorCode(enum.StrEnum):
+    # DIGEST §11.3
+    SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+    SESSION_CLOSED = "SESSION_CLOSED"
+    SESSION_ACTIVE = "SESSION_ACTIVE"
+    WORKTREE_NOT_FOUND = "WORKTREE_NOT_FOUND"
+    WORKTREE_IN_USE = "WORKTREE_IN_USE"
+    MACHINE_OFFLINE = "MACHINE_OFFLINE"
+    NO_INPUT_LOCK = "NO_INPUT_LOCK"
+    PERMISSION_TIMEOUT = "PERMISSION_TIMEOUT"
+    PERMISSION_STALE = "PERMISSION_STALE"
+    SUBAGENT_LIMIT = "SUBAGENT_LIMIT"
+    POOL_EXHAUSTED = "POOL_EXHAUSTED"
+    TUNNEL_DISCONNECTED = "TUNNEL_DISCONNECTED"
+    RATE_LIMITED = "RATE_LIMITED"
+    INVALID_PERMISSION_CONFIG = "INVALID_PERMISSION_CONFIG"
+    DAG_CYCLE = "DAG_CYCLE"
+    COMPACTION_FAILED = "COMPACTION_FAILED"
+    SUBPROCESS_CRASHED = "SUBPROCESS_CRASHED"
+    SQLITE_ERROR = "SQLITE_ERROR"
+    # BetCode additions for the statuses of DIGEST §11.2 that §11.3 gives no code for.
+    INVALID_REQUEST = "INVALID_REQUEST"
+    PERMISSION_NOT_FOUND = "PERMISSION_NOT_FOUND"
+    SEQUENCE_OUT_OF_RANGE = "SEQUENCE_OUT_OF_RANGE"
+    NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
+
+
+GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
+    ErrorCode.SESSION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.SESSION_CLOSED: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.SESSION_ACTIVE: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.WORKTREE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.WORKTREE_IN_USE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorCode.MACHINE_OFFLINE: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.NO_INPUT_LOCK: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorCode.PERMISSION_TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
+    ErrorCode.PERMISSION_STALE: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.SUBAGENT_LIMIT: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorCode.POOL_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorCode.TUNNEL_DISCONNECTED: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorCode.INVALID_PERMISSION_CONFIG: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorCode.DAG_CYCLE: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorCode.COMPACTION_FAILED: grpc.StatusCode.INTERNAL,
+    ErrorCode.SUBPROCESS_CRASHED: grpc.StatusCode.INTERNAL,
+    ErrorCode.SQLITE_ERROR: grpc.StatusCode.INTERNAL,
+    ErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorCode.PERMISSION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.SEQUENCE_OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
+    ErrorCode.NOT_IMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
+}
+
+
+class BetCodeError(Exception):
+    """An error a client should see: an application code, a message a user can act on, and
+    string details (e.g. ``session_id``, ``holder_client_id``, ``retry_after_ms``)."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, details: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details: dict[str, str] = dict(details or {})
+
+    @property
+    def status(self) -> grpc.StatusCode:
+        return GRPC_STATUS[self.code]
+
+    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        details = json.dumps(self.details, sort_keys=True, ensure_ascii=False).encode()
+        return (
+            (ERROR_CODE_METADATA_KEY, self.code.value),
+            (ERROR_DETAILS_METADATA_KEY, details),
+        )
+
+
+async def abort(
+    context: grpc.aio.ServicerContext, status: grpc.StatusCode, message: str
+) -> NoReturn:
+    """``context.abort`` with the NoReturn type it has at runtime."""
+    await context.abort(status, message)
+    raise AssertionError("grpc.aio context.abort() returned")
+
+
+async def abort_with(context: grpc.aio.ServicerContext, error: BetCodeError) -> NoReturn:
+    """Ends the RPC with the error's status, message, code and details."""
+    context.set_trailing_metadata(error.trailing_metadata())
+    await abort(context, error.status, error.message)
+
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def handles_errors(handler: Handler) -> Handler:
+    """Decorates a servicer method ``(self, request, context)``, ``async def`` or async
+    generator: a ``BetCodeError`` it raises aborts the call with the mapped status."""
+    if inspect.isasyncgenfunction(handler):
+
+        @functools.wraps(handler)
+        async def stream(*args: Any) -> AsyncIterator[Any]:
+            try:
+                async for response in handler(*args):
+                    yield response
+            except BetCodeError as error:
+                await abort_with(args[-1], error)
+
+        return cast(Handler, stream)
+    if not inspect.iscoroutinefunction(handler):
+        raise TypeError(f"{handler.__qualname__} must be `async def` to serve grpc.aio")
+    unary = cast(Callable[..., Awaitable[Any]], handler)
+
+    @functools.wraps(handler)
+    async def call(*args: Any) -> Any:
+        try:
+            return await unary(*args)
+        except BetCodeError as error:
+            await abort_with(args[-1], error)
+
+    return cast(Handler, call)
+
+
+def error_code_of(error: grpc.aio.AioRpcError) -> ErrorCode | None:
+    """The application code a BetCode server attached to a failed call (client side)."""
+    for key, value in error.trailing_metadata() or ():
+        if key == ERROR_CODE_METADATA_KEY:
+            try:
+                return ErrorCode(value)
+            except ValueError:
+                return None
+    return None
+
+
+def error_details_of(error: grpc.aio.AioRpcError) -> dict[str, str]:
+    """The details a BetCode server attached to a failed call (client side)."""
+    for key, value in error.trailing_metadata() or ():
+        if key == ERROR_DETAILS_METADATA_KEY and isinstance(value, bytes):
+            try:
+                decoded = json.loads(value)
+            except ValueError:
+                return {}
+            if isinstance(decoded, dict):
+                return {str(k): str(v) for k, v in decoded.items()}
+    return {}

@@ -1,0 +1,200 @@
+"""Health: the standard grpc.health.v1.Health, its look-alike betcode.v1.Health, and
+betcode.v1.BetCodeHealth.GetHealthDetails, all fed by registered component checks.
+
+Overall status (DIGEST OBS-07): NOT_SERVING if a critical component is not serving, else
+SERVING; a failing non-critical component, or any component reporting a ``degraded_reason``,
+sets ``degraded``. The overall status is what both Health services answer for the empty service
+name and for every service the server registered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health_pb2 as standard_health_pb2
+from grpc_health.v1._async import HealthServicer as StandardHealthServicer
+
+from betcode.server.claude_status import ClaudeCodeProvider
+from betcode.server.errors import abort
+from betcode.v1 import health_pb2
+
+logger = logging.getLogger(__name__)
+
+ServingStatus: TypeAlias = health_pb2.ServingStatus.ValueType
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentReport:
+    serving: bool
+    message: str = ""
+    # Set while serving but impaired, e.g. "sqlite_write_failed"; shown as the degraded reason.
+    degraded_reason: str = ""
+
+
+# Called on every refresh on the event loop, so it must only read in-memory state.
+ComponentCheck = Callable[[], ComponentReport]
+
+
+@dataclass(frozen=True, slots=True)
+class _Component:
+    name: str
+    check: ComponentCheck
+    critical: bool
+
+
+class StatusBoard:
+    """betcode.v1.Health: per-service serving status with Check and Watch."""
+
+    def __init__(self) -> None:
+        self._statuses: dict[str, ServingStatus] = {"": health_pb2.SERVING}
+        self._changed = asyncio.Event()
+        self._shutting_down = False
+
+    def set(self, service: str, status: ServingStatus) -> None:
+        if self._shutting_down:
+            return
+        self._put(service, status)
+
+    def enter_graceful_shutdown(self) -> None:
+        for service in self._statuses:
+            self._put(service, health_pb2.NOT_SERVING)
+        self._shutting_down = True
+
+    def _put(self, service: str, status: ServingStatus) -> None:
+        self._statuses[service] = status
+        # Wake every watcher, then give later watchers a fresh event to wait on.
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    ) -> health_pb2.HealthCheckResponse:
+        status = self._statuses.get(request.service)
+        if status is None:
+            await abort(context, grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return health_pb2.HealthCheckResponse(status=status)
+
+    async def Watch(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[health_pb2.HealthCheckResponse]:
+        last: ServingStatus | None = None
+        while True:
+            # Take the event before reading, so a change while we yield is not missed.
+            changed = self._changed
+            status = self._statuses.get(request.service, health_pb2.SERVICE_UNKNOWN)
+            if status != last:
+                yield health_pb2.HealthCheckResponse(status=status)
+                last = status
+            if self._shutting_down:
+                return
+            await changed.wait()
+
+
+class HealthMonitor:
+    """Runs the component checks and publishes the result to all three health services."""
+
+    def __init__(
+        self,
+        *,
+        server_version: str,
+        claude_code: ClaudeCodeProvider | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.standard = StandardHealthServicer()
+        self.board = StatusBoard()
+        self._server_version = server_version
+        self._claude_code = claude_code
+        self._clock = clock
+        self._started_at = clock()
+        self._components: dict[str, _Component] = {}
+        self._services: list[str] = []
+
+    def add_component(self, name: str, check: ComponentCheck, *, critical: bool) -> None:
+        if name in self._components:
+            raise ValueError(f"health component {name!r} is already registered")
+        self._components[name] = _Component(name, check, critical)
+
+    def track_services(self, service_names: Iterable[str]) -> None:
+        """Services whose status follows the overall status (set on the next refresh)."""
+        self._services.extend(name for name in service_names if name not in self._services)
+
+    async def refresh(self) -> health_pb2.HealthDetailsResponse:
+        checked_at = Timestamp()
+        checked_at.GetCurrentTime()
+        reports = [(component, _run_check(component)) for component in self._components.values()]
+        critical_down = any(c.critical and not r.serving for c, r in reports)
+        reasons = [
+            r.degraded_reason or f"{c.name}_not_serving"
+            for c, r in reports
+            if r.degraded_reason or (not r.serving and not c.critical)
+        ]
+        overall = health_pb2.NOT_SERVING if critical_down else health_pb2.SERVING
+        details = health_pb2.HealthDetailsResponse(
+            overall_status=overall,
+            components=[
+                health_pb2.ComponentHealth(
+                    name=c.name,
+                    status=health_pb2.SERVING if r.serving else health_pb2.NOT_SERVING,
+                    message=r.message,
+                    last_check=checked_at,
+                )
+                for c, r in reports
+            ],
+            metadata={
+                "version": self._server_version,
+                "uptime_seconds": str(int(self._clock() - self._started_at)),
+            },
+            degraded=bool(reasons),
+            degraded_reason=",".join(reasons),
+        )
+        claude = self._claude_code() if self._claude_code else None
+        if claude is not None:
+            details.claude_code.CopyFrom(claude.to_health_status())
+        await self._publish(overall)
+        return details
+
+    async def run(self, interval_s: float) -> None:
+        """Refreshes forever (cancel the task to stop), so Watch clients see changes."""
+        while True:
+            await self.refresh()
+            await asyncio.sleep(interval_s)
+
+    async def enter_graceful_shutdown(self) -> None:
+        """Every service reports NOT_SERVING from now on."""
+        self.board.enter_graceful_shutdown()
+        await self.standard.enter_graceful_shutdown()
+
+    async def _publish(self, overall: ServingStatus) -> None:
+        standard_status = standard_health_pb2.HealthCheckResponse.ServingStatus.Value(
+            health_pb2.ServingStatus.Name(overall)
+        )
+        for service in ("", *self._services):
+            self.board.set(service, overall)
+            await self.standard.set(service, standard_status)
+
+
+def _run_check(component: _Component) -> ComponentReport:
+    try:
+        return component.check()
+    except Exception as error:
+        logger.warning("health check %r failed", component.name, exc_info=True)
+        return ComponentReport(False, f"check failed: {type(error).__name__}: {error}")
+
+
+class HealthDetailsService:
+    """betcode.v1.BetCodeHealth."""
+
+    def __init__(self, monitor: HealthMonitor) -> None:
+        self._monitor = monitor
+
+    async def GetHealthDetails(
+        self, request: health_pb2.HealthDetailsRequest, context: grpc.aio.ServicerContext
+    ) -> health_pb2.HealthDetailsResponse:
+        return await self._monitor.refresh()
