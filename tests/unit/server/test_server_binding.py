@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import connect, make_daemon
 from grpc_health.v1 import health_pb2 as std_pb2
 from grpc_health.v1 import health_pb2_grpc as std_grpc
+from server_harness import connect, make_daemon
 
 from betcode.server.binding import (
     BindError,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import CLAUDE, connect, make_daemon
 from grpc_health.v1 import health_pb2 as std_pb2
 from grpc_health.v1 import health_pb2_grpc as std_grpc
+from server_harness import CLAUDE, connect, make_daemon
 
 from betcode.server.app import DaemonServer
 from betcode.server.health import ComponentReport, HealthMonitor

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import connect, make_daemon
 from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from server_harness import connect, make_daemon
 
 from betcode.server.app import DaemonServer, RpcService, method_handlers
 from betcode.server.errors import (

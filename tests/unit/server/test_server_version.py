@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from conftest import CAPABILITIES
+from server_harness import CAPABILITIES
 
 from betcode.server.errors import BetCodeError, ErrorCode, error_code_of
 from betcode.server.version_service import ServerCapabilities, VersionService, negotiate
