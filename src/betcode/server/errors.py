@@ -57,7 +57,8 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.WORKTREE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.WORKTREE_IN_USE: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorCode.MACHINE_OFFLINE: grpc.StatusCode.UNAVAILABLE,
-    ErrorCode.NO_INPUT_LOCK: grpc.StatusCode.PERMISSION_DENIED,
+    # The daemon-core issue asks for FAILED_PRECONDITION (the lock is state, not authorisation).
+    ErrorCode.NO_INPUT_LOCK: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.PERMISSION_TIMEOUT: grpc.StatusCode.DEADLINE_EXCEEDED,
     ErrorCode.PERMISSION_STALE: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.SUBAGENT_LIMIT: grpc.StatusCode.RESOURCE_EXHAUSTED,
