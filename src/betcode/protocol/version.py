@@ -1,0 +1,234 @@
+"""Which Claude Code CLI is installed, and how far BetCode trusts it (seed 000, DIGEST §1.5).
+
+`claude --version` prints "2.1.330 (Claude Code)" today; the seed documents
+"claude v1.0.22 (anthropic-2024-12-01)". Both parse. The compatibility matrix (defaults below,
+configurable) maps a version to a level with the same numbers as betcode.v1 `CompatibilityLevel`:
+
+| version | level |
+|---|---|
+| unknown / unparseable | UNKNOWN |
+| older than `minimum` (2.0.0: 1.x speaks the seed's older protocol) | INCOMPATIBLE → exit 78 |
+| `minimum` ≤ v < `tested_min` (2.0.x) | DEGRADED: older than anything tested |
+| `tested_min` ≤ v ≤ `tested_max` (2.1.0–2.1.330) | FULLY_COMPATIBLE |
+| newer than `tested_max` | LIKELY_COMPATIBLE (warn, keep going) |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+EXIT_CLAUDE_MISSING = 72  # sysexits EX_OSFILE: the claude binary cannot be found or run
+EXIT_CLAUDE_TOO_OLD = 78  # EX_CONFIG: the installed claude is below the supported minimum
+
+_VERSION = re.compile(r"(?<![\w.])v?(\d+)\.(\d+)\.(\d+)(?:[-+][\w.-]*)?(?:\s*\(([^()]*)\))?")
+_PRODUCT_NAMES = frozenset({"claude code", "claude"})
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ClaudeVersion:
+    major: int
+    minor: int
+    patch: int
+    api_version: str | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+
+def parse_claude_version(text: str) -> ClaudeVersion | None:
+    """Find the first X.Y.Z in `claude --version` output; None when there is none.
+
+    A parenthesised suffix other than the product name is kept as the API version.
+    """
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    major, minor, patch, suffix = match.groups()
+    api_version = None
+    if suffix is not None and suffix.strip() and suffix.strip().lower() not in _PRODUCT_NAMES:
+        api_version = suffix.strip()
+    return ClaudeVersion(int(major), int(minor), int(patch), api_version)
+
+
+class CompatibilityLevel(enum.IntEnum):
+    """Same numbers as `CompatibilityLevel` in proto/betcode/v1/version.proto."""
+
+    UNKNOWN = 0
+    FULLY_COMPATIBLE = 1
+    LIKELY_COMPATIBLE = 2
+    DEGRADED = 3
+    INCOMPATIBLE = 4
+
+
+class CompatibilityMatrixError(ValueError):
+    """The configured version range is not a version or not in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompatibilityMatrix:
+    minimum: ClaudeVersion = ClaudeVersion(2, 0, 0)
+    tested_min: ClaudeVersion = ClaudeVersion(2, 1, 0)
+    tested_max: ClaudeVersion = ClaudeVersion(2, 1, 330)
+
+    def __post_init__(self) -> None:
+        if not self.minimum <= self.tested_min <= self.tested_max:
+            raise CompatibilityMatrixError(
+                f"compatibility range out of order: need minimum ({self.minimum}) <= tested_min "
+                f"({self.tested_min}) <= tested_max ({self.tested_max})"
+            )
+
+    @classmethod
+    def from_strings(cls, minimum: str, tested_min: str, tested_max: str) -> CompatibilityMatrix:
+        """Build a matrix from configuration text such as "2.1.0"."""
+        versions = []
+        for name, text in (
+            ("minimum", minimum),
+            ("tested_min", tested_min),
+            ("tested_max", tested_max),
+        ):
+            version = parse_claude_version(text)
+            if version is None:
+                raise CompatibilityMatrixError(f"{name} {text!r} is not a version like 2.1.0")
+            versions.append(version)
+        return cls(*versions)
+
+    def classify(self, version: ClaudeVersion | None) -> CompatibilityLevel:
+        if version is None:
+            return CompatibilityLevel.UNKNOWN
+        if version < self.minimum:
+            return CompatibilityLevel.INCOMPATIBLE
+        if version < self.tested_min:
+            return CompatibilityLevel.DEGRADED
+        if version <= self.tested_max:
+            return CompatibilityLevel.FULLY_COMPATIBLE
+        return CompatibilityLevel.LIKELY_COMPATIBLE
+
+    def explain(self, version: ClaudeVersion) -> str:
+        """One sentence a user can act on, for logs and `betcode doctor`."""
+        level = self.classify(version)
+        tested = f"{self.tested_min}–{self.tested_max}"
+        if level is CompatibilityLevel.INCOMPATIBLE:
+            return (
+                f"Claude Code {version} is older than the minimum supported {self.minimum}; "
+                f"install {self.tested_max} (scripts/setup pins it)"
+            )
+        if level is CompatibilityLevel.DEGRADED:
+            return (
+                f"Claude Code {version} is older than the tested range {tested}; "
+                "some features may be missing"
+            )
+        if level is CompatibilityLevel.FULLY_COMPATIBLE:
+            return f"Claude Code {version} is within the tested range {tested}"
+        return (
+            f"Claude Code {version} is newer than the tested range {tested}; it will probably work"
+        )
+
+
+DEFAULT_MATRIX = CompatibilityMatrix()
+
+
+class ProbeStatus(enum.StrEnum):
+    FOUND = "found"  # printed a version
+    MISSING = "missing"  # no such file, or not executable
+    UNPARSEABLE = "unparseable"  # ran fine but printed no X.Y.Z
+    FAILED = "failed"  # exited non-zero
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True, slots=True)
+class VersionProbe:
+    """What `<binary> --version` said, and what it means for BetCode."""
+
+    binary: str
+    status: ProbeStatus
+    version: ClaudeVersion | None
+    level: CompatibilityLevel
+    message: str
+    output: str = ""
+
+    @property
+    def exit_code(self) -> int | None:
+        """The daemon's exit code for this outcome, or None when it may start."""
+        if self.status is ProbeStatus.MISSING:
+            return EXIT_CLAUDE_MISSING
+        if self.level is CompatibilityLevel.INCOMPATIBLE:
+            return EXIT_CLAUDE_TOO_OLD
+        return None
+
+
+async def probe_claude_version(
+    binary: str,
+    timeout: float = 10.0,  # noqa: ASYNC109 - the probe owns its deadline (and kills on expiry)
+    matrix: CompatibilityMatrix = DEFAULT_MATRIX,
+    env: Mapping[str, str] | None = None,
+) -> VersionProbe:
+    """Run `<binary> --version` (a real subprocess in its own process group) and classify it.
+
+    `env` replaces the child's environment when given; by default it inherits ours.
+    """
+    try:
+        process = await asyncio.create_subprocess_exec(
+            binary,
+            "--version",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=None if env is None else dict(env),
+        )
+    except OSError as error:  # not found, not executable, not a program
+        return _probe_failure(
+            binary, ProbeStatus.MISSING, f"cannot run {binary}: {error.strerror or error}"
+        )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        _kill_process_group(process.pid)
+        await process.wait()
+        return _probe_failure(
+            binary, ProbeStatus.TIMED_OUT, f"{binary} --version did not answer within {timeout:g} s"
+        )
+    output = stdout.decode("utf-8", "replace").strip()
+    if process.returncode != 0:
+        detail = stderr.decode("utf-8", "replace").strip() or output
+        return _probe_failure(
+            binary,
+            ProbeStatus.FAILED,
+            f"{binary} --version exited with {process.returncode}: {detail}",
+            output,
+        )
+    version = parse_claude_version(output)
+    if version is None:
+        return _probe_failure(
+            binary,
+            ProbeStatus.UNPARSEABLE,
+            f"{binary} --version printed no version: {output[:200]!r}",
+            output,
+        )
+    return VersionProbe(
+        binary,
+        ProbeStatus.FOUND,
+        version,
+        matrix.classify(version),
+        matrix.explain(version),
+        output,
+    )
+
+
+def _probe_failure(
+    binary: str, status: ProbeStatus, message: str, output: str = ""
+) -> VersionProbe:
+    return VersionProbe(binary, status, None, CompatibilityLevel.UNKNOWN, message, output)
+
+
+def _kill_process_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
