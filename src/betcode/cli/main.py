@@ -13,5 +13,10 @@ def cli() -> None:
     """BetCode: run Claude Code sessions in a daemon and reach them from any terminal."""
 
 
+from betcode.cli.config_cmd import config_group  # noqa: E402
+
+cli.add_command(config_group)
+
+
 def main() -> None:
     cli()

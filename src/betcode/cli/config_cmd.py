@@ -1,0 +1,150 @@
+"""`betcode config show` and `betcode config import`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from betcode.config.dirs import config_dir
+from betcode.config.errors import ConfigError, show_value
+from betcode.config.importer import ImportPlan, apply_import, is_first_run, plan_import
+from betcode.config.layers import load_permission_layers
+from betcode.config.settings import DaemonSettings, load_daemon_settings, settings_items
+from betcode.config.values import format_duration
+from betcode.permissions.engine import RuleSet
+from betcode.permissions.rules import InvalidRule
+
+
+@click.group("config")
+def config_group() -> None:
+    """Show BetCode's effective configuration, or import Claude Code's."""
+
+
+@config_group.command("show")
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Working directory whose .claude/ settings apply (default: the current one).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def show(cwd: Path | None, as_json: bool) -> None:
+    """Effective daemon settings, and every permission rule with where it came from."""
+    directory = config_dir()
+    workdir = (cwd or Path.cwd()).absolute()
+    try:
+        settings = load_daemon_settings(directory)
+        ruleset, invalid = RuleSet.from_settings(load_permission_layers(workdir, directory))
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps(_as_json(directory, settings, ruleset, invalid), indent=2))
+    else:
+        _print_text(directory, workdir, settings, ruleset, invalid)
+
+
+def _print_text(
+    directory: Path,
+    workdir: Path,
+    settings: DaemonSettings,
+    ruleset: RuleSet,
+    invalid: list[InvalidRule],
+) -> None:
+    state = "" if directory.exists() else " (does not exist yet: see `betcode config import`)"
+    click.echo(f"Config dir: {directory}{state}\n\nDaemon settings:")
+    for key, value in settings_items(settings):
+        shown = show_value(value)
+        if key.endswith("_seconds") and isinstance(value, float):
+            shown = format_duration(value)
+        elif key.endswith("_seconds") and isinstance(value, tuple):
+            shown = ", ".join(format_duration(seconds) for seconds in value)
+        click.echo(f"  {key} = {shown}")
+    click.echo(f"\nPermission rules for {workdir} (checked deny, then ask, then allow):")
+    if not ruleset.rules:
+        click.echo("  (none)")
+    for rule in ruleset.rules:
+        click.echo(f"  {rule.source.list_name:<5}  {rule.text}  ({rule.source.origin})")
+    if invalid:
+        click.echo("\nInvalid rules (skipped):")
+        for error in invalid:
+            click.echo(f"  {error}")
+
+
+def _as_json(
+    directory: Path, settings: DaemonSettings, ruleset: RuleSet, invalid: list[InvalidRule]
+) -> dict[str, object]:
+    return {
+        "config_dir": str(directory),
+        "daemon": dataclasses.asdict(settings),
+        "rules": [
+            {"list": str(r.source.list_name), "rule": r.text, "origin": r.source.origin}
+            for r in ruleset.rules
+        ],
+        "invalid_rules": [
+            {"list": str(e.source.list_name), "rule": e.text, "origin": e.source.origin,
+             "reason": e.reason}
+            for e in invalid
+        ],
+    }  # fmt: skip
+
+
+@config_group.command("import")
+@click.option("--yes", "-y", is_flag=True, help="Copy without asking.")
+@click.option(
+    "--from",
+    "claude_home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Claude Code's user directory to copy from (default: ~/.claude).",
+)
+def import_settings(yes: bool, claude_home: Path | None) -> None:
+    """Copy ~/.claude/settings.json and ~/.claude/rules/ into BetCode's config dir."""
+    directory = config_dir()
+    plan = plan_import(directory, claude_home)
+    if not _describe(plan, directory):
+        return
+    if not yes and not click.confirm("Copy these files?", default=True):
+        click.echo("Nothing copied.")
+        return
+    _apply(plan)
+
+
+def offer_first_run_import() -> None:
+    """For `betcode daemon start`: when the config dir does not exist yet, offer the import
+    on a terminal, then create the dir so the question is asked only once."""
+    directory = config_dir()
+    if not is_first_run(directory):
+        return
+    plan = plan_import(directory)
+    interactive = sys.stdin.isatty()
+    if plan.copies and interactive:
+        click.echo("First run: BetCode can start from a copy of your Claude Code settings.")
+        if _describe(plan, directory) and click.confirm("Copy these files?", default=True):
+            _apply(plan)
+    elif plan.copies:
+        click.echo(
+            f"First run: `betcode config import` copies Claude Code's settings to {directory}."
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def _describe(plan: ImportPlan, directory: Path) -> bool:
+    """Print the plan; False when there is nothing to copy."""
+    for path, reason in plan.skipped:
+        click.echo(f"Skipping {path}: {reason}")
+    if not plan.copies:
+        click.echo("Nothing to import.")
+        return False
+    click.echo(f"Will copy into {directory}:")
+    for planned in plan.copies:
+        click.echo(f"  {planned.source} -> {planned.target}")
+    return True
+
+
+def _apply(plan: ImportPlan) -> None:
+    created = apply_import(plan)
+    click.echo(f"Copied {len(created)} file(s); the originals were not changed.")

@@ -1,0 +1,207 @@
+"""The daemon's own settings: typed, with documented defaults and ranges, validated at load.
+
+They live under the `daemon` key of `<config dir>/settings.json` (the rest of that file is
+Claude Code's settings format, of which BetCode reads only `permissions`). Precedence, highest
+first: command-line flags (`overrides`: dotted keys below `daemon`, such as
+`crash_policy.max_crashes`), the environment variables in ENV_KEYS, the file, the built-in
+defaults. A higher layer replaces
+a key's whole value: overriding `crash_policy` with an object resets the fields it omits to
+their defaults, not to the file's values.
+
+Every value is checked when loaded; an error names the file (or flag / variable), the dotted key,
+the value and what is allowed. Unknown keys under `daemon` are logged at WARN and ignored.
+The ranges bound what a user may configure; code (tests, benchmarks) may construct the
+dataclasses directly with other values, e.g. a 2-second watchdog.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import logging
+import os
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from betcode.config.errors import ConfigError, show_value
+from betcode.config.layers import SETTINGS_FILE, read_settings_file
+from betcode.config.values import DAY, HOUR, MIB, SPEC, Rejected, Spec, setting
+
+LOG_LEVELS = ("error", "warn", "info", "debug", "trace")
+ENV_KEYS = {
+    "BETCODE_LOG_LEVEL": "log_level",
+    "BETCODE_MAX_PAYLOAD_BYTES": "max_payload_bytes",
+    "BETCODE_MAX_SESSIONS": "max_sessions",
+    "BETCODE_SUBPROCESS_TIMEOUT": "subprocess.timeout_seconds",
+}
+COMMAND_LINE = "command line"
+
+log = logging.getLogger(__name__)
+_T = typing.TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class CrashPolicy:
+    """Restart backoff and the crash budget of one claude process."""
+
+    initial_backoff_ms: int = setting(500, "int", 100, 5000)
+    max_backoff_ms: int = setting(30_000, "int", 1000, 300_000)
+    multiplier: float = setting(2.0, "float", 1.5, 4.0)
+    max_crashes: int = setting(5, "int", 1, 20)
+    window_seconds: float = setting(60.0, "seconds", 30, 600)
+
+    def __post_init__(self) -> None:
+        if self.max_backoff_ms < self.initial_backoff_ms:
+            raise ValueError(
+                f"max_backoff_ms ({self.max_backoff_ms}) must not be below "
+                f"initial_backoff_ms ({self.initial_backoff_ms})"
+            )
+
+
+@dataclass(frozen=True)
+class SubprocessSettings:
+    """`timeout_seconds`: the watchdog (no output during a turn, no permission pending).
+    `idle_reap_seconds` 0 keeps idle processes forever."""
+
+    timeout_seconds: float = setting(300.0, "seconds", 60, 7200)
+    idle_reap_seconds: float = setting(600.0, "seconds", 0, DAY)
+    kill_grace_seconds: float = setting(5.0, "seconds", 1, 60)
+    env_allowlist_extra: tuple[str, ...] = setting((), "names")
+
+
+@dataclass(frozen=True)
+class PermissionSettings:
+    """Pending requests wait `ttl_seconds`, renewed by activity when `extend_on_activity`.
+    `notify_command` (argv, not a shell line) runs for each reminder."""
+
+    ttl_seconds: float = setting(7 * DAY, "seconds", HOUR, 30 * DAY)
+    extend_on_activity: bool = setting(True, "bool")
+    reminder_seconds: tuple[float, ...] = setting((HOUR, DAY), "seconds_list", 60, 30 * DAY)
+    sweep_interval_seconds: float = setting(300.0, "seconds", 10, HOUR)
+    notify_command: tuple[str, ...] | None = setting(None, "argv")
+
+
+@dataclass(frozen=True)
+class InputLockSettings:
+    transfer_seconds: float = setting(10.0, "seconds", 5, 60)
+    idle_handover_seconds: float = setting(300.0, "seconds", 60, HOUR)
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
+    max_sessions: int = setting(100, "int", 1, 1000)
+    client_queue_size: int = setting(1024, "int", 128, 8192)
+    log_level: str = setting("info", "choice", choices=LOG_LEVELS)
+    crash_policy: CrashPolicy = field(default_factory=CrashPolicy)
+    subprocess: SubprocessSettings = field(default_factory=SubprocessSettings)
+    permission: PermissionSettings = field(default_factory=PermissionSettings)
+    input_lock: InputLockSettings = field(default_factory=InputLockSettings)
+
+
+def load_daemon_settings(
+    config_dir: Path,
+    overrides: Mapping[str, object] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> DaemonSettings:
+    """Settings from `<config dir>/settings.json`, the environment and flags (module doc)."""
+    path = config_dir / SETTINGS_FILE
+    data = read_settings_file(path) or {}
+    section = data.get("daemon", {})
+    if not isinstance(section, Mapping):
+        raise ConfigError(str(path), "daemon", f"must be an object, got {show_value(section)}")
+    values = copy.deepcopy(dict(section))
+    origins: dict[str, str] = {}
+    env = os.environ if environ is None else environ
+    for name, key in ENV_KEYS.items():
+        if env.get(name):
+            _set(values, key, _env_value(env[name]))
+            origins[key] = f"environment variable {name}"
+    for key, value in (overrides or {}).items():
+        _set(values, key, value)
+        origins[key] = COMMAND_LINE
+    return _build(DaemonSettings, values, "", _Origins(str(path), origins))
+
+
+def settings_items(settings: object, prefix: str = "daemon") -> list[tuple[str, object]]:
+    """(dotted key, value) for every leaf setting, in declaration order."""
+    items: list[tuple[str, object]] = []
+    for f in dataclasses.fields(settings):  # type: ignore[arg-type]
+        value = getattr(settings, f.name)
+        key = f"{prefix}.{f.name}"
+        if dataclasses.is_dataclass(value):
+            items.extend(settings_items(value, key))
+        else:
+            items.append((key, value))
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class _Origins:
+    file: str
+    by_key: dict[str, str]
+
+    def of(self, key: str) -> str:
+        """Where the value at dotted `key` (relative to `daemon`) came from."""
+        parts = key.split(".")
+        for end in range(len(parts), 0, -1):
+            origin = self.by_key.get(".".join(parts[:end]))
+            if origin is not None:
+                return origin
+        return self.file
+
+
+def _env_value(raw: str) -> object:
+    """Environment values are JSON when they parse as JSON (numbers, booleans), else text."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _set(values: dict[str, object], dotted: str, value: object) -> None:
+    *parents, leaf = dotted.split(".")
+    node = values
+    for name in parents:
+        child = node.get(name)
+        if not isinstance(child, dict):
+            child = {}
+            node[name] = child
+        node = child
+    node[leaf] = value
+
+
+def _build(cls: type[_T], data: Mapping[str, object], prefix: str, origins: _Origins) -> _T:
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, object] = {}
+    known: set[str] = set()
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        known.add(f.name)
+        if f.name not in data:
+            continue
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        value = data[f.name]
+        kind = hints[f.name]
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            if not isinstance(value, Mapping):
+                problem = f"must be an object, got {show_value(value)}"
+                raise ConfigError(origins.of(key), f"daemon.{key}", problem)
+            kwargs[f.name] = _build(kind, value, key, origins)
+            continue
+        spec: Spec = f.metadata[SPEC]
+        try:
+            kwargs[f.name] = spec.convert(value)
+        except Rejected as rejected:
+            problem = f"{show_value(value)} {rejected}"
+            raise ConfigError(origins.of(key), f"daemon.{key}", problem) from None
+    for unknown in sorted(set(data) - known):
+        key = f"{prefix}.{unknown}" if prefix else unknown
+        log.warning("%s: unknown setting daemon.%s ignored", origins.of(key), key)
+    try:
+        return cls(**kwargs)
+    except ValueError as error:
+        raise ConfigError(origins.of(prefix), f"daemon.{prefix}".rstrip("."), str(error)) from None
