@@ -14,8 +14,10 @@ def cli() -> None:
 
 
 from betcode.cli.config_cmd import config_group  # noqa: E402
+from betcode.cli.ndjson_cmd import ndjson  # noqa: E402
 
 cli.add_command(config_group)
+cli.add_command(ndjson)
 
 
 def main() -> None:
