@@ -85,9 +85,7 @@ class DaemonProcess:
         return self.process.wait(20)
 
 
-def daemon_process_env(
-    root: Path, claude_bin: Path, environ: Mapping[str, str]
-) -> dict[str, str]:
+def daemon_process_env(root: Path, claude_bin: Path, environ: Mapping[str, str]) -> dict[str, str]:
     env = dict(environ)
     env.update(
         {
@@ -150,7 +148,9 @@ class Client:
     def of_kind(self, kind: str) -> list[agent_pb2.AgentEvent]:
         return [e for e in self.events if e.WhichOneof("event") == kind]
 
-    async def wait_for(self, kind: str, count: int = 1, timeout: float = 60.0) -> agent_pb2.AgentEvent:
+    async def wait_for(
+        self, kind: str, count: int = 1, within_s: float = 60.0
+    ) -> agent_pb2.AgentEvent:
         async def until() -> agent_pb2.AgentEvent:
             while True:
                 found = self.of_kind(kind)
@@ -162,7 +162,15 @@ class Client:
                 self._changed.clear()
                 await self._changed.wait()
 
-        return await asyncio.wait_for(until(), timeout)
+        return await asyncio.wait_for(until(), within_s)
+
+    async def wait_for_sequence(self, sequence: int, within_s: float = 30.0) -> None:
+        async def until() -> None:
+            while not any(event.sequence >= sequence for event in self.events):
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(until(), within_s)
 
     @property
     def session_id(self) -> str:

@@ -26,12 +26,14 @@ async def replay_then_live(
     max_count: int = 256,
     max_bytes: int = 4 * 1024 * 1024,
     on_caught_up: Callable[[int], Awaitable[list[Frame]]] | None = None,
+    mark_caught_up: bool = False,
 ) -> AsyncIterator[list[Frame]]:
     """Yields batches of frames in seq order until the subscriber is closed.
 
     ``on_caught_up(last_seq)`` runs once, after the first replay reaches the live edge; the
     frames it returns (e.g. still-pending permission requests flagged as replays) are yielded
-    as they are, outside the seq ordering.
+    as they are, outside the seq ordering. With ``mark_caught_up`` an empty batch follows, so
+    a client that only wants the history knows where it ends.
     """
     last = after_seq
     async for batch in _replay(read_page, last, max_count, max_bytes):
@@ -41,6 +43,8 @@ async def replay_then_live(
         extra = await on_caught_up(last)
         if extra:
             yield extra
+    if mark_caught_up:
+        yield []
     while True:
         if subscriber.lagging:
             subscriber.resume_after_lag()

@@ -1,0 +1,191 @@
+"""`betcode daemon start|stop|status|logs`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from betcode.cli.paths import DaemonPaths, resolve_paths
+from betcode.daemon import DaemonConfig, run_daemon
+
+START_TIMEOUT_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 15.0
+
+
+@click.group("daemon")
+def daemon_group() -> None:
+    """Start, stop and inspect the BetCode daemon."""
+
+
+def _path_options(function: click.decorators.FC) -> click.decorators.FC:
+    function = click.option(
+        "--socket",
+        "socket_path",
+        type=click.Path(path_type=Path),
+        help="Unix socket path (env BETCODE_SOCKET).",
+    )(function)
+    function = click.option(
+        "--data-dir",
+        type=click.Path(path_type=Path),
+        help="Where daemon.db and logs live (env BETCODE_DATA_DIR).",
+    )(function)
+    return function
+
+
+@daemon_group.command("start")
+@_path_options
+@click.option("--foreground", is_flag=True, help="Run in this terminal instead of detaching.")
+@click.option("--listen", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051.")
+@click.option("--claude-bin", help="The claude binary (env BETCODE_CLAUDE_BIN).")
+def start(
+    socket_path: Path | None,
+    data_dir: Path | None,
+    foreground: bool,
+    listen: str | None,
+    claude_bin: str | None,
+) -> None:
+    """Start the daemon (detached unless --foreground)."""
+    paths = resolve_paths(socket_path, data_dir)
+    if foreground:
+        _configure_logging(None)
+        config = DaemonConfig(
+            data_dir=paths.data_dir,
+            socket_path=paths.socket,
+            listen=listen,
+            claude_bin=claude_bin,
+        )
+        paths.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        paths.pid_file.write_text(f"{os.getpid()}\n")
+        try:
+            code = asyncio.run(run_daemon(config))
+        finally:
+            paths.pid_file.unlink(missing_ok=True)
+        sys.exit(code)
+    if _alive(paths):
+        click.echo(f"daemon already running (pid {_read_pid(paths)}, socket {paths.socket})")
+        return
+    _spawn_detached(paths, listen, claude_bin)
+
+
+def _spawn_detached(paths: DaemonPaths, listen: str | None, claude_bin: str | None) -> None:
+    paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    argv = [
+        sys.executable,
+        "-m",
+        "betcode.cli.main",
+        "daemon",
+        "start",
+        "--foreground",
+        "--socket",
+        str(paths.socket),
+        "--data-dir",
+        str(paths.data_dir),
+    ]
+    if listen:
+        argv += ["--listen", listen]
+    if claude_bin:
+        argv += ["--claude-bin", claude_bin]
+    with open(paths.log_file, "ab") as log_file:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            raise click.ClickException(
+                f"the daemon exited with code {code} during startup; see {paths.log_file}"
+            )
+        if paths.socket.exists() and _alive(paths):
+            click.echo(f"daemon started (pid {process.pid}, socket {paths.socket})")
+            return
+        time.sleep(0.1)
+    raise click.ClickException(f"the daemon did not come up in time; see {paths.log_file}")
+
+
+@daemon_group.command("stop")
+@_path_options
+def stop(socket_path: Path | None, data_dir: Path | None) -> None:
+    """Stop the daemon (SIGTERM; it stops its claude processes and flushes)."""
+    paths = resolve_paths(socket_path, data_dir)
+    pid = _read_pid(paths)
+    if pid is None or not _alive(paths):
+        click.echo("daemon is not running")
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if not _pid_alive(pid):
+            click.echo("daemon stopped")
+            return
+        time.sleep(0.1)
+    raise click.ClickException(f"daemon (pid {pid}) did not stop within {STOP_TIMEOUT_SECONDS}s")
+
+
+@daemon_group.command("status")
+@_path_options
+def status(socket_path: Path | None, data_dir: Path | None) -> None:
+    """Show whether the daemon runs, and the health of its parts."""
+    from betcode.cli.health import print_health
+
+    paths = resolve_paths(socket_path, data_dir)
+    if not _alive(paths):
+        click.echo(f"daemon is not running (socket {paths.socket})")
+        sys.exit(1)
+    click.echo(f"daemon running (pid {_read_pid(paths)}, socket {paths.socket})")
+    print_health(paths.socket)
+
+
+@daemon_group.command("logs")
+@_path_options
+@click.option("-n", "--lines", default=50, show_default=True, help="How many lines to show.")
+def logs(socket_path: Path | None, data_dir: Path | None, lines: int) -> None:
+    """Print the end of the daemon's log file."""
+    paths = resolve_paths(socket_path, data_dir)
+    if not paths.log_file.exists():
+        raise click.ClickException(f"no log file at {paths.log_file}")
+    tail = paths.log_file.read_text(errors="replace").splitlines()[-lines:]
+    click.echo("\n".join(tail))
+
+
+def _read_pid(paths: DaemonPaths) -> int | None:
+    try:
+        return int(paths.pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _alive(paths: DaemonPaths) -> bool:
+    pid = _read_pid(paths)
+    return pid is not None and _pid_alive(pid) and paths.socket.exists()
+
+
+def _configure_logging(log_file: Path | None) -> None:
+    level = os.environ.get("BETCODE_LOG_LEVEL", "info").upper()
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        filename=log_file,
+    )

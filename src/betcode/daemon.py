@@ -1,0 +1,208 @@
+"""The composition root: startup → serve → shutdown, and the only place signals are handled.
+
+Startup order (DAEMON.md): config → claude version check (exit 72 missing, 78 too old) →
+database + migrations → reconciliation in one transaction → sessions and services → bind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from betcode import __version__
+from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.environment import build_child_env
+from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
+from betcode.permissions.bridge import PermissionBridge
+from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
+from betcode.server.agent_service import RAW_RESPONSE_METHODS, AgentService
+from betcode.server.app import DaemonServer, RpcService
+from betcode.server.claude_status import ClaudeCodeReport
+from betcode.server.health import ComponentReport, HealthMonitor
+from betcode.server.version_service import ServerCapabilities, VersionService
+from betcode.sessions.context import SessionContext, SessionSettings
+from betcode.sessions.manager import SessionManager
+from betcode.storage.database import open_database
+from betcode.storage.reader import StoreReader
+from betcode.storage.reconcile import reconcile
+from betcode.storage.writer import StoreWriter
+from betcode.v1 import agent_pb2, version_pb2
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_SECONDS = 5.0
+HEALTH_INTERVAL_SECONDS = 5.0
+
+
+class DaemonStartupError(Exception):
+    """A startup failure with the process exit code it maps to."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Everything the daemon needs, resolved once (config files + flags) and passed down."""
+
+    data_dir: Path
+    socket_path: Path
+    listen: str | None = None
+    claude_bin: str | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    policy: SupervisorPolicy = field(default_factory=SupervisorPolicy)
+    sessions: SessionSettings = field(default_factory=SessionSettings)
+    permission_ttl_seconds: float = 7 * 24 * 3600
+    env_allow: tuple[str, ...] = ()
+
+
+class Daemon:
+    def __init__(self, config: DaemonConfig) -> None:
+        self.config = config
+        self._stopping = asyncio.Event()
+        self._claude_report: ClaudeCodeReport | None = None
+        self.server: DaemonServer | None = None
+        self.sessions: SessionManager | None = None
+        self._writer: StoreWriter | None = None
+        self._reader: StoreReader | None = None
+        self._health_task: asyncio.Task[None] | None = None
+
+    # ---- startup ----
+
+    async def start(self) -> None:
+        binary = await self._check_claude()
+        self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        database = await asyncio.to_thread(open_database, self.config.data_dir / "daemon.db")
+        self._writer = writer = StoreWriter(database)
+        self._reader = reader = StoreReader(database)
+        report = await writer.call(lambda c: reconcile(c, time.time()))
+        log.info("reconciled stored state: %s", report)
+        bridge = PermissionBridge(writer, reader, ttl_seconds=self.config.permission_ttl_seconds)
+        scratch = self.config.data_dir / "claude-scratch"
+        context = SessionContext(
+            writer=writer,
+            reader=reader,
+            claude_binary=binary,
+            child_env=lambda: build_child_env(self.config.environ, scratch, self.config.env_allow),
+            process_policy=self.config.policy,
+            permissions=bridge,
+            settings=self.config.sessions,
+        )
+        self.sessions = SessionManager(context)
+        health = HealthMonitor(server_version=__version__, claude_code=lambda: self._claude_report)
+        health.add_component("storage", self._storage_report, critical=True)
+        health.add_component("sessions", self._sessions_report, critical=False)
+        version = VersionService(
+            ServerCapabilities(
+                server_version=__version__,
+                feature_flags={
+                    "streaming_deltas": True,
+                    "permission_bridge": True,
+                    "session_persistence": True,
+                    "batched_replay": True,
+                },
+                max_message_bytes=16 * 1024 * 1024,
+            ),
+            lambda: self._claude_report,
+        )
+        agent = AgentService(self.sessions, bridge, writer, reader)
+        self.server = DaemonServer(
+            health=health,
+            version=version,
+            services=[
+                RpcService(
+                    agent_pb2.DESCRIPTOR.services_by_name["AgentService"],
+                    agent,
+                    raw_responses=RAW_RESPONSE_METHODS,
+                )
+            ],
+        )
+        await self.server.start(self.config.socket_path, self.config.listen)
+        self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
+        log.info("betcode daemon %s serving on %s", __version__, self.config.socket_path)
+
+    async def _check_claude(self) -> ClaudeBinary:
+        try:
+            binary = find_claude_binary(self.config.claude_bin, self.config.environ)
+        except ClaudeNotFound as exc:
+            raise DaemonStartupError(str(exc), EXIT_CLAUDE_MISSING) from exc
+        probe = await probe_claude_version(str(binary.path))
+        if probe.exit_code is not None:
+            raise DaemonStartupError(f"claude at {binary.path}: {probe.message}", probe.exit_code)
+        version_text = str(probe.version) if probe.version is not None else "unknown"
+        self._claude_report = ClaudeCodeReport(
+            binary_path=str(binary.path),
+            binary_source=str(binary.source),
+            version=version_text,
+            api_version=(probe.version.api_version or "") if probe.version is not None else "",
+            compatibility=version_pb2.CompatibilityLevel.ValueType(int(probe.level)),
+            message=probe.message,
+        )
+        log.info("claude %s (%s) at %s", version_text, probe.level.name, binary.path)
+        return binary
+
+    def _storage_report(self) -> ComponentReport:
+        if self._writer is None:
+            return ComponentReport(False, "not open")
+        health = self._writer.health()
+        if health.degraded:
+            return ComponentReport(
+                True, f"writes failed: {health.last_error}", degraded_reason="sqlite_write_failed"
+            )
+        return ComponentReport(True, f"{health.rows_committed} rows committed")
+
+    def _sessions_report(self) -> ComponentReport:
+        live = self.sessions.live if self.sessions is not None else []
+        return ComponentReport(True, f"{len(live)} live sessions")
+
+    # ---- serve / shutdown ----
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, self._reload)
+
+    def _reload(self) -> None:
+        log.info("SIGHUP: configuration reload requested")
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def serve_until_stopped(self) -> None:
+        await self._stopping.wait()
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Stop accepting, stop every claude (SIGTERM, grace, SIGKILL), flush, close."""
+        if self._health_task is not None:
+            self._health_task.cancel()
+        if self.server is not None:
+            await self.server.stop(SHUTDOWN_GRACE_SECONDS)
+        if self.sessions is not None:
+            await self.sessions.shutdown()
+        if self._writer is not None:
+            await self._writer.close()
+        if self._reader is not None:
+            self._reader.close()
+
+
+async def run_daemon(config: DaemonConfig) -> int:
+    """Runs until SIGTERM/SIGINT; returns the process exit code."""
+    daemon = Daemon(config)
+    try:
+        await daemon.start()
+    except DaemonStartupError as exc:
+        log.error("%s", exc)
+        await daemon.stop()
+        return exc.exit_code
+    daemon.install_signal_handlers()
+    await daemon.serve_until_stopped()
+    return 0
