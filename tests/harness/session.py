@@ -134,6 +134,19 @@ class ClaudeSession:
             if isinstance(message, Result):
                 return turn
 
+    async def finish(self, timeout_s: float | None = None) -> int:
+        """Close stdin, read whatever the CLI still prints until EOF, and return its exit code."""
+        self.process.close_stdin()
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        while not self._eof or self._ready:
+            try:
+                await self.next_message(deadline - time.monotonic())
+            except ClaudeStreamError:
+                if not self._eof:
+                    raise
+        async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+            return await self.process.wait()
+
     def _error(self, what: str) -> ClaudeStreamError:
         tail = b"\n".join(line[:300] for line in self.lines[-5:]).decode(errors="replace")
         stderr = self.process.stderr_text or "(empty)"
