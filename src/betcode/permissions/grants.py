@@ -5,9 +5,9 @@ Code's `permission_suggestions`), so it matches exactly as the rule `Tool(specif
 `grant_from_request` scopes an ALLOW_SESSION answer:
 
 1. the first `addRules`/`replaceRules` allow suggestion whose rule applies to the requested
-   tool is used as is (`Bash(npm run:*)`, `Read(//etc/ssl/**)`), except that a Bash
-   suggestion equal to the command itself becomes an exact match even if the command
-   contains `*`;
+   tool is used as is (`Bash(npm run:*)`, `Read(//etc/ssl/**)`); a Bash suggestion must cover
+   every part of the command, and one equal to the command itself becomes an exact match even
+   if the command contains `*`;
 2. a `setMode acceptEdits` suggestion on a file-editing tool becomes `Edit(./**)`: every
    edit under the working directory, as acceptEdits does for the rest of the session;
 3. otherwise: Bash - exactly this command; file tools - exactly this path (a directory path
@@ -18,6 +18,7 @@ Code's `permission_suggestions`), so it matches exactly as the rule `Tool(specif
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit
 from betcode.permissions.path_glob import absolute_path
 from betcode.permissions.rules import (
     PATH_FAMILIES,
+    BashPattern,
     InvalidRule,
     Rule,
     RuleList,
@@ -34,7 +36,7 @@ from betcode.permissions.rules import (
     format_rule,
     parse_rule,
 )
-from betcode.permissions.shell_split import normalize_whitespace
+from betcode.permissions.shell_split import normalize_whitespace, split_command
 
 GRANT_ORIGIN = "session grant"
 
@@ -127,7 +129,20 @@ def _suggested_grant(
         rule = grant_rule(grant)
     except InvalidRule:
         return None
-    return grant if rule.applies_to(tool_name) else None
+    if not rule.applies_to(tool_name):
+        return None
+    if isinstance(rule.pattern, BashPattern) and isinstance(command, str):
+        return grant if _covers_command(rule.pattern, command) else None
+    return grant
+
+
+def _covers_command(pattern: BashPattern, command: str) -> bool:
+    """Whether a suggested Bash rule covers the command it was offered for."""
+    if pattern.literal == normalize_whitespace(command):
+        return True
+    regex = re.compile(pattern.regex, re.DOTALL)
+    parts = split_command(command)
+    return bool(parts) and all(regex.fullmatch(part.text) for part in parts)
 
 
 def _default_grant(tool_name: str, tool_input: Mapping[str, object]) -> SessionGrant | None:

@@ -13,9 +13,10 @@ A bare pattern with no `/` in it (`.env`, `*.pem`) matches that name at any dept
 working directory, as in gitignore. Wildcards: `*` and `?` stay within one path segment,
 `**` spans directories (`src/**/*.ts` matches `src/a/b/c.ts` and `src/c.ts`), `[abc]` /
 `[!abc]` are character classes, a backslash quotes the next character. A pattern that names a
-directory covers everything inside it. `..` and `.` segments are resolved in patterns and in
-the tool's path alike; a path outside the anchor (`../x`) matches only a pattern that itself
-reaches up with `..`. Matching is case-sensitive and purely textual: symlinks are not followed.
+directory covers everything inside it, and `dir/**` covers `dir` itself too. `..` and `.`
+segments are resolved in patterns and in the tool's path alike; a path outside the anchor
+(`../x`) matches only a pattern that itself reaches up with `..`. Matching is case-sensitive
+and purely textual: symlinks are not followed.
 """
 
 from __future__ import annotations
@@ -71,7 +72,10 @@ def parse_path_pattern(spec: str, base_dir: str | None) -> PathPattern:
     unanchored = anchor is Anchor.CWD and "/" not in spec.rstrip("/")
     rest = _normalize(rest, anchor)
     prefix = "(?:[^/]*/)*" if unanchored else ""
-    regex = re.compile(f"{prefix}{glob_to_regex(rest)}(?:/.*)?", re.DOTALL)
+    # `dir/**` also matches `dir` itself (a Glob or Grep of the directory), and any pattern
+    # that matches a directory matches everything inside it.
+    body = glob_to_regex(rest[:-3]) if rest.endswith("/**") else glob_to_regex(rest)
+    regex = re.compile(f"{prefix}{body}(?:/.*)?", re.DOTALL)
     reaches_up = rest == ".." or rest.startswith("../")
     return PathPattern(anchor, base_dir, regex, reaches_up)
 

@@ -104,6 +104,7 @@ class Rule:
     text: str
     source: RuleSource
     tool_name: str
+    specifier: str | None  # the text between the parentheses, unescaped
     pattern: Specifier | None  # None: every call of the tool (or MCP server)
 
     def describe(self) -> str:
@@ -138,7 +139,7 @@ def parse_rule(text: str, source: RuleSource) -> Rule:
         pattern = _specifier(name, content, source)
     except ValueError as error:
         raise InvalidRule(text, source, str(error)) from None
-    return Rule(stripped, source, name, pattern)
+    return Rule(stripped, source, name, content, pattern)
 
 
 def format_rule(tool_name: str, content: str | None) -> str:
