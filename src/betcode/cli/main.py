@@ -16,6 +16,7 @@ def cli() -> None:
 from betcode.cli.config_cmd import config_group  # noqa: E402
 from betcode.cli.daemon_cmd import daemon_group  # noqa: E402
 from betcode.cli.demo_cmd import demo  # noqa: E402
+from betcode.cli.doctor_cmd import doctor  # noqa: E402
 from betcode.cli.ndjson_cmd import ndjson  # noqa: E402
 from betcode.cli.run_cmd import run  # noqa: E402
 
@@ -23,6 +24,7 @@ cli.add_command(config_group)
 cli.add_command(daemon_group)
 cli.add_command(run)
 cli.add_command(demo)
+cli.add_command(doctor)
 cli.add_command(ndjson)
 
 

@@ -203,7 +203,7 @@ class Session:
         self.emit(
             [
                 translate.user_input_event(text),
-                translate.status_event(Status.AGENT_STATUS_THINKING),
+                *self.translator.set_status(Status.AGENT_STATUS_THINKING),
             ],
             row,
         )
@@ -288,12 +288,12 @@ class Session:
 
     def on_state(self, state: SupervisorState, detail: str) -> None:
         if state is SupervisorState.RESTARTING:
-            self.emit([translate.status_event(Status.AGENT_STATUS_RESTARTING, detail)])
+            self.emit(self.translator.set_status(Status.AGENT_STATUS_RESTARTING, detail))
         elif state is SupervisorState.CRASHED:
             self.emit(
                 [
                     translate.error_event("SUBPROCESS_CRASHED", detail, is_fatal=False),
-                    translate.status_event(Status.AGENT_STATUS_CRASHED, detail),
+                    *self.translator.set_status(Status.AGENT_STATUS_CRASHED, detail),
                 ]
             )
             self._set_status("error")
@@ -309,7 +309,7 @@ class Session:
             self.emit(
                 [
                     translate.error_event("SUBPROCESS_CRASHED", message),
-                    translate.status_event(Status.AGENT_STATUS_IDLE, message),
+                    *self.translator.set_status(Status.AGENT_STATUS_IDLE, message),
                 ]
             )
         elif returncode == 0:

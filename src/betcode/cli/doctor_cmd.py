@@ -1,0 +1,36 @@
+"""`betcode doctor`: which claude BetCode would run, whether it is compatible, where files live."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import click
+
+from betcode.claude.locate import ClaudeNotFound, find_claude_binary
+from betcode.cli.paths import resolve_paths
+from betcode.config.dirs import config_dir
+from betcode.protocol.version import probe_claude_version
+
+
+@click.command("doctor")
+@click.option("--claude-bin", help="Check this claude binary instead of the usual lookup.")
+def doctor(claude_bin: str | None) -> None:
+    """Show the claude CLI (path, version, compatibility) and BetCode's directories."""
+    paths = resolve_paths()
+    click.echo(f"config dir:  {config_dir()}")
+    click.echo(f"data dir:    {paths.data_dir}")
+    click.echo(f"socket:      {paths.socket}")
+    try:
+        binary = find_claude_binary(claude_bin, os.environ)
+    except ClaudeNotFound as error:
+        click.echo(f"claude:      NOT FOUND — {error}")
+        sys.exit(72)
+    click.echo(f"claude:      {binary.path} (found via {binary.source})")
+    probe = asyncio.run(probe_claude_version(str(binary.path)))
+    version = str(probe.version) if probe.version is not None else "unknown"
+    click.echo(f"version:     {version}")
+    click.echo(f"level:       {probe.level.name} — {probe.message}")
+    if probe.exit_code is not None:
+        sys.exit(probe.exit_code)
