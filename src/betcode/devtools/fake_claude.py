@@ -12,7 +12,7 @@ The script is a JSON file named by $BETCODE_FAKE_CLAUDE_SCRIPT:
                                          # without "runs" the whole script is the single RUN
     RUN = {"version": "2.1.330 (Claude Code)",  # what --version prints
            "session_id": "...",                 # default: the --resume id, else a new uuid4
-           "ignore_sigterm": false,
+           "ignore_sigterm": false,             # true: SIGTERM only prints a stderr line
            "startup": [STEP, ...],              # played before reading stdin
            "turns": [[STEP, ...], ...]}         # turn n plays turns[n] (the last one repeats)
 
@@ -84,6 +84,19 @@ def write_fake_claude_wrapper(directory: Path, script: Path | None = None) -> Pa
     wrapper.write_text("\n".join(body) + "\n")
     wrapper.chmod(0o755)
     return wrapper
+
+
+def make_fake_claude(directory: Path, script: Json) -> Path:
+    """Write `script` as directory/script.json and a wrapper for it; return the wrapper."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script_path = directory / "script.json"
+    script_path.write_text(json.dumps(script))
+    return write_fake_claude_wrapper(directory, script_path)
+
+
+def _refuse_sigterm(signum: int, frame: object) -> None:
+    # Tests check SIGTERM really came before SIGKILL: say so on stderr (async-signal-safe).
+    os.write(2, b"fake claude: ignoring SIGTERM\n")
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -341,7 +354,7 @@ class FakeClaude:
 
     def serve(self) -> int:
         if self.run.get("ignore_sigterm"):
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, _refuse_sigterm)
         threading.Thread(target=self.read_stdin, daemon=True).start()
         for step in self.run.get("startup", []):
             self.play(step, "msg_fake_startup", [])

@@ -1,0 +1,258 @@
+"""One `claude` child: spawned in its own process group, stdout framed into line batches,
+stderr always drained (and its tail kept), stdin written with backpressure.
+
+The process group matters: kill -9 of the CLI alone leaves its running tools alive, still
+holding our pipes (CLAUDE_CLI.md §6.6). So every signal goes to the whole group, and once the
+CLI itself has exited whatever is left of its group is killed too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from betcode.protocol.framing import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_READ_CHUNK_BYTES,
+    Line,
+    LineFramer,
+    iter_line_batches,
+)
+
+logger = logging.getLogger(__name__)
+
+LinesCallback = Callable[[list[Line]], None]
+
+STDERR_TAIL_LINES = 50
+STDERR_LINE_MAX_BYTES = 4096
+STDERR_CHUNK_BYTES = 64 * 1024
+# After the CLI exits, how long its pipes may stay open before we stop reading them (only a
+# process that left the group, e.g. a daemonized tool, can hold them that long).
+PIPE_DRAIN_SECONDS = 2.0
+
+
+class ClaudeStartError(Exception):
+    """claude could not be started (missing working directory, binary not executable, ...)."""
+
+
+class ClaudeStdinClosed(Exception):
+    """claude no longer reads its stdin (it exited, or we closed its input)."""
+
+
+class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Reports the child's exit as soon as it happens: Process.wait() also waits for the
+    pipes to close, which a surviving grandchild can postpone forever."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def describe_returncode(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+class ClaudeProcess:
+    """A single claude child. `on_lines` is called on the event loop with each stdout batch."""
+
+    def __init__(
+        self,
+        on_lines: LinesCallback,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        chunk_size: int = DEFAULT_READ_CHUNK_BYTES,
+    ) -> None:
+        self._on_lines = on_lines
+        self._framer = LineFramer(max_line_bytes)
+        self._chunk_size = chunk_size
+        self._process: asyncio.subprocess.Process | None = None
+        self._protocol: _ExitAwareProtocol | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._finished: asyncio.Task[int] | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._stdin_closed = False
+        self.last_output_at = time.monotonic()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
+        if self._process is not None:
+            raise RuntimeError("a ClaudeProcess is started once")
+        if not await asyncio.to_thread(Path(cwd).is_dir):
+            raise ClaudeStartError(
+                f"cannot start claude: working directory {cwd} does not exist (or is not a "
+                "directory); restore it or point the session at another directory"
+            )
+        loop = asyncio.get_running_loop()
+        limit = self._chunk_size  # StreamReader pauses the pipe at 2 × limit buffered
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitAwareProtocol(limit, loop),
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise ClaudeStartError(f"cannot start claude ({argv[0]}): {error}") from error
+        self._transport, self._protocol = transport, protocol
+        self._process = asyncio.subprocess.Process(transport, protocol, loop)
+        self.last_output_at = time.monotonic()
+        stdout, stderr = self._process.stdout, self._process.stderr
+        if stdout is None or stderr is None:
+            raise RuntimeError("claude was started without stdout/stderr pipes")
+        pumps = (
+            asyncio.create_task(self._pump_stdout(stdout), name=f"claude-{self.pid}-stdout"),
+            asyncio.create_task(self._pump_stderr(stderr), name=f"claude-{self.pid}-stderr"),
+        )
+        self._finished = asyncio.create_task(
+            self._finish(protocol.exited, transport, pumps), name=f"claude-{self.pid}-exit"
+        )
+
+    async def _finish(
+        self,
+        exited: asyncio.Future[None],
+        transport: asyncio.SubprocessTransport,
+        pumps: tuple[asyncio.Task[None], asyncio.Task[None]],
+    ) -> int:
+        await exited
+        returncode = transport.get_returncode()
+        if returncode is None:
+            raise RuntimeError("claude reported as exited without an exit status")
+        self._signal_group(signal.SIGKILL)  # leftovers of this CLI are orphans now
+        _, pending = await asyncio.wait(pumps, timeout=PIPE_DRAIN_SECONDS)
+        for pump in pending:
+            logger.warning(
+                "claude pid %d exited but a process outside its group still holds its "
+                "output; no longer reading it",
+                self.pid,
+            )
+            pump.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        transport.close()
+        return returncode
+
+    async def wait(self) -> int:
+        """The exit status, once the CLI exited and everything it printed was delivered."""
+        if self._finished is None:
+            raise RuntimeError("claude was not started")
+        return await asyncio.shield(self._finished)
+
+    async def exited_within(self, seconds: float) -> bool:
+        """Whether the CLI itself exits within `seconds` (its output may still be draining)."""
+        if self._protocol is None:
+            raise RuntimeError("claude was not started")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._protocol.exited), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    async def terminate(self, grace: float) -> int:
+        """SIGTERM to the process group, `grace` seconds, then SIGKILL to the group."""
+        if self.returncode is None:
+            self._signal_group(signal.SIGTERM)
+            if not await self.exited_within(grace):
+                logger.warning(
+                    "claude pid %d ignored SIGTERM for %.1f s; sending SIGKILL", self.pid, grace
+                )
+                self._signal_group(signal.SIGKILL)
+        return await self.wait()
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        # start_new_session made the CLI a session and group leader: its pgid is its pid.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signum)
+
+    # -- properties -------------------------------------------------------------------------
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError("claude was not started")
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Set as soon as the CLI exits (before its output is fully delivered)."""
+        return None if self._transport is None else self._transport.get_returncode()
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The last lines claude wrote to stderr (for crash reports)."""
+        return list(self._stderr_tail)
+
+    # -- stdin ------------------------------------------------------------------------------
+    async def write(self, data: bytes) -> None:
+        """Write complete NDJSON lines and wait until the pipe has taken them."""
+        if not data.endswith(b"\n"):
+            raise ValueError("claude stdin takes complete lines: data must end with a newline")
+        if self._process is None or self._process.stdin is None:
+            raise RuntimeError("claude was not started")
+        stdin = self._process.stdin
+        if self._stdin_closed or self.returncode is not None or stdin.is_closing():
+            raise ClaudeStdinClosed(f"claude pid {self.pid} no longer accepts input")
+        try:
+            stdin.write(data)
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as error:
+            raise ClaudeStdinClosed(
+                f"claude pid {self.pid} stopped reading its input: {error}"
+            ) from error
+
+    def close_stdin(self) -> None:
+        """EOF on claude's stdin: it finishes the running turn, then exits."""
+        if self._process is not None and self._process.stdin is not None:
+            self._stdin_closed = True
+            self._process.stdin.close()
+
+    # -- pumps ------------------------------------------------------------------------------
+    async def _pump_stdout(self, stream: asyncio.StreamReader) -> None:
+        try:
+            async for batch in iter_line_batches(stream, self._framer, self._chunk_size):
+                self.last_output_at = time.monotonic()
+                try:
+                    self._on_lines(batch)
+                except Exception:
+                    logger.exception("claude pid %d: the line consumer failed", self.pid)
+        except Exception:
+            # Never leave the pipe undrained: a full pipe would block claude.
+            logger.exception("claude pid %d: stdout framing failed; discarding output", self.pid)
+            while await stream.read(self._chunk_size):
+                self.last_output_at = time.monotonic()
+
+    async def _pump_stderr(self, stream: asyncio.StreamReader) -> None:
+        partial = bytearray()
+        while chunk := await stream.read(STDERR_CHUNK_BYTES):
+            *complete, rest = chunk.split(b"\n")
+            for piece in complete:
+                self._stderr_line(bytes(partial) + piece)
+                partial.clear()
+            # Only the head of an endless stderr line is kept.
+            partial += rest[: max(0, STDERR_LINE_MAX_BYTES - len(partial))]
+        if partial:
+            self._stderr_line(bytes(partial))
+
+    def _stderr_line(self, raw: bytes) -> None:
+        text = raw[:STDERR_LINE_MAX_BYTES].decode("utf-8", "replace").rstrip("\r")
+        if text.strip():
+            self._stderr_tail.append(text)
+            logger.warning("claude pid %d stderr: %s", self.pid, text)

@@ -1,0 +1,320 @@
+"""The supervisor of one session's claude process.
+
+    IDLE ─ensure_running/send→ SPAWNING → RUNNING ─exit 0 / stop / idle reap→ (STOPPING →) IDLE
+                                            └─crash (exit ≠ 0, signal, watchdog)→ RESTARTING
+    RESTARTING ─after the backoff, respawn with --resume→ RUNNING
+    RESTARTING ─max_crashes within window_seconds→ CRASHED ─reset()→ IDLE
+
+An exit we asked for (stop, idle reaping) is never a crash: at EOF the CLI exits 1 when the
+last result was an error (CLAUDE_CLI.md §1). The watchdog only counts silence while a turn is
+running and no permission request is waiting for a human. Each supervisor owns its process,
+tasks and crash window: one session's crashes never touch another's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.command import CommandOptions, build_argv_from
+from betcode.claude.locate import ClaudeBinary
+from betcode.claude.process import ClaudeProcess, ClaudeStdinClosed, describe_returncode
+from betcode.protocol.framing import Line
+
+logger = logging.getLogger(__name__)
+
+MAX_MONITOR_TICK = 1.0
+MIN_MONITOR_TICK = 0.005
+
+
+class SupervisorState(enum.StrEnum):
+    IDLE = "idle"
+    SPAWNING = "spawning"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    RESTARTING = "restarting"
+    CRASHED = "crashed"
+
+
+class SupervisorHooks(Protocol):
+    """What the session tells the supervisor, and hears from it. All called on the loop."""
+
+    def on_lines(self, lines: list[Line]) -> None: ...
+    def on_state(self, state: SupervisorState, detail: str) -> None: ...
+    def resume_session_id(self) -> str | None: ...
+    def turn_in_progress(self) -> bool: ...
+    def permission_pending(self) -> bool: ...
+    def on_exit(self, returncode: int, stderr_tail: list[str]) -> None: ...
+
+
+class SupervisorCrashed(Exception):
+    """claude crashed too often; the session needs reset() (manual action) before it runs."""
+
+
+EnvBuilder = Callable[[], Mapping[str, str]]
+
+
+class ClaudeSupervisor:
+    def __init__(
+        self,
+        binary: ClaudeBinary,
+        cwd: Path,
+        env_builder: EnvBuilder,
+        policy: SupervisorPolicy,
+        hooks: SupervisorHooks,
+        *,
+        options: CommandOptions | None = None,
+    ) -> None:
+        self.binary = binary
+        self.cwd = cwd
+        self.policy = policy
+        # Read at every spawn: a model change made through the session applies on respawn.
+        self.command_options = options or CommandOptions()
+        self._env_builder = env_builder
+        self._hooks = hooks
+        self._state = SupervisorState.IDLE
+        self._state_changed = asyncio.Event()
+        self._crash_window = policy.crash_window()
+        self._crashed_detail = ""
+        self._process: ClaudeProcess | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._monitor: asyncio.Task[None] | None = None
+        self._restart: asyncio.Task[None] | None = None
+        self._stop_requested: ClaudeProcess | None = None
+        self._kill_reason: tuple[ClaudeProcess, str] | None = None
+        self._last_input_at = time.monotonic()
+
+    # -- public -----------------------------------------------------------------------------
+    @property
+    def state(self) -> SupervisorState:
+        return self._state
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    async def ensure_running(self) -> None:
+        """Return once a claude process is RUNNING (spawning one if IDLE, waiting out a
+        restart). Raises SupervisorCrashed when CRASHED, or the spawn error."""
+        while self._state is not SupervisorState.RUNNING:
+            if self._state is SupervisorState.CRASHED:
+                raise SupervisorCrashed(self._crashed_detail)
+            if self._state is SupervisorState.IDLE:
+                await self._spawn()
+            else:
+                await self._next_state_change()
+
+    async def send(self, line: bytes) -> None:
+        """Write one NDJSON line to claude, starting it if needed. If the process dies under
+        the write, the line goes to its successor once the restart is done."""
+        for attempt in (1, 2):
+            await self.ensure_running()
+            process = self._process
+            if process is None:
+                raise RuntimeError("RUNNING without a process")
+            self._last_input_at = time.monotonic()
+            try:
+                await process.write(line)
+            except ClaudeStdinClosed:
+                if attempt == 2:
+                    raise
+                await self._exit_handled(process)
+            else:
+                self._last_input_at = time.monotonic()
+                return
+
+    async def stop(self) -> None:
+        """Stop claude cleanly → IDLE. No turn running: EOF on stdin (the CLI exits at once);
+        a turn running: SIGTERM to the group. Either way SIGKILL after the grace period."""
+        while True:
+            state = self._state
+            if state in (SupervisorState.IDLE, SupervisorState.CRASHED):
+                return
+            if state is SupervisorState.RESTARTING and self._restart is not None:
+                self._restart.cancel()
+                self._restart = None
+                self._set_state(SupervisorState.IDLE, "stopped while waiting to restart")
+                return
+            if state is SupervisorState.RUNNING and self._process is not None:
+                await self._stop_process(self._process, "stopping claude")
+                return
+            await self._next_state_change()
+
+    async def force_restart(self, reason: str) -> None:
+        """Kill the running claude (SIGTERM, grace, SIGKILL) and treat it as a crash: the
+        next process resumes the conversation. Used by the watchdog and by callers that
+        judge the stream broken (e.g. too many unparseable lines)."""
+        process = self._process
+        if self._state is not SupervisorState.RUNNING or process is None:
+            return
+        self._kill_reason = (process, reason)
+        logger.warning("claude pid %d: %s; killing it", process.pid, reason)
+        await process.terminate(self.policy.kill_grace_seconds)
+
+    def reset(self) -> None:
+        """Leave CRASHED (manual action): forget the crashes, back to IDLE."""
+        if self._state is SupervisorState.CRASHED:
+            self._crash_window.clear()
+            self._set_state(SupervisorState.IDLE, "reset after crash")
+
+    # -- spawning ---------------------------------------------------------------------------
+    async def _start_process(self) -> ClaudeProcess:
+        resume_id = self._hooks.resume_session_id()
+        argv = build_argv_from(self.binary, self.command_options, resume_id)
+        process = ClaudeProcess(self._hooks.on_lines, max_line_bytes=self.policy.max_line_bytes)
+        await process.start(argv, self.cwd, self._env_builder())
+        logger.info(
+            "claude pid %d started in %s%s",
+            process.pid,
+            self.cwd,
+            f" resuming {resume_id}" if resume_id else "",
+        )
+        return process
+
+    async def _spawn(self) -> None:
+        self._set_state(SupervisorState.SPAWNING, "starting claude")
+        try:
+            process = await self._start_process()
+        except BaseException as error:
+            self._set_state(SupervisorState.IDLE, f"claude did not start: {error}")
+            raise
+        self._run(process)
+
+    def _run(self, process: ClaudeProcess) -> None:
+        self._process = process
+        self._last_input_at = time.monotonic()
+        self._watcher = asyncio.create_task(self._watch(process), name=f"watch-{process.pid}")
+        self._monitor = asyncio.create_task(self._guard(process), name=f"guard-{process.pid}")
+        self._set_state(SupervisorState.RUNNING, f"claude pid {process.pid}")
+
+    async def _restart_after(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        try:
+            process = await self._start_process()
+        except Exception as error:
+            self._restart = None
+            self._crashed(f"respawn failed: {error}")
+            return
+        self._restart = None
+        self._run(process)
+
+    # -- exits ------------------------------------------------------------------------------
+    async def _watch(self, process: ClaudeProcess) -> None:
+        returncode = await process.wait()
+        self._process = None
+        tail = process.stderr_tail
+        self._call_hook("on_exit", self._hooks.on_exit, returncode, tail)
+        kill_reason = self._kill_reason[1] if self._kill_reason else None
+        self._kill_reason = None
+        if self._stop_requested is process:
+            self._stop_requested = None
+            self._set_state(
+                SupervisorState.IDLE, f"claude stopped ({describe_returncode(returncode)})"
+            )
+        elif kill_reason is not None:
+            self._crashed(kill_reason, tail)
+        elif returncode == 0:
+            self._set_state(SupervisorState.IDLE, "claude exited normally")
+        else:
+            self._crashed(f"claude {describe_returncode(returncode)}", tail)
+
+    def _crashed(self, reason: str, stderr_tail: list[str] | None = None) -> None:
+        now = time.monotonic()
+        if stderr_tail:
+            reason += f" (stderr: {stderr_tail[-1]})"
+        if self._crash_window.record(now):
+            self._crashed_detail = (
+                f"{reason}; {self.policy.max_crashes} crashes within "
+                f"{self.policy.window_seconds:g} s, not restarting until reset"
+            )
+            logger.error("claude for %s: %s", self.cwd, self._crashed_detail)
+            self._set_state(SupervisorState.CRASHED, self._crashed_detail)
+            return
+        delay = self.policy.restart_delay(self._crash_window.count(now) - 1)
+        logger.warning("claude for %s: %s; restarting in %.2f s", self.cwd, reason, delay)
+        self._restart = asyncio.create_task(self._restart_after(delay), name="claude-restart")
+        self._set_state(
+            SupervisorState.RESTARTING, f"{reason}; restarting with --resume in {delay:g} s"
+        )
+
+    async def _stop_process(self, process: ClaudeProcess, reason: str) -> None:
+        self._stop_requested = process
+        self._set_state(SupervisorState.STOPPING, reason)
+        grace = self.policy.kill_grace_seconds
+        if self._query("turn_in_progress", self._hooks.turn_in_progress, default=True):
+            await process.terminate(grace)
+        else:
+            process.close_stdin()
+            if not await process.exited_within(grace):
+                await process.terminate(grace)
+        await self._exit_handled(process)
+
+    async def _exit_handled(self, process: ClaudeProcess) -> None:
+        """Wait until the watcher has dealt with `process`'s exit."""
+        if self._process is process and self._watcher is not None:
+            await asyncio.shield(self._watcher)
+
+    # -- watchdog and idle reaping ----------------------------------------------------------
+    def _tick(self) -> float:
+        shortest = min(self.policy.watchdog_seconds, self.policy.idle_reap_seconds or float("inf"))
+        return min(MAX_MONITOR_TICK, max(MIN_MONITOR_TICK, shortest / 4))
+
+    async def _guard(self, process: ClaudeProcess) -> None:
+        """Watchdog and idle reaper for one process; ends when the process exits.
+
+        The session's answers are polled, so each clock restarts from the last tick at which
+        it did not apply (a permission answered after an hour does not look like an hour of
+        silence)."""
+        started = time.monotonic()
+        watchdog_paused_at = busy_at = started
+        while process.returncode is None and self._process is process:
+            await asyncio.sleep(self._tick())
+            if self._state is not SupervisorState.RUNNING or self._process is not process:
+                return
+            now = time.monotonic()
+            turn = self._query("turn_in_progress", self._hooks.turn_in_progress, default=True)
+            waiting = self._query(
+                "permission_pending", self._hooks.permission_pending, default=True
+            )
+            if waiting or not turn:
+                watchdog_paused_at = now
+            if turn or waiting:
+                busy_at = now
+            heard_at = max(process.last_output_at, self._last_input_at)
+            silent = now - max(heard_at, watchdog_paused_at)
+            if silent >= self.policy.watchdog_seconds:
+                await self.force_restart(f"no output for {silent:.1f} s while a turn was running")
+                return
+            reap_after = self.policy.idle_reap_seconds
+            if reap_after is not None and now - max(heard_at, busy_at) >= reap_after:
+                await self._stop_process(process, f"idle for {reap_after:g} s")
+                return
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _set_state(self, state: SupervisorState, detail: str) -> None:
+        self._state = state
+        changed, self._state_changed = self._state_changed, asyncio.Event()
+        changed.set()
+        self._call_hook("on_state", self._hooks.on_state, state, detail)
+
+    async def _next_state_change(self) -> None:
+        await self._state_changed.wait()
+
+    def _call_hook(self, name: str, hook: Callable[..., object], *args: object) -> None:
+        try:
+            hook(*args)
+        except Exception:
+            logger.exception("supervisor hook %s failed", name)
+
+    def _query(self, name: str, hook: Callable[[], bool], *, default: bool) -> bool:
+        try:
+            return bool(hook())
+        except Exception:
+            logger.exception("supervisor hook %s failed; assuming %s", name, default)
+            return default
