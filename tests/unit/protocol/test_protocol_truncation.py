@@ -95,7 +95,7 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     value=_json,
     ascii_only=st.booleans(),
