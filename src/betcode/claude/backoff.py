@@ -10,6 +10,12 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+from betcode.protocol.framing import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    PayloadLimitError,
+    validate_max_payload_bytes,
+)
+
 
 class InvalidSupervisorPolicy(ValueError):
     """A supervisor policy number outside what makes sense."""
@@ -70,7 +76,7 @@ class SupervisorPolicy:
     watchdog_seconds: float = 300.0
     kill_grace_seconds: float = 5.0
     idle_reap_seconds: float | None = 600.0
-    max_line_bytes: int = 10 * 1024 * 1024
+    max_line_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
 
     def __post_init__(self) -> None:
         positive = {
@@ -78,7 +84,6 @@ class SupervisorPolicy:
             "window_seconds": self.window_seconds,
             "watchdog_seconds": self.watchdog_seconds,
             "kill_grace_seconds": self.kill_grace_seconds,
-            "max_line_bytes": self.max_line_bytes,
         }
         if self.idle_reap_seconds is not None:
             positive["idle_reap_seconds"] = self.idle_reap_seconds
@@ -96,6 +101,10 @@ class SupervisorPolicy:
             )
         if self.max_crashes < 1:
             raise InvalidSupervisorPolicy(f"max_crashes must be >= 1, got {self.max_crashes}")
+        try:
+            validate_max_payload_bytes(self.max_line_bytes)
+        except PayloadLimitError as error:
+            raise InvalidSupervisorPolicy(f"max_line_bytes: {error}") from None
 
     def restart_delay(self, attempt: int) -> float:
         return backoff_delay(

@@ -85,6 +85,7 @@ def test_clear_forgets_every_crash() -> None:
         ("kill_grace_seconds", 0.0, "kill_grace_seconds"),
         ("idle_reap_seconds", 0.0, "idle_reap_seconds"),
         ("max_line_bytes", 0, "max_line_bytes"),
+        ("max_line_bytes", 101 * 1024 * 1024, "max_line_bytes: .*1–100 MiB"),
     ],
 )
 def test_policy_refuses_nonsense(field: str, value: float, message: str) -> None:
