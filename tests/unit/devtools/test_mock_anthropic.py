@@ -14,7 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from betcode.devtools.mock_anthropic import MockAnthropic, Reply, TextBlock, question_text
+from betcode.devtools.mock_anthropic import (
+    MockAnthropic,
+    Reply,
+    Scenario,
+    TextBlock,
+    ToolUseBlock,
+    question_text,
+)
+from betcode.devtools.mock_anthropic.scenarios import tool_step
 from betcode.devtools.mock_anthropic.sse import split_json, split_text
 
 ASK_SCHEMA: dict[str, Any] = {
@@ -263,6 +271,30 @@ def test_queued_replies_come_first(mock: MockAnthropic) -> None:
     assert post(mock, body(user("SCN:plain"))).status == 500
     message = json.loads(post(mock, body(user("SCN:plain"), stream=False)).read())
     assert message["content"][0]["text"] == "queued"
+
+
+def test_registered_scenario_runs_its_steps_in_turn(mock: MockAnthropic) -> None:
+    mock.register(
+        "read_then_bash",
+        Scenario(
+            "Read, then a fixed Bash call",
+            (tool_step("Read", "file_path"), lambda ctx: Reply((ToolUseBlock("Bash", {}),))),
+            {"file_path": "/etc/hostname"},
+        ),
+    )
+    history: list[dict[str, Any]] = [user("SCN:read_then_bash")]
+    names = []
+    for step in range(3):
+        message = json.loads(post(mock, body(*history, stream=False)).read())
+        block = message["content"][0]
+        names.append(block.get("name", block["type"]))
+        result = {"type": "tool_result", "tool_use_id": block.get("id"), "content": f"r{step}"}
+        history += [
+            {"role": "assistant", "content": message["content"]},
+            {"role": "user", "content": [result]},
+        ]
+    assert names == ["Read", "Bash", "text"]
+    assert block["text"].endswith("- ok: r1")
 
 
 def test_other_paths_get_harmless_answers(mock: MockAnthropic) -> None:

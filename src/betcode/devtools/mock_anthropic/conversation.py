@@ -39,7 +39,6 @@ class Conversation:
     step: int
     tool_results: tuple[ToolResult, ...]
     tools: tuple[Mapping[str, Any], ...]
-    model: str
     stream: bool
     cwd: str | None  # the CLI's working directory, when the request says it
 
@@ -128,7 +127,6 @@ def read_conversation(body: Mapping[str, Any]) -> Conversation:
         step=sum(1 for m in messages[prompt_index + 1 :] if m.get("role") == "assistant"),
         tool_results=_latest_tool_results(messages[prompt_index + 1 :]),
         tools=tuple(_mappings(body.get("tools"))),
-        model=str(body.get("model", "claude-mock")),
         stream=bool(body.get("stream", False)),
         cwd=_cwd(messages),
     )

@@ -37,11 +37,6 @@ class Director:
         self._ids = itertools.count(1)
         self.default_scenario = default_scenario
 
-    @property
-    def scenario_names(self) -> list[str]:
-        with self._lock:
-            return sorted(self._scenarios)
-
     def register(self, name: str, scenario: Scenario) -> None:
         """Add or replace a scenario of this mock instance (the module table stays unchanged)."""
         with self._lock:
@@ -55,18 +50,21 @@ class Director:
     def next_id(self, prefix: str) -> str:
         return f"{prefix}_mock_{next(self._ids)}"
 
-    def choose(self, body: Mapping[str, Any]) -> tuple[Reply, Conversation | None]:
-        """The reply for one /v1/messages body, tool_use ids filled in."""
+    def choose(self, body: Mapping[str, Any]) -> Reply:
+        """The reply for one /v1/messages body, tool_use ids filled in.
+
+        A scenario that cannot run (unknown name, bad arguments, no AskUserQuestion tool)
+        answers with a text saying why, so the failing test shows it.
+        """
         with self._lock:
             queued = self._queue.popleft() if self._queue else None
         if queued is not None:
-            return self._with_ids(queued), None
+            return self._with_ids(queued)
         try:
-            conversation = read_conversation(body)
-            reply = self._scenario_reply(conversation, body)
+            reply = self._scenario_reply(read_conversation(body), body)
         except (ScenarioArgsError, SchemaError, UnknownScenarioError) as error:
-            return text_reply(f"Mock model error: {error}"), None
-        return self._with_ids(reply), conversation
+            return text_reply(f"Mock model error: {error}")
+        return self._with_ids(reply)
 
     def _scenario_reply(self, conversation: Conversation, body: Mapping[str, Any]) -> Reply:
         name = conversation.scenario or self.default_scenario

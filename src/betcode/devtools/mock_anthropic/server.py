@@ -212,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     def _answer_message(self, body: dict[str, Any]) -> None:
-        reply, _ = self.mock.director.choose(body)
+        reply = self.mock.director.choose(body)
         request_id = self.mock.director.next_id("req")
         if reply.stall_before_s:
             self.mock._pause(reply.stall_before_s, self.connection)
