@@ -174,6 +174,26 @@ async def probe_claude_version(
 
     `env` replaces the child's environment when given; by default it inherits ours.
     """
+    ran = await _run_version_command(binary, timeout, env)
+    if isinstance(ran, VersionProbe):
+        return ran
+    returncode, output, errors = ran
+    if returncode != 0:
+        detail = errors or output
+        message = f"{binary} --version exited with {returncode}: {detail}"
+        return _probe_failure(binary, ProbeStatus.FAILED, message, output)
+    version = parse_claude_version(output)
+    if version is None:
+        message = f"{binary} --version printed no version: {output[:200]!r}"
+        return _probe_failure(binary, ProbeStatus.UNPARSEABLE, message, output)
+    level = matrix.classify(version)
+    return VersionProbe(binary, ProbeStatus.FOUND, version, level, matrix.explain(version), output)
+
+
+async def _run_version_command(
+    binary: str, deadline_seconds: float, env: Mapping[str, str] | None
+) -> tuple[int, str, str] | VersionProbe:
+    """(exit code, stdout, stderr) of `<binary> --version`, or a probe saying why it did not run."""
     try:
         process = await asyncio.create_subprocess_exec(
             binary,
@@ -185,42 +205,18 @@ async def probe_claude_version(
             env=None if env is None else dict(env),
         )
     except OSError as error:  # not found, not executable, not a program
-        return _probe_failure(
-            binary, ProbeStatus.MISSING, f"cannot run {binary}: {error.strerror or error}"
-        )
+        reason = error.strerror or str(error)
+        return _probe_failure(binary, ProbeStatus.MISSING, f"cannot run {binary}: {reason}")
     try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+        stdout, stderr = await asyncio.wait_for(process.communicate(), deadline_seconds)
     except TimeoutError:
         _kill_process_group(process.pid)
         await process.wait()
-        return _probe_failure(
-            binary, ProbeStatus.TIMED_OUT, f"{binary} --version did not answer within {timeout:g} s"
-        )
-    output = stdout.decode("utf-8", "replace").strip()
-    if process.returncode != 0:
-        detail = stderr.decode("utf-8", "replace").strip() or output
-        return _probe_failure(
-            binary,
-            ProbeStatus.FAILED,
-            f"{binary} --version exited with {process.returncode}: {detail}",
-            output,
-        )
-    version = parse_claude_version(output)
-    if version is None:
-        return _probe_failure(
-            binary,
-            ProbeStatus.UNPARSEABLE,
-            f"{binary} --version printed no version: {output[:200]!r}",
-            output,
-        )
-    return VersionProbe(
-        binary,
-        ProbeStatus.FOUND,
-        version,
-        matrix.classify(version),
-        matrix.explain(version),
-        output,
-    )
+        message = f"{binary} --version did not answer within {deadline_seconds:g} s"
+        return _probe_failure(binary, ProbeStatus.TIMED_OUT, message)
+    returncode = process.returncode if process.returncode is not None else -1
+    decoded = (stdout.decode("utf-8", "replace").strip(), stderr.decode("utf-8", "replace").strip())
+    return returncode, *decoded
 
 
 def _probe_failure(
