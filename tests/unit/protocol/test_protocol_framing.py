@@ -177,6 +177,36 @@ def test_any_split_of_a_byte_stream_gives_the_same_lines(
     assert datas(frame_all(LineFramer(), chunks)) == reference_lines(stream)
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    sizes=st.lists(
+        st.integers(0, 1000) | st.integers(MIB - 8, MIB - 4) | st.integers(MIB, 3 * MIB),
+        min_size=1,
+        max_size=4,
+    ),
+    chunk_sizes=st.lists(st.integers(min_value=1, max_value=2 * MIB), min_size=1, max_size=8),
+)
+def test_memory_stays_bounded_whatever_the_line_and_chunk_sizes(
+    sizes: list[int], chunk_sizes: list[int]
+) -> None:
+    lines = [b'{"s":"' + b"x" * size + b'"}' for size in sizes]
+    stream = b"\n".join(lines) + b"\n"
+    framer = LineFramer(MIB)
+    framed: list[Line] = []
+    position = 0
+    for number in range(len(stream)):
+        if position >= len(stream):
+            break
+        size = chunk_sizes[number % len(chunk_sizes)]
+        framed.extend(framer.feed(stream[position : position + size]))
+        position += size
+        assert framer.buffered_bytes <= MIB
+    framed.extend(framer.finish())
+    assert [line.original_size for line in framed] == [len(line) for line in lines]
+    assert [line.truncated for line in framed] == [len(line) > MIB for line in lines]
+    assert all(len(line.data) <= MIB for line in framed)
+
+
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=30),
     lambda children: (
