@@ -219,12 +219,14 @@ def _request_id(request_id: str) -> str:
 
 
 def _check_uuid(value: str) -> None:
+    # The CLI echoes the uuid in its own canonical form; anything else could not be matched.
     try:
-        uuid_module.UUID(value)
+        canonical = str(uuid_module.UUID(value))
     except (TypeError, ValueError, AttributeError):
-        raise ProtocolWriteError(
-            f"uuid must be a UUID such as {uuid_module.uuid4()}, got {value!r:.60}"
-        ) from None
+        canonical = None
+    if canonical is None or canonical != value.lower():
+        example = uuid_module.uuid4()
+        raise ProtocolWriteError(f"uuid must be a UUID such as {example}, got {value!r:.60}")
 
 
 def _line(message: dict[str, Any]) -> bytes:

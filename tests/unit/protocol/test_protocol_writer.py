@@ -229,6 +229,7 @@ def test_any_text_is_one_line_that_reads_back_the_same(text: str) -> None:
         (lambda: writer.user_message([]), "at least one content block"),
         (lambda: writer.user_message(["text"]), "object with a 'type'"),  # type: ignore[list-item]
         (lambda: writer.user_message("hi", uuid="not-a-uuid"), "uuid must be a UUID"),
+        (lambda: writer.user_message("hi", uuid=UUID.replace("-", "")), "uuid must be a UUID"),
         (
             lambda: writer.user_message([{"type": "text", "text": object()}]),
             "cannot write this user as JSON",
