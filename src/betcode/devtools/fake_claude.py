@@ -3,7 +3,7 @@ CLI will not produce on demand (crashes at a chosen step, hangs, garbage, huge l
 
 Standard library only (plus its sibling fake_claude_messages), so it starts in ~40 ms: run it
 as `python -m betcode.devtools.fake_claude ...`, or through the `claude` wrapper that
-`write_fake_claude_wrapper` writes.
+`write_fake_claude_wrapper` writes (`make_fake_claude` writes a script and its wrapper at once).
 
 The script is a JSON file named by $BETCODE_FAKE_CLAUDE_SCRIPT:
 
