@@ -1,0 +1,218 @@
+"""The full-screen chat: history first (batched), then the live conversation.
+
+The app only moves things between the stream, the view-model and the widgets: events go
+into ``ChatModel``, the changes it reports are drawn, and keys become requests on the stream.
+Quitting closes this client's stream only; the session keeps running in the daemon.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer, Static
+
+from betcode.cli.chat.actions import CtrlC, CtrlCPolicy, PermissionAnswer
+from betcode.cli.chat.model import ChatModel
+from betcode.cli.chat.screens import DENY, PermissionScreen, QuestionScreen
+from betcode.cli.chat.state import LOCK_REQUEST_KEY, Changes, PermissionPrompt
+from betcode.cli.chat.widgets import (
+    BlockView,
+    PromptArea,
+    StatusBar,
+    Transcript,
+    view_for,
+)
+from betcode.cli.connection import DaemonClient, DaemonError
+from betcode.cli.conversation import ConnectionChange, ConversationStream
+
+MAX_HISTORY_VIEWS = 200  # blocks drawn when attaching; older ones stay in the model only
+QUESTION_DECLINED = "The user declined to answer."
+
+
+def describe_connection(change: ConnectionChange) -> str:
+    if change.connected:
+        return ""
+    return f"disconnected ({change.reason}); retrying in {change.retry_in:.1f} s"
+
+
+class ChatApp(App[None]):
+    CSS_PATH = "chat.tcss"
+    TITLE = "betcode chat"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "interrupt", "cancel turn / quit", priority=True),
+        Binding(LOCK_REQUEST_KEY, "request_lock", "request input lock"),
+        Binding("ctrl+q", "quit", "quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        client: DaemonClient,
+        stream: ConversationStream,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.stream = stream
+        self.model = ChatModel(client.client_id)
+        self._clock = clock
+        self._ctrl_c = CtrlCPolicy()
+        self._views: dict[int, BlockView] = {}
+        self._prompt_screen: PermissionScreen | QuestionScreen | None = None
+        # Held, not queried: App.query_one searches the active screen, which is a prompt's
+        # while one is open.
+        self._status_bar = StatusBar(id="status")
+        self._transcript = Transcript(id="transcript")
+        self._input = PromptArea(
+            id="prompt", placeholder="Message claude (Enter sends, ctrl+j new line)"
+        )
+
+    def compose(self) -> ComposeResult:
+        yield self._status_bar
+        yield self._transcript
+        yield self._input
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._status_bar.show(self.model.status)
+        self._input.focus()
+        self.run_worker(self._converse(), name="conversation", exclusive=True)
+
+    async def _converse(self) -> None:
+        try:
+            await self._load_history()
+            async for item in self.stream.items():
+                if isinstance(item, ConnectionChange):
+                    await self._draw(self.model.set_connection(describe_connection(item)))
+                else:
+                    await self._draw(self.model.apply(item))
+        except DaemonError as error:
+            self.exit(return_code=error.exit_code, message=f"betcode chat: {error}")
+            return
+        await self._draw(self.model.set_connection("the conversation stream has ended"))
+
+    async def _load_history(self) -> None:
+        changes = Changes()
+        async for batch in self.stream.catch_up():
+            for event in batch:
+                changes.merge(self.model.apply(event))
+        hidden = changes.blocks[:-MAX_HISTORY_VIEWS]
+        if hidden:
+            note = f"… {len(hidden):,} earlier entries are not shown"
+            await self._transcript.mount(Static(note, classes="notice"))
+            changes.blocks = changes.blocks[-MAX_HISTORY_VIEWS:]
+        await self._draw(changes)
+
+    # --- drawing -------------------------------------------------------------------------
+
+    async def _draw(self, changes: Changes) -> None:
+        new_views: list[BlockView] = []
+        for key in changes.blocks:
+            block = self.model.blocks[key]
+            view = self._views.get(key)
+            if view is None:
+                view = self._views[key] = view_for(block)
+                new_views.append(view)
+            else:
+                await view.sync(block)
+        if new_views:
+            await self._transcript.mount_all(new_views)
+            self._transcript.scroll_end(animate=False)
+        if changes.status:
+            self._status_bar.show(self.model.status)
+        if changes.prompts or changes.status:
+            await self._sync_prompt()
+
+    async def _sync_prompt(self) -> None:
+        """Shows the first pending prompt, unless another client holds the input lock; closes a
+        shown prompt once it was settled (here or elsewhere)."""
+        wanted = None if self.model.status.read_only else self.model.active_prompt
+        shown = self._prompt_screen
+        if shown is not None and (wanted is None or shown.request_id != wanted.request_id):
+            self._prompt_screen = None
+            while shown in self.screen_stack:
+                await self.pop_screen()
+        if self._prompt_screen is not None or wanted is None:
+            return
+        if isinstance(wanted, PermissionPrompt):
+            screen: PermissionScreen | QuestionScreen = PermissionScreen(wanted)
+            callback: Any = partial(self._permission_answered, wanted.request_id)
+        else:
+            screen = QuestionScreen(wanted)
+            callback = partial(self._question_answered, wanted.question_id)
+        self._prompt_screen = screen
+        await self.push_screen(screen, callback)
+
+    # --- answers and keys ----------------------------------------------------------------
+
+    async def _permission_answered(self, request_id: str, answer: PermissionAnswer) -> None:
+        self._prompt_screen = None
+        await self.stream.answer_permission(
+            request_id, answer.decision, message=answer.message, updated_input=answer.updated_input
+        )
+        await self._draw(self.model.answered(request_id))
+
+    async def _question_answered(self, question_id: str, answers: dict[str, str] | None) -> None:
+        self._prompt_screen = None
+        if answers is None:
+            await self.stream.answer_permission(question_id, DENY, message=QUESTION_DECLINED)
+        else:
+            await self.stream.answer_question(question_id, answers)
+        await self._draw(self.model.answered(question_id))
+
+    @on(PromptArea.Submitted)
+    async def _submit(self, message: PromptArea.Submitted) -> None:
+        text = message.text.strip()
+        if not text:
+            return
+        status = self.model.status
+        if status.read_only:
+            self.notify(
+                f"read-only: {status.lock_holder} has the input lock; "
+                f"press {LOCK_REQUEST_KEY} to request it",
+                severity="warning",
+            )
+            return
+        await self.stream.send_message(text)
+        self._input.clear()
+
+    async def action_interrupt(self) -> None:
+        if self._ctrl_c.press(self._clock(), self.model.turn_running) is CtrlC.QUIT:
+            await self.action_quit()
+            return
+        await self.stream.cancel_turn()
+        self.notify("Cancelling the turn… press ctrl+c again to quit.")
+
+    async def action_quit(self) -> None:
+        session_id = self.stream.session_id
+        goodbye = (
+            f"Session {session_id} keeps running in the daemon; reattach with "
+            f"`betcode chat --session {session_id}` or `betcode chat --continue`."
+            if session_id
+            else None
+        )
+        self.exit(message=goodbye)
+
+    async def action_request_lock(self) -> None:
+        session_id = self.stream.session_id
+        if not session_id:
+            self.notify("There is no session yet: send a message first.")
+            return
+        try:
+            response = await self.client.request_input_lock(session_id)
+        except DaemonError as error:
+            self.notify(str(error), severity="error")
+            return
+        if response.granted:
+            await self._draw(self.model.lock_granted())
+            self.notify("You have the input lock.")
+        else:
+            holder = response.previous_holder or "the holder"
+            self.notify(f"Asked {holder} for the input lock; it moves to you unless they answer.")

@@ -1,0 +1,62 @@
+"""`betcode chat`: find the daemon and the session, then run the full-screen app."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from betcode.cli.chat.app import ChatApp
+from betcode.cli.connection import DaemonClient, SessionNotFound, resolve_daemon_address
+from betcode.cli.conversation import ConversationStream
+
+
+class NoSessionToContinue(SessionNotFound):
+    """--continue found no session in the working directory."""
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    socket: str | None = None  # --socket; None: BETCODE_SOCKET, then the default path
+    session_id: str | None = None  # --session
+    continue_last: bool = False  # --continue
+    cwd: Path | None = None  # --cwd; None: the current directory
+    model: str = ""  # --model; empty: the daemon's default
+
+
+async def pick_session(client: DaemonClient, options: ChatOptions, cwd: Path) -> str:
+    """The session to attach to: --session, else with --continue the one updated last in
+    ``cwd``, else none (a new session is made on the first message)."""
+    if options.session_id:
+        return options.session_id
+    if not options.continue_last:
+        return ""
+    latest = await client.most_recent_session(str(cwd))
+    if latest is None:
+        raise NoSessionToContinue(
+            f"no BetCode session to continue in {cwd}; start one with `betcode chat`"
+        )
+    return latest.id
+
+
+async def chat(options: ChatOptions) -> int:
+    """Runs the chat until the user quits; returns the exit code (DIGEST §11.4). Raises
+    DaemonUnavailable before the screen opens when no daemon listens, and SessionNotFound
+    when --continue finds nothing."""
+    cwd = (options.cwd or Path.cwd()).resolve()
+    address = resolve_daemon_address(options.socket)
+    async with await DaemonClient.connect(address) as client:
+        stream = ConversationStream(
+            client,
+            session_id=await pick_session(client, options, cwd),
+            working_directory=str(cwd),
+            model=options.model,
+        )
+        app = ChatApp(client, stream)
+        await app.run_async()
+    return app.return_code or 0
+
+
+def run_chat(options: ChatOptions) -> int:
+    """The entry point for `betcode chat` (blocking)."""
+    return asyncio.run(chat(options))

@@ -1,0 +1,150 @@
+"""Thin widgets: each draws one view-model object and redraws it on ``sync``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Collapsible, Markdown, Static, TextArea
+from textual.widgets.markdown import MarkdownStream
+
+from betcode.cli.chat.state import (
+    Block,
+    NoticeBlock,
+    Status,
+    TextBlock,
+    ToolBlock,
+    UserBlock,
+)
+from betcode.cli.chat.texts import status_line, tool_summary
+
+MAX_SHOWN_OUTPUT = 20_000  # characters of a tool result drawn; the rest is summarised
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+class Transcript(VerticalScroll):
+    """The conversation, newest at the bottom; j/k scroll when it has focus."""
+
+    BINDINGS = [  # noqa: RUF012 (Textual's own declaration style)
+        Binding("j", "scroll_down", "down", show=False),
+        Binding("k", "scroll_up", "up", show=False),
+    ]
+
+
+class UserView(Static):
+    def __init__(self, block: UserBlock) -> None:
+        super().__init__(Text(block.text), classes="user")
+
+    async def sync(self, block: Block) -> None:
+        assert isinstance(block, UserBlock)
+        self.update(Text(block.text))
+
+
+class NoticeView(Static):
+    def __init__(self, block: NoticeBlock) -> None:
+        super().__init__(Text(block.text), classes="notice error" if block.is_error else "notice")
+
+    async def sync(self, block: Block) -> None:
+        assert isinstance(block, NoticeBlock)
+        self.update(Text(block.text))
+
+
+class AssistantView(Markdown):
+    """Assistant text as markdown, appended to as deltas arrive."""
+
+    def __init__(self, block: TextBlock) -> None:
+        super().__init__(block.text, classes="assistant")
+        self._shown = len(block.text)
+        self._stream: MarkdownStream | None = None
+
+    async def sync(self, block: Block) -> None:
+        assert isinstance(block, TextBlock)
+        fresh = block.text[self._shown :]
+        self._shown = len(block.text)
+        if fresh:
+            if self._stream is None:
+                self._stream = Markdown.get_stream(self)
+            await self._stream.write(fresh)
+        if block.closed and self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+
+
+class ToolView(Collapsible):
+    """One tool call: a title line while it runs, then its result (collapsed by default)."""
+
+    def __init__(self, block: ToolBlock) -> None:
+        self._input = Static(classes="tool-input")
+        self._output = Static(classes="tool-output")
+        super().__init__(self._input, self._output, title="", collapsed=True, classes="tool")
+        self._draw(block)
+
+    async def sync(self, block: Block) -> None:
+        assert isinstance(block, ToolBlock)
+        self._draw(block)
+
+    def _draw(self, block: ToolBlock) -> None:
+        mark = "…" if not block.done else ("✗" if block.is_error else "✓")
+        summary = tool_summary(block.name, block.input)
+        self.title = f"{mark} {block.name}({summary})" if summary else f"{mark} {block.name}"
+        self.set_class(block.is_error, "error")
+        self.set_class(block.done, "done")
+        self._input.update(Text(pretty_json(block.input)))
+        if block.output is None:
+            self._output.update(Text("running…"))
+            return
+        output = block.output
+        if len(output) > MAX_SHOWN_OUTPUT:
+            hidden = len(output) - MAX_SHOWN_OUTPUT
+            output = f"{output[:MAX_SHOWN_OUTPUT]}\n… ({hidden:,} more characters)"
+        self._output.update(Text(output or "(no output)"))
+
+
+BlockView = UserView | NoticeView | AssistantView | ToolView
+
+
+def view_for(block: Block) -> BlockView:
+    if isinstance(block, UserBlock):
+        return UserView(block)
+    if isinstance(block, NoticeBlock):
+        return NoticeView(block)
+    if isinstance(block, TextBlock):
+        return AssistantView(block)
+    return ToolView(block)
+
+
+class StatusBar(Static):
+    def show(self, status: Status) -> None:
+        self.update(Text(status_line(status)))
+        self.set_class(status.read_only, "read-only")
+        self.set_class(bool(status.connection), "disconnected")
+
+
+class PromptArea(TextArea):
+    """The message input: Enter sends, ctrl+j (or shift+enter) starts a new line."""
+
+    class Submitted(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Submitted(self.text))
+            return
+        if event.key in ("ctrl+j", "shift+enter"):
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        await super()._on_key(event)

@@ -1,0 +1,261 @@
+"""The client side of the daemon's gRPC API: where the daemon is, named errors, and a typed
+client over one grpc.aio channel. The self-healing Converse stream is in ``conversation``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from betcode.config.dirs import config_dir, default_socket_path
+from betcode.server.errors import error_code_of, error_details_of
+from betcode.v1 import agent_pb2, agent_pb2_grpc
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CLIENT_ID_METADATA_KEY = "x-client-id"
+START_DAEMON_HINT = "start it with `betcode daemon start`"
+
+
+def _make_client_id() -> str:
+    # Readable, because other terminals show it as the input lock's holder.
+    return f"cli-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+CLIENT_ID = _make_client_id()
+"""This process's client id, the same on every connection it opens (input lock identity)."""
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class DaemonError(Exception):
+    """A call to the daemon failed; ``exit_code`` is the CLI's exit code for it (DIGEST §11.4)."""
+
+    exit_code = 7
+
+    def __init__(
+        self, message: str, *, code: str = "", details: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = dict(details or {})
+
+
+class DaemonUnavailable(DaemonError):
+    exit_code = 2
+
+
+class SessionNotFound(DaemonError):
+    exit_code = 6
+
+
+class RequestRejected(DaemonError):
+    """The daemon refused the request (bad argument, no input lock, wrong state, rate limit)."""
+
+
+EXIT_CODE_OF_STATUS = {
+    grpc.StatusCode.PERMISSION_DENIED: 3,
+    grpc.StatusCode.UNAUTHENTICATED: 3,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 4,
+    grpc.StatusCode.INVALID_ARGUMENT: 5,
+    grpc.StatusCode.OUT_OF_RANGE: 5,
+    grpc.StatusCode.FAILED_PRECONDITION: 1,
+}
+
+
+def daemon_error(error: grpc.aio.AioRpcError, address: DaemonAddress) -> DaemonError:
+    """The named error for a failed call, with the daemon's application code and details."""
+    status = error.code()
+    code = error_code_of(error)
+    details = error_details_of(error)
+    message = error.details() or status.name
+    app_code = code.value if code is not None else ""
+    if status == grpc.StatusCode.UNAVAILABLE:
+        return DaemonUnavailable(
+            f"the BetCode daemon at {address.path} is not answering ({message}); "
+            f"{START_DAEMON_HINT}",
+            code=app_code,
+            details=details,
+        )
+    if status == grpc.StatusCode.NOT_FOUND:
+        return SessionNotFound(message, code=app_code, details=details)
+    rejected = RequestRejected(message, code=app_code, details=details)
+    rejected.exit_code = EXIT_CODE_OF_STATUS.get(status, 7)
+    return rejected
+
+
+# --- where the daemon listens --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DaemonAddress:
+    path: Path
+    source: str  # where the path came from, for messages
+
+    @property
+    def target(self) -> str:
+        return f"unix:{self.path}"
+
+
+def resolve_daemon_address(explicit: str | os.PathLike[str] | None = None) -> DaemonAddress:
+    """--socket, else $BETCODE_SOCKET, else $XDG_RUNTIME_DIR/betcode/daemon.sock, else
+    <config dir>/daemon.sock (betcode.config.dirs owns the rule)."""
+    if explicit:
+        return DaemonAddress(Path(explicit).expanduser().absolute(), "--socket")
+    source = "BETCODE_SOCKET" if os.environ.get("BETCODE_SOCKET") else "default"
+    return DaemonAddress(default_socket_path(config_dir()).absolute(), source)
+
+
+async def check_daemon_listening(address: DaemonAddress) -> None:
+    """Raises DaemonUnavailable at once when nothing listens at the socket (instead of letting
+    gRPC retry until a timeout)."""
+    where = f"{address.path} (from {address.source})"
+    try:
+        _reader, writer = await asyncio.open_unix_connection(address.path)
+    except FileNotFoundError:
+        reason = f"no daemon socket at {where}"
+    except ConnectionRefusedError:
+        reason = f"nothing listens on {where}; the daemon that made it has stopped"
+    except PermissionError:
+        reason = f"no permission to open {where}; it belongs to another user"
+    except OSError as error:
+        reason = f"cannot connect to {where}: {error.strerror or error}"
+    else:
+        writer.close()
+        return
+    raise DaemonUnavailable(f"BetCode daemon is not running: {reason}; {START_DAEMON_HINT}")
+
+
+# --- the typed client ----------------------------------------------------------------------
+
+
+class DaemonClient:
+    """One grpc.aio channel to the daemon with typed AgentService calls. Every call carries
+    this process's client id (``x-client-id``)."""
+
+    def __init__(self, address: DaemonAddress, *, client_id: str = CLIENT_ID) -> None:
+        self.address = address
+        self.client_id = client_id
+        self._metadata = ((CLIENT_ID_METADATA_KEY, client_id),)
+        self._channel = grpc.aio.insecure_channel(
+            address.target,
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.use_local_subchannel_pool", 1),
+                # The channel's own reconnect schedule follows DIGEST §3.5 too.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 30_000),
+            ],
+        )
+        self._stub = agent_pb2_grpc.AgentServiceStub(self._channel)
+
+    @classmethod
+    async def connect(cls, address: DaemonAddress, *, client_id: str = CLIENT_ID) -> DaemonClient:
+        """A client for a daemon known to be listening (else DaemonUnavailable)."""
+        await check_daemon_listening(address)
+        return cls(address, client_id=client_id)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> DaemonClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def open_converse(self) -> Any:
+        """A raw Converse call (grpc.aio StreamStreamCall); ConversationStream drives it."""
+        return self._stub.Converse(metadata=self._metadata)
+
+    def open_resume_batched(self, session_id: str, from_sequence: int) -> Any:
+        """A raw ResumeSessionBatched call (grpc.aio UnaryStreamCall of AgentEventBatch)."""
+        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=from_sequence)
+        return self._stub.ResumeSessionBatched(request, metadata=self._metadata)
+
+    async def _unary(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, metadata=self._metadata)
+        except grpc.aio.AioRpcError as error:
+            raise daemon_error(error, self.address) from None
+
+    async def list_sessions(
+        self, *, working_directory: str = "", limit: int = 0, offset: int = 0
+    ) -> agent_pb2.ListSessionsResponse:
+        request = agent_pb2.ListSessionsRequest(
+            working_directory=working_directory, limit=limit, offset=offset
+        )
+        response: agent_pb2.ListSessionsResponse = await self._unary(
+            self._stub.ListSessions, request
+        )
+        return response
+
+    async def most_recent_session(
+        self, working_directory: str = ""
+    ) -> agent_pb2.SessionSummary | None:
+        """The session updated last (in ``working_directory`` when given), for --continue."""
+        sessions = (await self.list_sessions(working_directory=working_directory)).sessions
+        return max(sessions, key=lambda s: s.updated_at.ToNanoseconds(), default=None)
+
+    async def request_input_lock(self, session_id: str) -> agent_pb2.InputLockResponse:
+        request = agent_pb2.InputLockRequest(session_id=session_id)
+        response: agent_pb2.InputLockResponse = await self._unary(
+            self._stub.RequestInputLock, request
+        )
+        return response
+
+    async def cancel_turn(self, session_id: str) -> bool:
+        request = agent_pb2.CancelTurnRequest(session_id=session_id)
+        response: agent_pb2.CancelTurnResponse = await self._unary(self._stub.CancelTurn, request)
+        return response.was_active
+
+    async def rename_session(self, session_id: str, name: str) -> None:
+        request = agent_pb2.RenameSessionRequest(session_id=session_id, name=name)
+        await self._unary(self._stub.RenameSession, request)
+
+    async def delete_session(self, session_id: str) -> bool:
+        request = agent_pb2.DeleteSessionRequest(session_id=session_id)
+        response: agent_pb2.DeleteSessionResponse = await self._unary(
+            self._stub.DeleteSession, request
+        )
+        return response.deleted
+
+    async def list_session_grants(self, session_id: str) -> list[agent_pb2.SessionGrantEntry]:
+        request = agent_pb2.ListSessionGrantsRequest(session_id=session_id)
+        response: agent_pb2.ListSessionGrantsResponse = await self._unary(
+            self._stub.ListSessionGrants, request
+        )
+        return list(response.grants)
+
+    async def list_pending_permissions(
+        self, session_id: str = ""
+    ) -> list[agent_pb2.PendingPermission]:
+        request = agent_pb2.ListPendingPermissionsRequest(session_id=session_id)
+        response: agent_pb2.ListPendingPermissionsResponse = await self._unary(
+            self._stub.ListPendingPermissions, request
+        )
+        return list(response.pending)
+
+    async def answer_permission(
+        self, request: agent_pb2.AnswerPermissionRequest
+    ) -> agent_pb2.AnswerPermissionResponse:
+        response: agent_pb2.AnswerPermissionResponse = await self._unary(
+            self._stub.AnswerPermission, request
+        )
+        return response

@@ -1,0 +1,212 @@
+"""The chat app driven by Pilot against the fake daemon: streaming, tools, status, input lock,
+Ctrl-C, history and reconnection. Prompts are in test_chat_prompts.py."""
+
+from __future__ import annotations
+
+import chat_events as ev
+from chat_fake_daemon import SESSION_ID, FakeAgentService
+from chat_pilot import showing, status_text, transcript, until
+from textual.widgets import Collapsible, Static
+from textual.widgets._markdown import MarkdownH1
+
+from betcode.cli.chat.app import ChatApp
+from betcode.cli.chat.screens import PermissionScreen
+from betcode.cli.chat.widgets import StatusBar, ToolView
+from betcode.cli.connection import DaemonClient
+from betcode.cli.conversation import ConversationStream
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_app(
+    client: DaemonClient, session_id: str = SESSION_ID, clock: FakeClock | None = None
+) -> ChatApp:
+    stream = ConversationStream(client, session_id=session_id, working_directory="/w")
+    return ChatApp(client, stream, clock=clock or FakeClock())
+
+
+async def test_streamed_text_is_rendered_as_markdown(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.user_input("hi"), ev.text("# Plan\n\n"), ev.text("Step **one**"))
+        await until(
+            pilot,
+            lambda: ("assistant", "# Plan\n\nStep **one**") in transcript(app),
+            "both deltas shown",
+        )
+        fake.publish(ev.text(" and two.", complete=True))
+        full = "# Plan\n\nStep **one** and two."
+        await until(pilot, lambda: ("assistant", full) in transcript(app), "the whole text")
+        assert transcript(app) == [("user", "hi"), ("assistant", full)]
+        assert len(app.query(MarkdownH1)) == 1
+
+
+async def test_a_message_is_sent_and_shown_once_echoed(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        await pilot.press(*"hello", "ctrl+j", *"there", "enter")
+        sent = await fake.next_request("message")
+        assert sent.message.content == "hello\nthere"
+        assert app.query_one("#prompt").text == ""  # type: ignore[attr-defined]
+        fake.publish(ev.user_input("hello\nthere"))
+        await until(pilot, lambda: transcript(app) == [("user", "hello\nthere")], "the echo")
+
+
+async def test_tool_call_shown_at_start_then_completed_with_error_highlighted(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.tool_start("t1", "Bash", {"command": "ls /nope"}))
+        await until(pilot, lambda: transcript(app) == [("tool", "… Bash(ls /nope)")], "start")
+        tool = app.query_one(ToolView)
+        assert not tool.has_class("error")
+        fake.publish(ev.tool_result("t1", "ls: cannot access '/nope'", is_error=True))
+        await until(pilot, lambda: transcript(app) == [("tool", "✗ Bash(ls /nope)")], "result")
+        assert tool.has_class("error")
+        assert tool.collapsed
+        tool.query_one("CollapsibleTitle").focus()
+        await pilot.press("enter")
+        assert not tool.collapsed
+        output = str(tool.query_one(".tool-output", Static).content)
+        assert output == "ls: cannot access '/nope'"
+
+
+async def test_successful_tool_is_marked_done(client: DaemonClient, fake: FakeAgentService) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.tool_start("t1", "Read", {"file_path": "a.py"}), ev.tool_result("t1", "x"))
+        await until(pilot, lambda: transcript(app) == [("tool", "✓ Read(a.py)")], "done")
+        assert app.query_one(ToolView).has_class("done")
+        assert isinstance(app.query_one(ToolView), Collapsible)
+
+
+async def test_status_bar_follows_session_activity_tokens_and_cost(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.session_info(SESSION_ID, model="claude-opus"), ev.status(ev.THINKING))
+        await until(pilot, lambda: "thinking" in status_text(app), "thinking")
+        assert f"session {SESSION_ID}" in status_text(app)
+        assert "claude-opus" in status_text(app)
+        fake.publish(ev.tool_start("t1", "Grep", {"pattern": "x"}), ev.status(ev.EXECUTING_TOOL))
+        await until(pilot, lambda: "running Grep" in status_text(app), "running a tool")
+        fake.publish(ev.status(ev.WAITING))
+        await until(pilot, lambda: "waiting for you" in status_text(app), "waiting")
+        fake.publish(ev.usage(1200, 300, 0.0123), ev.turn_complete(), ev.status(ev.IDLE))
+        await until(pilot, lambda: "1,500 tokens · $0.0123" in status_text(app), "usage")
+        assert "ready" in status_text(app)
+        fake.publish(ev.status(ev.RESTARTING))
+        await until(pilot, lambda: "claude is restarting" in status_text(app), "restarting")
+
+
+async def test_read_only_until_the_lock_is_requested_and_granted(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.input_lock("cli-phone"), ev.permission("req-1", "Bash", {"command": "ls"}))
+        read_only = "read-only: cli-phone has the input lock; press ctrl+l to request it"
+        await until(pilot, lambda: read_only in status_text(app), "read-only status")
+        assert app.query_one(StatusBar).has_class("read-only")
+        assert not isinstance(app.screen, PermissionScreen)  # only the holder answers
+        await pilot.press(*"hi", "enter")
+        assert fake.requests.empty()  # nothing sent without the lock
+        await pilot.press("ctrl+l")
+        await until(pilot, lambda: showing(app, PermissionScreen), "prompt shown")
+        assert fake.unary == [("RequestInputLock", ("cli-me", fake.unary[0][1][1]))]
+        assert fake.unary[0][1][1].session_id == SESSION_ID
+        assert "read-only" not in status_text(app)
+
+
+async def test_ctrl_c_once_cancels_the_turn_twice_quits(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    clock = FakeClock()
+    app = make_app(client, clock=clock)
+    async with app.run_test() as pilot:
+        fake.publish(ev.session_info(SESSION_ID), ev.status(ev.THINKING))
+        await until(pilot, lambda: app.model.turn_running, "a running turn")
+        await pilot.press("ctrl+c")
+        cancel = await fake.next_request("cancel")
+        assert cancel.cancel.reason
+        assert app.is_running
+        clock.now += 1.0
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.is_running, "quit")
+    assert app.return_code == 0
+    assert fake.requests.empty()  # quitting sent no cancel: the session keeps running
+
+
+async def test_ctrl_c_when_nothing_runs_quits(client: DaemonClient, fake: FakeAgentService) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.status(ev.IDLE))
+        await until(pilot, lambda: "ready" in status_text(app), "idle")
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.is_running, "quit")
+    assert fake.requests.empty()
+
+
+async def test_history_is_loaded_batched_then_live_from_its_last_sequence(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    fake.publish(
+        ev.session_info(SESSION_ID),
+        ev.user_input("earlier"),
+        ev.text("old answer", complete=True),
+        ev.permission("req-0", "Bash", {}),
+        ev.resolved("req-0", "allowed"),
+        ev.turn_complete(),
+    )
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: len(fake.starts) == 1, "Converse opened")
+        assert [r.from_sequence for r in fake.resumes] == [0]
+        assert fake.starts[0][1].from_sequence == 6
+        fake.publish(ev.user_input("now"))
+        expected = [
+            ("user", "earlier"),
+            ("assistant", "old answer"),
+            ("notice", "Bash: allowed"),
+            ("user", "now"),
+        ]
+        await until(pilot, lambda: transcript(app) == expected, "history then live")
+        assert not isinstance(app.screen, PermissionScreen)
+
+
+async def test_reconnect_resumes_from_the_last_sequence_and_shows_nothing_twice(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    fake.overlap = 3  # the daemon re-sends events the app already showed
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        await fake.wait_attached()
+        fake.publish(ev.user_input("go"), ev.text("one "), ev.tool_start("t1", "Bash", {}))
+        await until(pilot, lambda: len(transcript(app)) == 3, "first part")
+        fake.drop_streams()
+        fake.publish(ev.tool_result("t1", "ok"))  # while the app is away
+        await fake.wait_attached()
+        fake.publish(ev.text("two"))
+        expected = [("user", "go"), ("assistant", "one "), ("tool", "✓ Bash"), ("assistant", "two")]
+        await until(pilot, lambda: transcript(app) == expected, "healed, once each")
+        assert fake.starts[1][1].from_sequence == 3
+        assert "disconnected" not in status_text(app)
+
+
+async def test_unknown_session_exits_with_its_code(client: DaemonClient) -> None:
+    app = make_app(client, session_id="sess-unknown")
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: not app.is_running, "exit")
+    assert app.return_code == 6

@@ -1,0 +1,209 @@
+"""The chat's view-model, without Textual: AgentEvents in, blocks / prompts / status out."""
+
+from __future__ import annotations
+
+import chat_events as ev
+import pytest
+
+from betcode.cli.chat.actions import CtrlC, CtrlCPolicy, question_answers
+from betcode.cli.chat.model import ChatModel
+from betcode.cli.chat.state import (
+    Activity,
+    NoticeBlock,
+    PermissionPrompt,
+    QuestionPrompt,
+    TextBlock,
+    ToolBlock,
+    UserBlock,
+)
+from betcode.cli.chat.texts import status_line, tool_summary
+
+ME = "cli-me"
+
+
+def fed(*events: ev.AgentEvent) -> ChatModel:
+    model = ChatModel(ME)
+    for event in events:
+        model.apply(event)
+    return model
+
+
+def test_text_deltas_grow_one_block_until_a_tool_starts() -> None:
+    model = fed(
+        ev.user_input("list files"),
+        ev.text("Let me "),
+        ev.text("look."),
+        ev.tool_start("t1", "Bash", {"command": "ls"}),
+        ev.text("Done."),
+    )
+    user, first, tool, second = model.blocks.values()
+    assert user == UserBlock(0, "list files")
+    assert isinstance(first, TextBlock)
+    assert (first.text, first.closed) == ("Let me look.", True)
+    assert isinstance(tool, ToolBlock)
+    assert (tool.name, tool.input, tool.done) == ("Bash", {"command": "ls"}, False)
+    assert isinstance(second, TextBlock)
+    assert (second.text, second.closed) == ("Done.", False)
+
+
+def test_changes_name_only_what_moved() -> None:
+    model = fed(ev.text("a"), ev.tool_start("t1", "Read", {"file_path": "x"}))
+    changes = model.apply(ev.tool_result("t1", "contents"))
+    assert (changes.blocks, changes.prompts, changes.status) == ([1], False, False)
+
+
+def test_subagent_text_streams_into_its_own_block() -> None:
+    model = fed(ev.text("top "), ev.text("inner", parent="task-1"), ev.text("level"))
+    texts = [(b.text, b.parent_tool_use_id) for b in model.blocks.values()]
+    assert texts == [("top level", ""), ("inner", "task-1")]
+
+
+def test_tool_result_completes_its_call_and_flags_errors() -> None:
+    model = fed(
+        ev.tool_start("t1", "Bash", {"command": "false"}),
+        ev.tool_result("t1", "exit 1", is_error=True),
+    )
+    [tool] = model.blocks.values()
+    assert isinstance(tool, ToolBlock)
+    assert (tool.done, tool.output, tool.is_error) == (True, "exit 1", True)
+
+
+def test_permission_prompt_is_one_per_request_id_even_when_replayed() -> None:
+    request = ev.permission("req-1", "Bash", {"command": "rm x"}, tool_use_id="t1")
+    replay = ev.permission("req-1", "Bash", {"command": "rm x"}, tool_use_id="t1")
+    replay.permission_request.is_replay = True
+    model = fed(request, replay)
+    assert list(model.prompts) == ["req-1"]
+    prompt = model.active_prompt
+    assert isinstance(prompt, PermissionPrompt)
+    assert (prompt.tool_name, prompt.input, prompt.decision_reason) == (
+        "Bash",
+        {"command": "rm x"},
+        "no rule matched",
+    )
+
+
+@pytest.mark.parametrize(
+    "settling",
+    [
+        ev.resolved("req-1", "allowed", by="cli-other"),
+        ev.tool_result("t1", "ok"),
+        ev.turn_complete(),
+    ],
+    ids=["resolved elsewhere", "its tool ran", "the turn ended"],
+)
+def test_settled_prompts_disappear(settling: ev.AgentEvent) -> None:
+    model = fed(
+        ev.tool_start("t1", "Bash", {"command": "ls"}),
+        ev.permission("req-1", "Bash", {"command": "ls"}, tool_use_id="t1"),
+    )
+    changes = model.apply(settling)
+    assert changes.prompts
+    assert model.prompts == {}
+
+
+def test_resolution_is_noted_in_the_transcript() -> None:
+    model = fed(ev.permission("req-1", "Bash", {}), ev.resolved("req-1", "denied"))
+    assert list(model.blocks.values())[-1] == NoticeBlock(0, "Bash: denied")
+
+
+def test_questions_keep_every_prompt() -> None:
+    model = fed(ev.question("q-1", ("Which?", ["A", "B"], False), ("Also?", ["X", "Y"], True)))
+    prompt = model.active_prompt
+    assert isinstance(prompt, QuestionPrompt)
+    assert [(q.text, q.multi_select) for q in prompt.questions] == [
+        ("Which?", False),
+        ("Also?", True),
+    ]
+    assert [c.answer for c in prompt.questions[1].choices] == ["X", "Y"]
+
+
+def test_question_answers_join_picks_and_free_text() -> None:
+    model = fed(ev.question("q-1", ("Which?", ["A", "B"], False), ("Also?", ["X", "Y"], True)))
+    prompt = model.active_prompt
+    assert isinstance(prompt, QuestionPrompt)
+    single, multi = prompt.questions
+    picks = [[single.choices[1]], [multi.choices[0], multi.choices[1]]]
+    assert question_answers(prompt, picks, ["", ""]) == {"Which?": "B", "Also?": "X, Y"}
+    assert question_answers(prompt, picks, [" mine ", "Z"]) == {
+        "Which?": "mine",
+        "Also?": "X, Y, Z",
+    }
+
+
+def test_status_follows_the_turn() -> None:
+    model = fed(ev.session_info("sess-1", model="opus"), ev.status(ev.THINKING))
+    assert (model.status.session_id, model.status.model) == ("sess-1", "opus")
+    assert model.turn_running
+    model.apply(ev.tool_start("t1", "Grep", {"pattern": "x"}))
+    model.apply(ev.status(ev.EXECUTING_TOOL))
+    assert "running Grep" in status_line(model.status)
+    model.apply(ev.status(ev.WAITING))
+    assert model.status.activity is Activity.WAITING_FOR_YOU
+    model.apply(ev.status(ev.IDLE))
+    assert not model.turn_running
+    model.apply(ev.status(ev.CRASHED))
+    assert model.status.activity is Activity.CRASHED
+
+
+def test_usage_adds_up_over_turns() -> None:
+    model = fed(ev.usage(100, 20, 0.01), ev.usage(50, 5, 0.002))
+    assert (model.status.input_tokens, model.status.output_tokens) == (150, 25)
+    assert model.status.cost_usd == pytest.approx(0.012)
+    assert "175 tokens · $0.0120" in status_line(model.status)
+
+
+@pytest.mark.parametrize(
+    ("holder", "read_only"),
+    [(ME, False), ("cli-other", True), ("", False)],
+    ids=["this client", "another client", "nobody"],
+)
+def test_input_lock_holder(holder: str, read_only: bool) -> None:
+    model = fed(ev.input_lock(holder))
+    assert model.status.read_only is read_only
+    line = status_line(model.status)
+    assert ("read-only: cli-other has the input lock; press ctrl+l" in line) is read_only
+
+
+def test_no_input_lock_error_makes_the_client_read_only() -> None:
+    model = fed(ev.error("NO_INPUT_LOCK", "not yours", holder_client_id="cli-phone"))
+    assert model.status.read_only
+    assert model.status.lock_holder == "cli-phone"
+    [notice] = model.blocks.values()
+    assert isinstance(notice, NoticeBlock)
+    assert notice.is_error
+
+
+def test_lock_granted_ends_read_only() -> None:
+    model = fed(ev.input_lock("cli-other"))
+    model.lock_granted()
+    assert not model.status.read_only
+
+
+@pytest.mark.parametrize(
+    ("presses", "expected"),
+    [
+        ([(0.0, True)], [CtrlC.CANCEL_TURN]),
+        ([(0.0, False)], [CtrlC.QUIT]),
+        ([(0.0, True), (1.5, True)], [CtrlC.CANCEL_TURN, CtrlC.QUIT]),
+        ([(0.0, True), (5.0, True)], [CtrlC.CANCEL_TURN, CtrlC.CANCEL_TURN]),
+    ],
+    ids=["running", "idle", "twice quickly", "twice slowly"],
+)
+def test_ctrl_c(presses: list[tuple[float, bool]], expected: list[CtrlC]) -> None:
+    policy = CtrlCPolicy(window=2.0)
+    assert [policy.press(now, running) for now, running in presses] == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "tool_input", "summary"),
+    [
+        ("Bash", {"command": "git  status\n--short"}, "git status --short"),
+        ("Edit", {"file_path": "src/a.py", "old_string": "x"}, "src/a.py"),
+        ("Custom", {"n": 1}, '{"n":1}'),
+        ("Custom", {}, ""),
+        ("Bash", {"command": "x" * 200}, "x" * 79 + "…"),
+    ],
+)
+def test_tool_summary(name: str, tool_input: dict[str, object], summary: str) -> None:
+    assert tool_summary(name, tool_input) == summary
