@@ -1,6 +1,10 @@
 """The real CLI as an asyncio child process, in its own process group, always killed at the end.
 
 Byte level only: what the lines mean is the codec's business (see `session`).
+
+The CLI 2.1.330 starts every Bash command in a NEW session (its own process group), so
+killing the CLI's group alone would orphan a running tool: `kill` also kills the groups of
+all the CLI's descendants.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+
+import psutil
 
 # CLAUDE_CLI.md §0: the invocation that gives can_use_tool requests and stream events.
 STREAM_JSON_ARGS = (
@@ -72,6 +78,21 @@ class ClaudeProcess:
     def stderr_text(self) -> str:
         return self._stderr.decode(errors="replace")
 
+    def _process_groups(self) -> set[int]:
+        """The CLI's group and its descendants' groups, the CLI's group frozen meanwhile so
+        that it starts nothing new."""
+        groups = {self.pid}
+        if self.process.returncode is not None:
+            return groups
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGSTOP)
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.pid).children(recursive=True):
+                with contextlib.suppress(ProcessLookupError):
+                    groups.add(os.getpgid(child.pid))
+        groups.discard(os.getpgid(0))  # never the test runner's own group
+        return groups
+
     async def _drain_stderr(self) -> None:
         assert self.process.stderr is not None
         while chunk := await self.process.stderr.read(READ_CHUNK):
@@ -97,9 +118,10 @@ class ClaudeProcess:
         return await self.process.wait()
 
     async def kill(self) -> None:
-        """SIGKILL the whole process group (the CLI and any tool it started), then reap."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """SIGKILL the CLI's process group and those of its descendants (tools), then reap."""
+        for pgid in self._process_groups():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
         self.close_stdin()
         await self.process.wait()
         self._stderr_task.cancel()
