@@ -50,12 +50,6 @@ class PathPattern:
             return self.base_dir
         return cwd
 
-    def matches_relative(self, relative: str) -> bool:
-        """Whether the path, already made relative to `anchor_dir`, matches."""
-        if (relative == ".." or relative.startswith("../")) and not self.reaches_up:
-            return False
-        return self.regex.fullmatch(relative) is not None
-
 
 def parse_path_pattern(spec: str, base_dir: str | None) -> PathPattern:
     """Compile a path rule specifier; raises ValueError with the reason when it is malformed."""
@@ -84,18 +78,6 @@ def absolute_path(path: str, cwd: str) -> str:
     """`path` made absolute against `cwd`, with `.`/`..` resolved and slashes collapsed."""
     joined = posixpath.normpath(posixpath.join(cwd, path))
     return "/" + joined.lstrip("/") if joined.startswith("//") else joined
-
-
-def relative_to(path: str, anchor_dir: str) -> str:
-    """`path` (absolute, normalised) relative to `anchor_dir`, possibly starting with `../`."""
-    anchor_dir = anchor_dir.rstrip("/") or "/"
-    if path == anchor_dir:
-        return "."
-    if anchor_dir == "/":
-        return path.lstrip("/")
-    if path.startswith(anchor_dir + "/"):
-        return path[len(anchor_dir) + 1 :]
-    return posixpath.relpath(path, anchor_dir)
 
 
 def _normalize(rest: str, anchor: Anchor) -> str:

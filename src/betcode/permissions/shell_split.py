@@ -35,8 +35,12 @@ from dataclasses import dataclass
 MAX_NESTING = 8
 
 # Blanks separate words; everything else not special to the scanner is an ordinary character.
-_BLANKS = " \t"
-_PLAIN_RUN = re.compile(r"[^ \t\n'\"\\`$<>;&|()#]+")
+_BLANK_RUN = re.compile(r"[ \t]+")
+# Ordinary characters and blanks, taken a whole stretch at a time.
+_PLAIN_CHUNK = re.compile(r"[^\n'\"\\`$<>;&|()#]+")
+# What whitespace normalisation keeps verbatim: escapes and quoted strings (possibly unclosed).
+_QUOTING = re.compile(r"['\"\\]")
+_VERBATIM_OR_BLANKS = re.compile(r"""(\\.|'[^']*'?|"(?:\\.|[^"\\])*"?)|[ \t]+""", re.DOTALL)
 _OUT_REDIRECT = re.compile(r">[>|]?(&?)")
 _DUP_TARGET = re.compile(r"\d+-?|-")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -76,37 +80,19 @@ def split_command(command: str) -> tuple[CommandPart, ...]:
 
 def normalize_whitespace(text: str) -> str:
     """`text` with runs of unquoted blanks collapsed to one space and the ends stripped."""
-    out: list[str] = []
-    quote = ""
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and quote != "'":
-            out.append(text[i : i + 2])
-            i += 2
-            continue
-        if quote:
-            quote = "" if c == quote else quote
-        elif c in "'\"":
-            quote = c
-        elif c in _BLANKS:
-            if out and out[-1] != " ":
-                out.append(" ")
-            i += 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out).strip(" ")
+    if not _QUOTING.search(text):
+        return _BLANK_RUN.sub(" ", text).strip(" ")
+    return _VERBATIM_OR_BLANKS.sub(lambda m: m.group(1) or " ", text).strip(" ")
 
 
 def match_views(part: CommandPart) -> tuple[str, ...]:
     """Spellings of `part` that deny and ask rules are matched against (module doc)."""
-    stripped = _strip_wrappers(part.words)
-    unquoted = [_unquote(word) for word in stripped]
-    views = [part.text, " ".join(stripped), " ".join(unquoted)]
-    if unquoted and "/" in unquoted[0]:
-        unquoted[0] = unquoted[0].rsplit("/", 1)[1]
-        views.append(" ".join(unquoted))
+    stripped = " ".join(_strip_wrappers(part.words))
+    unquoted = _unquote(stripped)
+    program, _, arguments = unquoted.partition(" ")
+    views = [part.text, stripped, unquoted]
+    if "/" in program:
+        views.append(f"{program.rsplit('/', 1)[1]} {arguments}".rstrip(" "))
     return tuple(dict.fromkeys(view for view in views if view))
 
 
@@ -176,9 +162,9 @@ class _Scanner:
     def run(self) -> None:
         text = self.text
         while self.i < len(text):
-            plain = _PLAIN_RUN.match(text, self.i)
+            plain = _PLAIN_CHUNK.match(text, self.i)
             if plain:
-                self.word.append(plain.group())
+                self._plain(plain.group())
                 self.i = plain.end()
                 continue
             c = text[self.i]
@@ -186,9 +172,6 @@ class _Scanner:
                 self._end_part()
                 self.i += 1
                 self._skip_heredoc_bodies()
-            elif c in _BLANKS:
-                self._end_word()
-                self.i += 1
             elif c == "#":
                 self._hash()
             elif c in "'\"\\`$":
@@ -198,6 +181,23 @@ class _Scanner:
             else:
                 self._operator(c)
         self._end_part()
+
+    def _plain(self, chunk: str) -> None:
+        first, *rest = _BLANK_RUN.split(chunk)
+        if first:
+            self.word.append(first)
+        if not rest:
+            return
+        self._end_word()
+        *middle, last = rest  # only the first and last pieces of a split can be empty
+        for index, piece in enumerate(middle):
+            if self.pending is None:
+                self.words.extend(middle[index:])
+                break
+            self.word.append(piece)
+            self._end_word()
+        if last:
+            self.word.append(last)
 
     def _hash(self) -> None:
         if self.word:
