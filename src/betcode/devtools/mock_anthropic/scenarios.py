@@ -178,7 +178,6 @@ SCENARIOS: Mapping[str, Scenario] = {
             "recovered": "Recovered after a stream error.",
         },
     ),
-    "http_error": _http_scenario(500),
     "http_429": _http_scenario(429),
     "http_500": _http_scenario(500),
     "http_529": _http_scenario(529),
