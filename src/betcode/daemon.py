@@ -19,7 +19,10 @@ from betcode import __version__
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.environment import build_child_env
 from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
+from betcode.config.dirs import config_dir
+from betcode.config.settings import PermissionSettings
 from betcode.permissions.bridge import PermissionBridge
+from betcode.permissions.rulebook import RuleBook
 from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
 from betcode.server.agent_service import RAW_RESPONSE_METHODS, AgentService
 from betcode.server.app import DaemonServer, RpcService
@@ -59,7 +62,8 @@ class DaemonConfig:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     policy: SupervisorPolicy = field(default_factory=SupervisorPolicy)
     sessions: SessionSettings = field(default_factory=SessionSettings)
-    permission_ttl_seconds: float = 7 * 24 * 3600
+    config_dir: Path = field(default_factory=config_dir)
+    permissions: PermissionSettings = field(default_factory=PermissionSettings)
     env_allow: tuple[str, ...] = ()
 
 
@@ -73,6 +77,8 @@ class Daemon:
         self._writer: StoreWriter | None = None
         self._reader: StoreReader | None = None
         self._health_task: asyncio.Task[None] | None = None
+        self._bridge: PermissionBridge | None = None
+        self._sweeper_task: asyncio.Task[None] | None = None
 
     # ---- startup ----
 
@@ -84,7 +90,13 @@ class Daemon:
         self._reader = reader = StoreReader(database)
         report = await writer.call(lambda c: reconcile(c, time.time()))
         log.info("reconciled stored state: %s", report)
-        bridge = PermissionBridge(writer, reader, ttl_seconds=self.config.permission_ttl_seconds)
+        self._bridge = bridge = PermissionBridge(
+            writer,
+            reader,
+            rules=RuleBook(self.config.config_dir),
+            settings=self.config.permissions,
+        )
+        self._sweeper_task = asyncio.create_task(bridge.run_sweeper(), name="permission-sweeper")
         scratch = self.config.data_dir / "claude-scratch"
         context = SessionContext(
             writer=writer,
@@ -172,6 +184,8 @@ class Daemon:
 
     def _reload(self) -> None:
         log.info("SIGHUP: configuration reload requested")
+        if self._bridge is not None:
+            self._bridge.reload()
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -184,10 +198,14 @@ class Daemon:
         """Stop accepting, stop every claude (SIGTERM, grace, SIGKILL), flush, close."""
         if self._health_task is not None:
             self._health_task.cancel()
+        if self._sweeper_task is not None:
+            self._sweeper_task.cancel()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
         if self.sessions is not None:
             await self.sessions.shutdown()
+        if self._bridge is not None:
+            await self._bridge.close()
         if self._writer is not None:
             await self._writer.close()
         if self._reader is not None:

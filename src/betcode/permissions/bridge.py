@@ -1,24 +1,48 @@
-"""The permission bridge: claude's `can_use_tool` requests ⇄ the clients' answers.
+"""The permission bridge: claude's `can_use_tool` requests ⇄ rules, grants and the clients.
 
-Every request that no rule decides is stored in `pending_permissions` BEFORE any client sees
-it, then shown to every client of the session. The first answer wins (a compare-and-swap in
-SQLite); a duplicate answer succeeds and changes nothing. The stored row outlives clients,
-claude processes and the daemon itself.
+For each request, in order (the first that applies decides):
+
+1. a deny rule (or deny session grant) matches → denied at once, the message naming the rule;
+2. a one-shot grant (an approval that arrived after the asking process was gone, see
+   `orphans`) covers exactly this call → allowed at once, with the approved input;
+3. an ask rule matches → forwarded to the clients, even if an allow rule matches too;
+4. allow rules, or allow rules together with session grants, cover the call → allowed at once;
+5. otherwise → forwarded. AskUserQuestion is always forwarded.
+
+Automatic decisions produce no client event. A forwarded request is stored in
+`pending_permissions` BEFORE any client sees it, then shown to every client of the session.
+The first answer wins (a compare-and-swap in SQLite); a duplicate answer succeeds and changes
+nothing. The stored row outlives clients, claude processes and the daemon itself; `sweeper`
+reminds about it and finally expires it, and any client activity in the session pushes its
+expiry back by one TTL.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import sqlite3
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 
+from betcode.config.settings import PermissionSettings
+from betcode.permissions import orphans
 from betcode.permissions.decisions import (
     AnswerError,
     AnswerOutcome,
     ClientAnswer,
+    Reply,
     build_reply,
+    outcome_of,
 )
+from betcode.permissions.engine import Behavior, evaluate
+from betcode.permissions.grants import GrantAction, SessionGrant
+from betcode.permissions.live import LiveRequests
+from betcode.permissions.metrics import DecisionCounters, DecisionKind
+from betcode.permissions.notifier import Notifier
+from betcode.permissions.rulebook import RuleBook
+from betcode.permissions.sweeper import Clock, PermissionSweeper, SweepReport
 from betcode.protocol import writer as stdin
 from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions import translate
@@ -26,6 +50,7 @@ from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import pending as pending_rows
+from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
 from betcode.v1 import agent_pb2, common_pb2
@@ -35,27 +60,37 @@ log = logging.getLogger(__name__)
 ASK_USER_QUESTION = "AskUserQuestion"
 
 
-@dataclass(slots=True)
-class LiveRequest:
-    """A request claude is waiting on right now, in the process that asked."""
-
-    request: ControlRequest
-    tool: CanUseTool
-    process_pid: int | None
-
-
 class PermissionBridge:
-    def __init__(self, writer: StoreWriter, reader: StoreReader, *, ttl_seconds: float) -> None:
+    """Implements the sessions' PermissionGate; AgentService calls `answer` / `list_pending`."""
+
+    def __init__(
+        self,
+        writer: StoreWriter,
+        reader: StoreReader,
+        *,
+        rules: RuleBook,
+        settings: PermissionSettings | None = None,
+        notifier: Notifier | None = None,
+        clock: Clock = time.time,
+    ) -> None:
         self._writer = writer
         self._reader = reader
-        self.ttl_seconds = ttl_seconds
-        self._live: dict[str, dict[str, LiveRequest]] = {}
-        self._sessions: dict[str, Session] = {}
+        self.rules = rules
+        self.settings = settings if settings is not None else PermissionSettings()
+        self._clock = clock
+        self.metrics = DecisionCounters()
+        self._live = LiveRequests()
+        self._notifier = (
+            notifier if notifier is not None else Notifier(self.settings.notify_command)
+        )
+        self._sweeper = PermissionSweeper(
+            writer, self._live, self._notifier, self.metrics, self.settings, clock
+        )
 
     # ---- from claude ----
 
     async def on_control_request(self, session: Session, request: ControlRequest) -> None:
-        self._sessions[session.id] = session
+        self._live.remember(session)
         tool = request.request
         if not isinstance(tool, CanUseTool):
             # BetCode registers no hooks or SDK MCP servers: say so, never leave claude waiting.
@@ -63,10 +98,81 @@ class PermissionBridge:
                 stdin.control_error(request.request_id, "not supported by BetCode", request.dialect)
             )
             return
-        await self._forward(session, request, tool)
+        if tool.tool_name == ASK_USER_QUESTION or not await self._decided(session, request, tool):
+            await self._forward(session, request, tool)
+
+    async def _decided(self, session: Session, request: ControlRequest, tool: CanUseTool) -> bool:
+        """Answer at once if a rule, a grant or a one-shot approval decides; False to forward."""
+        ruleset = await self.rules.ruleset_for(session.record.working_directory)
+        grants, undelivered = await self._reader.read(
+            lambda c: (
+                grant_rows.list_grants(c, session.id),
+                pending_rows.list_undelivered(c, session.id),
+            )
+        )
+        decision = evaluate(
+            ruleset,
+            tool.tool_name,
+            tool.input,
+            cwd=session.record.working_directory,
+            home=self.rules.home,
+            grants=[SessionGrant(g.tool_name, g.pattern, GrantAction(g.action)) for g in grants],
+        )
+        rule = decision.rules[0].describe() if decision.rules else ""
+        if decision.behavior is Behavior.DENY:
+            line = stdin.permission_deny(
+                request.request_id, decision.message, dialect=request.dialect
+            )
+            await self._auto(session, request, line, DecisionKind.AUTO_DENY, rule)
+            return True
+        if await self._use_one_shot(session, request, tool, undelivered):
+            return True
+        if decision.behavior is Behavior.ALLOW:
+            line = stdin.permission_allow(request.request_id, dialect=request.dialect)
+            await self._auto(session, request, line, DecisionKind.AUTO_ALLOW, rule)
+            return True
+        return False
+
+    async def _auto(
+        self, session: Session, request: ControlRequest, line: bytes, kind: DecisionKind, rule: str
+    ) -> None:
+        self.metrics.count(kind)
+        log.info("session %s: %s %s by %s", session.id, request.request_id, kind.value, rule)
+        await session.write_control(line)
+
+    async def _use_one_shot(
+        self,
+        session: Session,
+        request: ControlRequest,
+        tool: CanUseTool,
+        undelivered: Sequence[PendingPermission],
+    ) -> bool:
+        grant = orphans.one_shot_for(
+            undelivered,
+            tool.tool_name,
+            tool.input,
+            now=self._clock(),
+            lifetime=self.settings.ttl_seconds,
+        )
+        if grant is None:
+            return False
+        if not await self._writer.call(lambda c: orphans.claim_delivery(c, grant.request_id)):
+            return False  # consumed by a concurrent identical call
+        log.info(
+            "session %s: %s allowed by the user's approval of %s (one-shot, now used)",
+            session.id,
+            request.request_id,
+            grant.request_id,
+        )
+        line = stdin.permission_allow(
+            request.request_id, updated_input=orphans.approved_input(grant), dialect=request.dialect
+        )
+        await session.write_control(line)
+        return True
 
     async def _forward(self, session: Session, request: ControlRequest, tool: CanUseTool) -> None:
-        now = time.time()
+        now = self._clock()
+        expires_at = now + self.settings.ttl_seconds
         is_question = tool.tool_name == ASK_USER_QUESTION
         await self._writer.call(
             lambda c: pending_rows.insert_pending(
@@ -77,48 +183,55 @@ class PermissionBridge:
                 input_json=json.dumps(tool.input),
                 dialect=str(request.dialect),
                 received_at=now,
-                expires_at=now + self.ttl_seconds,
+                expires_at=expires_at,
                 tool_description=tool.description or tool.decision_reason,
                 tool_use_id=tool.tool_use_id,
                 is_question=is_question,
             )
         )
-        self._live.setdefault(session.id, {})[request.request_id] = LiveRequest(
-            request, tool, session.supervisor.pid
-        )
+        self._live.add(session, request, tool)
+        parent = session.translator.parent_tool_use_id_of(tool.tool_use_id)
         event = (
-            translate.user_question_event(request.request_id, tool)
+            translate.user_question_event(request.request_id, tool, parent_tool_use_id=parent)
             if is_question
-            else translate.permission_request_event(request.request_id, tool)
-        )
-        session.emit(
-            [event, translate.status_event(common_pb2.AgentStatus.AGENT_STATUS_WAITING_FOR_USER)]
-        )
-        session.background_write(
-            lambda c: pending_rows.mark_forwarded(c, request.request_id, time.time())
-        )
-
-    async def on_cancel(self, session: Session, request_id: str) -> None:
-        live = self._live.get(session.id, {}).pop(request_id, None)
-        won = await self._writer.call(
-            lambda c: pending_rows.answer(
-                c, request_id, decision="cancelled", payload="{}", now=time.time()
+            else translate.permission_request_event(
+                request.request_id, tool, expires_at=int(expires_at), parent_tool_use_id=parent
             )
         )
+        waiting = translate.status_event(common_pb2.AgentStatus.AGENT_STATUS_WAITING_FOR_USER)
+        session.emit([event, waiting])
+        session.background_write(lambda c: pending_rows.mark_forwarded(c, request.request_id, now))
+
+    async def on_cancel(self, session: Session, request_id: str) -> None:
+        live = self._live.pop(session.id, request_id)
+        now = self._clock()
+
+        def record(conn: sqlite3.Connection) -> bool:
+            won = pending_rows.answer(conn, request_id, decision="cancelled", payload="{}", now=now)
+            return won and pending_rows.mark_delivered(conn, request_id)
+
+        won = await self._writer.call(record)
         if live is not None or won:
             session.emit([translate.permission_resolved_event(request_id, "cancelled")])
 
     async def on_session_activity(self, session: Session) -> None:
-        self._sessions[session.id] = session
+        """Client activity (a user message, an attach, an answer) pushes back the expiry of the
+        session's pending requests by one TTL."""
+        self._live.remember(session)
+        if self.settings.extend_on_activity:
+            now, ttl = self._clock(), self.settings.ttl_seconds
+            await self._writer.call(lambda c: pending_rows.extend_ttl(c, session.id, now, ttl))
 
     def has_pending(self, session_id: str) -> bool:
-        return bool(self._live.get(session_id))
+        return self._live.has_pending(session_id)
 
     async def replay_frames(self, session: Session, last_seq: int) -> list[Frame]:
+        """Every still-pending request, flagged is_replay, for a client that just caught up."""
+        await self.on_session_activity(session)
         rows = await self._reader.read(lambda c: pending_rows.list_unanswered(c, session.id))
         frames: list[Frame] = []
         for row in rows:
-            event = self._event_for_row(row, is_replay=True)
+            event = _event_for_row(row, is_replay=True)
             # A replayed request reuses the latest seq the client has seen: it is a reminder of
             # state, not a new event, and clients handle it idempotently by request id.
             event.sequence = last_seq
@@ -128,75 +241,115 @@ class PermissionBridge:
     # ---- from clients ----
 
     async def answer(self, session: Session, answer: ClientAnswer) -> AnswerOutcome:
-        row = await self._reader.read(lambda c: pending_rows.get_pending(c, answer.request_id))
+        """Apply a client's answer: first answer wins; the answer reaches claude even if the
+        process that asked is gone (see `orphans`)."""
+        self._live.remember(session)
+        request_id = answer.request_id
+        row = await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
         if row is None or row.session_id != session.id:
-            raise AnswerError.not_found(answer.request_id)
+            raise AnswerError.not_found(request_id)
         if row.response_received:
-            return AnswerOutcome(accepted=True, duplicate=True, outcome=row.response_decision or "")
-        if row.expires_at <= time.time():
-            raise AnswerError.stale(answer.request_id)
-        reply = build_reply(row, answer)
-        won = await self._writer.call(
-            lambda c: pending_rows.answer(
-                c,
-                answer.request_id,
-                decision=reply.decision,
-                payload=reply.line.decode(),
-                now=time.time(),
-            )
+            return _duplicate(row)
+        now = self._clock()
+        if row.expires_at <= now:
+            raise AnswerError.stale(request_id)
+        live = self._live.get(session.id, request_id)
+        reply = build_reply(row, answer, live.tool.permission_suggestions if live else ())
+        waiting = self._live.waiting(session, request_id)
+        if not await self._writer.call(
+            lambda c: self._record(c, session, row, reply, now, waiting)
+        ):
+            current = await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
+            return _duplicate(current or row)
+        self._live.pop(session.id, request_id)
+        allowed = reply.outcome in ("allowed", "answered")
+        self.metrics.count(DecisionKind.USER_ALLOW if allowed else DecisionKind.USER_DENY)
+        resolved = translate.permission_resolved_event(
+            request_id,
+            reply.outcome,
+            message=answer.message,
+            decided_by_client_id=answer.client_id or "",
         )
-        if not won:
-            current = await self._reader.read(
-                lambda c: pending_rows.get_pending(c, answer.request_id)
+        session.emit([resolved])
+        if waiting:
+            await session.write_control(reply.line)
+        else:
+            answered = dataclasses.replace(
+                row, response_decision=reply.decision, response_payload=reply.line.decode()
             )
-            outcome = current.response_decision if current is not None else ""
-            return AnswerOutcome(accepted=True, duplicate=True, outcome=outcome or "")
-        if reply.grant is not None:
-            grant = reply.grant
-            await self._writer.call(
-                lambda c: grant_rows.add_grant(
-                    c, session.id, grant.tool_name, "allow", time.time(), pattern=grant.pattern
-                )
+            await orphans.tell_resumed_claude(
+                session, answered, reply, answer.answers, self._writer
             )
-        await self._deliver(session, row, reply.line)
-        session.emit(
-            [
-                translate.permission_resolved_event(
-                    answer.request_id,
-                    reply.outcome,
-                    message=answer.message,
-                    decided_by_client_id=answer.client_id or "",
-                )
-            ]
-        )
         return AnswerOutcome(accepted=True, duplicate=False, outcome=reply.outcome)
 
-    async def _deliver(
-        self, session: Session, row: pending_rows.PendingPermission, line: bytes
-    ) -> None:
-        live = self._live.get(session.id, {}).pop(row.request_id, None)
-        if live is None or live.process_pid != session.supervisor.pid:
-            log.warning(
-                "session %s: answer to %s arrived after the claude process that asked was gone",
-                session.id,
-                row.request_id,
+    def _record(
+        self,
+        conn: sqlite3.Connection,
+        session: Session,
+        row: PendingPermission,
+        reply: Reply,
+        now: float,
+        waiting: bool,
+    ) -> bool:
+        """One transaction: the answer (if first), its session grant, `delivered` when the
+        asking process is alive (claimed before writing: an approval runs at most once), and
+        the TTL extension that any answer is."""
+        payload = reply.line.decode()
+        if not pending_rows.answer(
+            conn, row.request_id, decision=reply.decision, payload=payload, now=now
+        ):
+            return False
+        grant = reply.grant
+        if grant is not None:
+            grant_rows.add_grant(
+                conn, session.id, grant.tool_name, "allow", now, pattern=grant.pattern
             )
-            return
-        await session.write_control(line)
-        await self._writer.call(lambda c: pending_rows.mark_delivered(c, row.request_id))
+        if waiting:
+            pending_rows.mark_delivered(conn, row.request_id)
+        if self.settings.extend_on_activity:
+            pending_rows.extend_ttl(conn, session.id, now, self.settings.ttl_seconds)
+        return True
 
-    async def list_pending(self, session_id: str | None) -> list[pending_rows.PendingPermission]:
+    async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
+        """Unanswered requests of one session, or of every session (None)."""
         return await self._reader.read(lambda c: pending_rows.list_unanswered(c, session_id))
 
-    def _event_for_row(
-        self, row: pending_rows.PendingPermission, *, is_replay: bool
-    ) -> agent_pb2.AgentEvent:
-        tool = CanUseTool(
-            tool_name=row.tool_name,
-            input=json.loads(row.input),
-            tool_use_id=row.tool_use_id,
-            description=row.tool_description,
-        )
-        if row.is_question:
-            return translate.user_question_event(row.request_id, tool, is_replay=is_replay)
-        return translate.permission_request_event(row.request_id, tool, is_replay=is_replay)
+    async def find_request(self, request_id: str) -> PendingPermission | None:
+        """A stored request in any state (to tell a duplicate answer from an unknown id)."""
+        return await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
+
+    # ---- housekeeping ----
+
+    def reload(self) -> None:
+        """SIGHUP: permission rules are read again from the settings files when next needed."""
+        self.rules.reload()
+
+    async def run_sweeper(self, interval: float | None = None) -> None:
+        """Reminders and expiry, every `interval` seconds (default: the configured interval);
+        runs until cancelled."""
+        await self._sweeper.run(interval or self.settings.sweep_interval_seconds)
+
+    async def sweep_once(self) -> SweepReport:
+        return await self._sweeper.sweep_once()
+
+    async def close(self) -> None:
+        """Wait for notify commands still running."""
+        await self._notifier.close()
+
+
+def _duplicate(row: PendingPermission) -> AnswerOutcome:
+    return AnswerOutcome(accepted=True, duplicate=True, outcome=outcome_of(row.response_decision))
+
+
+def _event_for_row(row: PendingPermission, *, is_replay: bool) -> agent_pb2.AgentEvent:
+    tool = CanUseTool(
+        tool_name=row.tool_name,
+        input=json.loads(row.input),
+        tool_use_id=row.tool_use_id,
+        description=row.tool_description,
+    )
+    if row.is_question:
+        return translate.user_question_event(row.request_id, tool, is_replay=is_replay)
+    return translate.permission_request_event(
+        row.request_id, tool, is_replay=is_replay, expires_at=int(row.expires_at)
+    )
