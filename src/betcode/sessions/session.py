@@ -288,12 +288,14 @@ class Session:
 
     def on_state(self, state: SupervisorState, detail: str) -> None:
         if state is SupervisorState.RESTARTING:
-            self.emit(self.translator.set_status(Status.AGENT_STATUS_RESTARTING, detail))
+            # Every restart is news, even right after another one: not deduplicated.
+            self.translator.set_status(Status.AGENT_STATUS_RESTARTING, detail)
+            self.emit([translate.status_event(Status.AGENT_STATUS_RESTARTING, detail)])
         elif state is SupervisorState.CRASHED:
             self.emit(
                 [
                     translate.error_event("SUBPROCESS_CRASHED", detail, is_fatal=False),
-                    *self.translator.set_status(Status.AGENT_STATUS_CRASHED, detail),
+                    translate.status_event(Status.AGENT_STATUS_CRASHED, detail),
                 ]
             )
             self._set_status("error")
