@@ -77,7 +77,7 @@ class Daemon:
         self._writer: StoreWriter | None = None
         self._reader: StoreReader | None = None
         self._health_task: asyncio.Task[None] | None = None
-        self._bridge: PermissionBridge | None = None
+        self.bridge: PermissionBridge | None = None
         self._sweeper_task: asyncio.Task[None] | None = None
 
     # ---- startup ----
@@ -90,7 +90,7 @@ class Daemon:
         self._reader = reader = StoreReader(database)
         report = await writer.call(lambda c: reconcile(c, time.time()))
         log.info("reconciled stored state: %s", report)
-        self._bridge = bridge = PermissionBridge(
+        self.bridge = bridge = PermissionBridge(
             writer,
             reader,
             rules=RuleBook(self.config.config_dir),
@@ -184,8 +184,8 @@ class Daemon:
 
     def _reload(self) -> None:
         log.info("SIGHUP: configuration reload requested")
-        if self._bridge is not None:
-            self._bridge.reload()
+        if self.bridge is not None:
+            self.bridge.reload()
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -204,8 +204,8 @@ class Daemon:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
         if self.sessions is not None:
             await self.sessions.shutdown()
-        if self._bridge is not None:
-            await self._bridge.close()
+        if self.bridge is not None:
+            await self.bridge.close()
         if self._writer is not None:
             await self._writer.close()
         if self._reader is not None:

@@ -18,6 +18,7 @@ from betcode.cli.daemon_cmd import daemon_group  # noqa: E402
 from betcode.cli.demo_cmd import demo  # noqa: E402
 from betcode.cli.doctor_cmd import doctor  # noqa: E402
 from betcode.cli.ndjson_cmd import ndjson  # noqa: E402
+from betcode.cli.permissions_cmd import permissions_group  # noqa: E402
 from betcode.cli.run_cmd import run  # noqa: E402
 
 cli.add_command(config_group)
@@ -26,6 +27,7 @@ cli.add_command(run)
 cli.add_command(demo)
 cli.add_command(doctor)
 cli.add_command(ndjson)
+cli.add_command(permissions_group)
 
 
 def main() -> None:
