@@ -20,7 +20,7 @@ from harness.environment import Workspace
 from betcode.cli.main import cli
 from betcode.config.settings import PermissionSettings
 from betcode.daemon import Daemon
-from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.devtools.mock_anthropic import MockAnthropic, Reply, ToolUseBlock
 from betcode.v1 import agent_pb2
 
 pytestmark = pytest.mark.real_cli
@@ -278,3 +278,30 @@ def test_the_commands_exit_2_when_no_daemon_listens(tmp_path: Path, args: list[s
     result = CliRunner().invoke(cli, ["permissions", *args, "--socket", str(socket)])
     assert result.exit_code == 2
     assert f"no daemon socket at {socket}" in result.output
+
+
+async def test_two_parallel_read_only_requests_wait_together_and_are_answered_in_any_order(
+    start_daemon: StartDaemon,
+    attach: Callable[[InProcessDaemon], Client],
+    mock_api: MockAnthropic,
+    workspace: Workspace,
+) -> None:
+    outside = workspace.root / "outside"
+    outside.mkdir()
+    (outside / "a.txt").write_text("alpha-content\n")
+    (outside / "b.txt").write_text("beta-content\n")
+    reads = tuple(ToolUseBlock("Read", {"file_path": str(outside / n)}) for n in ("a.txt", "b.txt"))
+    mock_api.enqueue(Reply(blocks=reads))
+    daemon = await start_daemon()
+    client = attach(daemon)
+    client.say("read both files")
+    await client.wait_for("permission_request", 2)  # both outstanding before any answer
+    first, second = (e.permission_request for e in client.of_kind("permission_request"))
+    assert first.input["file_path"].endswith("a.txt")
+    client.answer(second.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    client.answer(first.request_id, Decision.PERMISSION_DECISION_DENY, "not that one")
+    done = await results(client, 2)
+    await client.wait_for("turn_complete")
+    by_error = {result.is_error: result.output for result in done}
+    assert "beta-content" in by_error[False]
+    assert "not that one" in by_error[True]

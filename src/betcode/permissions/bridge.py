@@ -10,7 +10,9 @@ For each request, in order (the first that applies decides):
 5. otherwise → forwarded. AskUserQuestion is always forwarded.
 
 Automatic decisions produce no client event. A forwarded request is stored in
-`pending_permissions` BEFORE any client sees it, then shown to every client of the session.
+`pending_permissions` BEFORE any client sees it, then shown to every client of the session; an
+unanswered request for the same call whose process is gone (claude asks again after a restart)
+is withdrawn at the same time, so the user never answers one question twice.
 The first answer wins (a compare-and-swap in SQLite); a duplicate answer succeeds and changes
 nothing. The stored row outlives clients, claude processes and the daemon itself; `sweeper`
 reminds about it and finally expires it, and any client activity in the session pushes its
@@ -174,9 +176,12 @@ class PermissionBridge:
         now = self._clock()
         expires_at = now + self.settings.ttl_seconds
         is_question = tool.tool_name == ASK_USER_QUESTION
-        await self._writer.call(
-            lambda c: pending_rows.insert_pending(
-                c,
+        waiting = self._live.waiting_ids(session)
+
+        def store(conn: sqlite3.Connection) -> list[str]:
+            superseded = _supersede(conn, session.id, tool, waiting, now)
+            pending_rows.insert_pending(
+                conn,
                 request_id=request.request_id,
                 session_id=session.id,
                 tool_name=tool.tool_name,
@@ -188,18 +193,25 @@ class PermissionBridge:
                 tool_use_id=tool.tool_use_id,
                 is_question=is_question,
             )
-        )
+            return superseded
+
+        superseded = await self._writer.call(store)
         self._live.add(session, request, tool)
+        again = f"asked again as {request.request_id}"
+        events = [
+            translate.permission_resolved_event(old, "cancelled", message=again)
+            for old in superseded
+        ]
         parent = session.translator.parent_tool_use_id_of(tool.tool_use_id)
-        event = (
+        events.append(
             translate.user_question_event(request.request_id, tool, parent_tool_use_id=parent)
             if is_question
             else translate.permission_request_event(
                 request.request_id, tool, expires_at=int(expires_at), parent_tool_use_id=parent
             )
         )
-        waiting = translate.status_event(common_pb2.AgentStatus.AGENT_STATUS_WAITING_FOR_USER)
-        session.emit([event, waiting])
+        events.append(translate.status_event(common_pb2.AgentStatus.AGENT_STATUS_WAITING_FOR_USER))
+        session.emit(events)
         session.background_write(lambda c: pending_rows.mark_forwarded(c, request.request_id, now))
 
     async def on_cancel(self, session: Session, request_id: str) -> None:
@@ -335,6 +347,28 @@ class PermissionBridge:
     async def close(self) -> None:
         """Wait for notify commands still running."""
         await self._notifier.close()
+
+
+def _supersede(
+    conn: sqlite3.Connection,
+    session_id: str,
+    tool: CanUseTool,
+    waiting: frozenset[str],
+    now: float,
+) -> list[str]:
+    """Withdraw unanswered requests for this same call whose process is gone: claude asks
+    again after a restart, and one question must not be shown (and answered) twice."""
+    stale = [
+        row.request_id
+        for row in pending_rows.list_unanswered(conn, session_id)
+        if row.request_id not in waiting
+        and row.tool_name == tool.tool_name
+        and orphans.same_call(json.loads(row.input), tool.input)
+    ]
+    for request_id in stale:
+        pending_rows.answer(conn, request_id, decision="cancelled", payload="{}", now=now)
+        pending_rows.mark_delivered(conn, request_id)
+    return stale
 
 
 def _duplicate(row: PendingPermission) -> AnswerOutcome:

@@ -58,6 +58,11 @@ class LiveRequests:
         live = self.get(session.id, request_id)
         return live is not None and _is_current(live, session)
 
+    def waiting_ids(self, session: Session) -> frozenset[str]:
+        """The requests the session's current claude process waits on."""
+        requests = self._requests.get(session.id, {})
+        return frozenset(rid for rid, live in requests.items() if _is_current(live, session))
+
     def has_pending(self, session_id: str) -> bool:
         """Whether the session's current claude process waits on any answer."""
         session = self._sessions.get(session_id)

@@ -174,3 +174,29 @@ async def test_a_deny_rule_still_wins_over_an_approval_waiting_for_its_call(
     [result] = await w.until("the call was denied", lambda: w.tool_results(session.id))
     assert result.startswith("Denied by rule: Bash")
     assert not w.stored("r1").delivered
+
+
+async def test_a_call_asked_again_after_a_restart_replaces_the_unanswered_old_request(
+    world: WorldFactory,
+) -> None:
+    w = await world(
+        runs([[permission("Bash", ECHO, "r1")]], [[permission("Bash", ECHO_AGAIN, "r2")]])
+    )
+    session = await ask_then_restart_daemon(w)
+    await session.send_user_message(None, "try again")
+    await w.until("r2 forwarded", lambda: w.row("r2"))
+    old = w.stored("r1")
+    assert (old.response_decision, old.delivered) == ("cancelled", True)
+    [resolved] = w.events(session.id, "permission_resolved")
+    assert (resolved.permission_resolved.request_id, resolved.permission_resolved.message) == (
+        "r1",
+        "asked again as r2",
+    )
+    assert [row.request_id for row in await w.bridge.list_pending(session.id)] == ["r2"]
+    late = await w.bridge.answer(
+        session, ClientAnswer("r1", Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    )
+    assert (late.duplicate, late.outcome) == (True, "cancelled")
+    await w.bridge.answer(session, ClientAnswer("r2", Decision.PERMISSION_DECISION_ALLOW_ONCE))
+    assert await w.until("the tool ran", lambda: w.tool_results(session.id)) == ["Bash ran"]
+    assert w.user_texts(session.id) == ["say hi", "try again"]  # no note: nothing was orphaned
