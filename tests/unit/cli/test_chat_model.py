@@ -49,7 +49,7 @@ def test_text_deltas_grow_one_block_until_a_tool_starts() -> None:
 def test_changes_name_only_what_moved() -> None:
     model = fed(ev.text("a"), ev.tool_start("t1", "Read", {"file_path": "x"}))
     changes = model.apply(ev.tool_result("t1", "contents"))
-    assert (changes.blocks, changes.prompts, changes.status) == ([1], False, False)
+    assert (list(changes.blocks), changes.prompts, changes.status) == ([1], False, False)
 
 
 def test_subagent_text_streams_into_its_own_block() -> None:

@@ -7,6 +7,7 @@ Quitting closes this client's stream only; the session keeps running in the daem
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from functools import partial
@@ -31,6 +32,7 @@ from betcode.cli.chat.widgets import (
 from betcode.cli.connection import DaemonClient, DaemonError
 from betcode.cli.conversation import ConnectionChange, ConversationStream
 
+FRAME_SECONDS = 1 / 30
 MAX_HISTORY_VIEWS = 200  # blocks drawn when attaching; older ones stay in the model only
 QUESTION_DECLINED = "The user declined to answer."
 
@@ -66,6 +68,8 @@ class ChatApp(App[None]):
         self._ctrl_c = CtrlCPolicy()
         self._views: dict[int, BlockView] = {}
         self._prompt_screen: PermissionScreen | QuestionScreen | None = None
+        self._pending = Changes()  # what changed since the last frame
+        self._dirty = asyncio.Event()
         # Held, not queried: App.query_one searches the active screen, which is a prompt's
         # while one is open.
         self._status_bar = StatusBar(id="status")
@@ -84,33 +88,48 @@ class ChatApp(App[None]):
         self._status_bar.show(self.model.status)
         self._input.focus()
         self.run_worker(self._converse(), name="conversation", exclusive=True)
+        self.run_worker(self._draw_loop(), name="draw")
 
     async def _converse(self) -> None:
         try:
             await self._load_history()
             async for item in self.stream.items():
                 if isinstance(item, ConnectionChange):
-                    await self._draw(self.model.set_connection(describe_connection(item)))
+                    self._changed(self.model.set_connection(describe_connection(item)))
                 else:
-                    await self._draw(self.model.apply(item))
+                    self._changed(self.model.apply(item))
         except DaemonError as error:
             self.exit(return_code=error.exit_code, message=f"betcode chat: {error}")
             return
-        await self._draw(self.model.set_connection("the conversation stream has ended"))
+        self._changed(self.model.set_connection("the conversation stream has ended"))
 
     async def _load_history(self) -> None:
         changes = Changes()
         async for batch in self.stream.catch_up():
             for event in batch:
                 changes.merge(self.model.apply(event))
-        hidden = changes.blocks[:-MAX_HISTORY_VIEWS]
-        if hidden:
-            note = f"… {len(hidden):,} earlier entries are not shown"
+        keys = list(changes.blocks)
+        if len(keys) > MAX_HISTORY_VIEWS:
+            note = f"… {len(keys) - MAX_HISTORY_VIEWS:,} earlier entries are not shown"
             await self._transcript.mount(Static(note, classes="notice"))
-            changes.blocks = changes.blocks[-MAX_HISTORY_VIEWS:]
-        await self._draw(changes)
+            changes.blocks = dict.fromkeys(keys[-MAX_HISTORY_VIEWS:])
+        self._changed(changes)
 
     # --- drawing -------------------------------------------------------------------------
+
+    def _changed(self, changes: Changes) -> None:
+        self._pending.merge(changes)
+        self._dirty.set()
+
+    async def _draw_loop(self) -> None:
+        """The only place that draws: at most one frame per FRAME_SECONDS, however fast events
+        come (a frame shows every change since the last one, text deltas joined)."""
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            changes, self._pending = self._pending, Changes()
+            await self._draw(changes)
+            await asyncio.sleep(FRAME_SECONDS)
 
     async def _draw(self, changes: Changes) -> None:
         new_views: list[BlockView] = []
@@ -157,7 +176,7 @@ class ChatApp(App[None]):
         await self.stream.answer_permission(
             request_id, answer.decision, message=answer.message, updated_input=answer.updated_input
         )
-        await self._draw(self.model.answered(request_id))
+        self._changed(self.model.answered(request_id))
 
     async def _question_answered(self, question_id: str, answers: dict[str, str] | None) -> None:
         self._prompt_screen = None
@@ -165,7 +184,7 @@ class ChatApp(App[None]):
             await self.stream.answer_permission(question_id, DENY, message=QUESTION_DECLINED)
         else:
             await self.stream.answer_question(question_id, answers)
-        await self._draw(self.model.answered(question_id))
+        self._changed(self.model.answered(question_id))
 
     @on(PromptArea.Submitted)
     async def _submit(self, message: PromptArea.Submitted) -> None:
@@ -211,7 +230,7 @@ class ChatApp(App[None]):
             self.notify(str(error), severity="error")
             return
         if response.granted:
-            await self._draw(self.model.lock_granted())
+            self._changed(self.model.lock_granted())
             self.notify("You have the input lock.")
         else:
             holder = response.previous_holder or "the holder"

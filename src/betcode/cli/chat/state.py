@@ -151,16 +151,14 @@ class Status:
 class Changes:
     """What one update touched: block keys (in first-touch order), prompts, status."""
 
-    blocks: list[int] = field(default_factory=list)
+    blocks: dict[int, None] = field(default_factory=dict)  # an ordered set
     prompts: bool = False
     status: bool = False
 
     def touch(self, key: int) -> None:
-        if key not in self.blocks:
-            self.blocks.append(key)
+        self.blocks.setdefault(key)
 
     def merge(self, other: Changes) -> None:
-        for key in other.blocks:
-            self.touch(key)
+        self.blocks.update(other.blocks)
         self.prompts |= other.prompts
         self.status |= other.status
