@@ -107,6 +107,20 @@ def test_resolution_is_noted_in_the_transcript() -> None:
     assert list(model.blocks.values())[-1] == NoticeBlock(0, "Bash: denied")
 
 
+def test_resolution_of_an_answered_prompt_names_it_and_who_decided() -> None:
+    model = fed(ev.permission("req-1", "Bash", {}), ev.question("q-1", ("Which?", ["A"], False)))
+    model.answered("req-1")
+    model.apply(ev.resolved("req-1", "allowed", by=ME))
+    model.apply(ev.resolved("q-1", "answered", by="cli-phone"))
+    model.apply(ev.resolved("req-unseen", "expired"))
+    notices = [b.text for b in model.blocks.values() if isinstance(b, NoticeBlock)]
+    assert notices == [
+        "Bash: allowed",
+        "question: answered by cli-phone",
+        "request: expired",
+    ]
+
+
 def test_questions_keep_every_prompt() -> None:
     model = fed(ev.question("q-1", ("Which?", ["A", "B"], False), ("Also?", ["X", "Y"], True)))
     prompt = model.active_prompt

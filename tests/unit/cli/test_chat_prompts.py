@@ -124,7 +124,7 @@ async def test_prompt_resolved_elsewhere_disappears(
         await pilot.press("n")  # even with a dialog open on top of it
         fake.publish(ev.resolved("req-1", "allowed", by="cli-phone"))
         await until(pilot, lambda: len(app.screen_stack) == 1, "every prompt screen closed")
-        assert ("notice", "Bash: allowed") in transcript(app)
+        assert ("notice", "Bash: allowed by cli-phone") in transcript(app)
         assert fake.requests.empty()
 
 

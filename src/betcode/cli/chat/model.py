@@ -42,6 +42,7 @@ class ChatModel:
         self.status = Status()
         self._open_text: dict[str, TextBlock] = {}  # parent tool use id -> block being streamed
         self._tools: dict[str, ToolBlock] = {}
+        self._settled: dict[str, Prompt] = {}  # answered or withdrawn, to name their outcome
 
     @property
     def turn_running(self) -> bool:
@@ -159,12 +160,16 @@ class ChatModel:
     def _on_permission_resolved(
         self, resolved: agent_pb2.PermissionResolved, _parent: str, changes: Changes
     ) -> None:
-        prompt = self.prompts.get(resolved.request_id)
-        if prompt is None:
-            return
         self._drop_prompt(resolved.request_id, changes)
-        what = prompt.tool_name if isinstance(prompt, PermissionPrompt) else "question"
+        prompt = self._settled.get(resolved.request_id)
+        if isinstance(prompt, PermissionPrompt):
+            what = prompt.tool_name
+        else:
+            what = "question" if prompt is not None else "request"
         text = f"{what}: {resolved.outcome or 'settled'}"
+        decided_by = resolved.decided_by_client_id
+        if decided_by and decided_by != self.client_id:
+            text += f" by {decided_by}"
         if resolved.message:
             text += f" ({resolved.message})"
         self._close_text(changes)
@@ -258,7 +263,9 @@ class ChatModel:
                 changes.touch(block.key)
 
     def _drop_prompt(self, request_id: str, changes: Changes) -> None:
-        if self.prompts.pop(request_id, None) is not None:
+        prompt = self.prompts.pop(request_id, None)
+        if prompt is not None:
+            self._settled[request_id] = prompt
             changes.prompts = True
 
 
