@@ -121,6 +121,13 @@ def test_resolution_of_an_answered_prompt_names_it_and_who_decided() -> None:
     ]
 
 
+def test_a_cancelled_turn_is_noted() -> None:
+    cancelled = ev.turn_complete()
+    cancelled.turn_complete.stop_reason = "cancelled"
+    model = fed(ev.text("partial"), cancelled, ev.turn_complete())
+    assert [b.text for b in model.blocks.values()] == ["partial", "Turn cancelled."]
+
+
 def test_questions_keep_every_prompt() -> None:
     model = fed(ev.question("q-1", ("Which?", ["A", "B"], False), ("Also?", ["X", "Y"], True)))
     prompt = model.active_prompt

@@ -218,7 +218,7 @@ class ChatModel:
         changes.status = True
 
     def _on_turn_complete(
-        self, _turn: agent_pb2.TurnComplete, _parent: str, changes: Changes
+        self, turn: agent_pb2.TurnComplete, _parent: str, changes: Changes
     ) -> None:
         # Nothing of a finished turn can still wait for an answer (guards against stale
         # prompts replayed from history).
@@ -227,6 +227,8 @@ class ChatModel:
             self._drop_prompt(request_id, changes)
         self.status.current_tool = ""
         changes.status = True
+        if turn.stop_reason == "cancelled":
+            self._add(NoticeBlock(self._next_key(), "Turn cancelled."), changes)
 
     def _on_user_input(self, user: agent_pb2.UserInput, _parent: str, changes: Changes) -> None:
         self._close_text(changes)

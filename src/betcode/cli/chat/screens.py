@@ -26,7 +26,7 @@ from textual.widgets import (
 )
 
 from betcode.cli.chat.actions import PermissionAnswer, question_answers
-from betcode.cli.chat.state import Choice, PermissionPrompt, QuestionPrompt
+from betcode.cli.chat.state import Choice, PermissionPrompt, Question, QuestionPrompt
 from betcode.cli.chat.widgets import pretty_json
 from betcode.v1 import common_pb2
 
@@ -73,11 +73,11 @@ class PermissionScreen(ModalScreen[PermissionAnswer]):
             with VerticalScroll(classes="dialog-body"):
                 yield Static(Text(pretty_json(prompt.input)), id="permission-input")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Allow once [y]", id="allow_once", variant="success")
-                yield Button("Allow for session [a]", id="allow_session", variant="primary")
-                yield Button("Edit input [e]", id="edit")
-                yield Button("Deny… [n]", id="deny_with_message", variant="warning")
-                yield Button("Deny + interrupt [x]", id="deny_and_interrupt", variant="error")
+                yield Button("Allow once (y)", id="allow_once", variant="success")
+                yield Button("Allow for session (a)", id="allow_session", variant="primary")
+                yield Button("Edit input (e)", id="edit")
+                yield Button("Deny… (n)", id="deny_with_message", variant="warning")
+                yield Button("Deny + interrupt (x)", id="deny_and_interrupt", variant="error")
 
     @on(Button.Pressed)
     async def _button(self, event: Button.Pressed) -> None:
@@ -181,6 +181,7 @@ class QuestionScreen(ModalScreen[dict[str, str] | None]):
     """Claude asks the user; one picker per question (radio for single, checkboxes for multi)
     plus free text ("Other"). ctrl+s submits; Esc declines to answer."""
 
+    AUTO_FOCUS = "#pick-0"
     BINDINGS = [  # noqa: RUF012
         Binding("ctrl+s", "submit", "submit", priority=True),
         Binding("escape", "decline", "decline"),
@@ -192,22 +193,26 @@ class QuestionScreen(ModalScreen[dict[str, str] | None]):
         self.request_id = prompt.request_id
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="question", classes="dialog"), VerticalScroll(classes="dialog-body"):
-            for index, question in enumerate(self.prompt.questions):
-                title = f"[{question.header}] {question.text}" if question.header else question.text
-                yield Label(Text(title), classes="dialog-title")
-                if question.multi_select:
-                    yield SelectionList[int](
-                        *((_choice_label(c), n) for n, c in enumerate(question.choices)),
-                        id=f"pick-{index}",
-                    )
-                else:
-                    with RadioSet(id=f"pick-{index}"):
-                        for choice in question.choices:
-                            yield RadioButton(_choice_label(choice))
-                yield Input(placeholder="Other: type your own answer", id=f"other-{index}")
+        with Vertical(id="question", classes="dialog"):
+            with VerticalScroll(classes="dialog-body"):
+                for index, question in enumerate(self.prompt.questions):
+                    yield from self._compose_question(index, question)
             yield Static("", id="question-error", classes="error")
-            yield Button("Submit [ctrl+s]", id="submit", variant="primary")
+            yield Button("Submit (ctrl+s)", id="submit", variant="primary")
+
+    def _compose_question(self, index: int, question: Question) -> ComposeResult:
+        title = f"[{question.header}] {question.text}" if question.header else question.text
+        yield Label(Text(title), classes="dialog-title")
+        if question.multi_select:
+            yield SelectionList[int](
+                *((_choice_label(c), n) for n, c in enumerate(question.choices)),
+                id=f"pick-{index}",
+            )
+        else:
+            with RadioSet(id=f"pick-{index}"):
+                for choice in question.choices:
+                    yield RadioButton(_choice_label(choice))
+        yield Input(placeholder="Other: type your own answer", id=f"other-{index}")
 
     def picked(self) -> list[list[Choice]]:
         picks: list[list[Choice]] = []
