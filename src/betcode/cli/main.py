@@ -13,6 +13,7 @@ def cli() -> None:
     """BetCode: run Claude Code sessions in a daemon and reach them from any terminal."""
 
 
+from betcode.cli.chat_cmd import chat  # noqa: E402
 from betcode.cli.config_cmd import config_group  # noqa: E402
 from betcode.cli.daemon_cmd import daemon_group  # noqa: E402
 from betcode.cli.demo_cmd import demo  # noqa: E402
@@ -21,6 +22,7 @@ from betcode.cli.ndjson_cmd import ndjson  # noqa: E402
 from betcode.cli.permissions_cmd import permissions_group  # noqa: E402
 from betcode.cli.run_cmd import run  # noqa: E402
 
+cli.add_command(chat)
 cli.add_command(config_group)
 cli.add_command(daemon_group)
 cli.add_command(run)
