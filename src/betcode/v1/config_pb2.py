@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x62\x65tcode/v1/config.proto\x12\nbetcode.v1\"#\n\x12GetSettingsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\"\x8e\x02\n\x08Settings\x12*\n\x06\x64\x61\x65mon\x18\x01 \x01(\x0b\x32\x1a.betcode.v1.DaemonSettings\x12-\n\x08sessions\x18\x02 \x01(\x0b\x32\x1b.betcode.v1.SessionSettings\x12\x33\n\x0bpermissions\x18\x03 \x01(\x0b\x32\x1e.betcode.v1.PermissionSettings\x12=\n\rfeature_flags\x18\x04 \x03(\x0b\x32&.betcode.v1.Settings.FeatureFlagsEntry\x1a\x33\n\x11\x46\x65\x61tureFlagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x08:\x02\x38\x01\"\x92\x01\n\x0e\x44\x61\x65monSettings\x12\x18\n\x10max_subprocesses\x18\x01 \x01(\r\x12\x13\n\x0bsocket_path\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\r\x12\x15\n\rdatabase_path\x18\x04 \x01(\t\x12\x11\n\tlog_level\x18\x05 \x01(\t\x12\x19\n\x11max_payload_bytes\x18\x06 \x01(\r\"\x80\x01\n\x0fSessionSettings\x12\x15\n\rdefault_model\x18\x01 \x01(\t\x12\x14\n\x0c\x61uto_compact\x18\x02 \x01(\x08\x12\x1e\n\x16\x61uto_compact_threshold\x18\x03 \x01(\r\x12 \n\x18max_messages_per_session\x18\x04 \x01(\r\"\xb8\x01\n\x12PermissionSettings\x12\x1e\n\x16\x63onnected_timeout_secs\x18\x01 \x01(\r\x12!\n\x19\x64isconnected_timeout_secs\x18\x02 \x01(\r\x12\x1b\n\x13\x65nable_auto_approve\x18\x03 \x01(\x08\x12 \n\x18\x61uto_approve_directories\x18\x04 \x03(\t\x12 \n\x18\x61\x63tivity_refresh_enabled\x18\x05 \x01(\x08\"N\n\x15UpdateSettingsRequest\x12&\n\x08settings\x18\x01 \x01(\x0b\x32\x14.betcode.v1.Settings\x12\r\n\x05scope\x18\x02 \x01(\t\".\n\x15ListMcpServersRequest\x12\x15\n\rstatus_filter\x18\x01 \x01(\t\"D\n\x16ListMcpServersResponse\x12*\n\x07servers\x18\x01 \x03(\x0b\x32\x19.betcode.v1.McpServerInfo\"\x97\x01\n\rMcpServerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bserver_type\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12+\n\x06status\x18\x04 \x01(\x0e\x32\x1b.betcode.v1.McpServerStatus\x12\r\n\x05tools\x18\x05 \x03(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\"+\n\x15GetPermissionsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"l\n\x0fPermissionRules\x12)\n\x05rules\x18\x01 \x03(\x0b\x32\x1a.betcode.v1.PermissionRule\x12\x14\n\x0c\x64\x65nied_tools\x18\x02 \x03(\t\x12\x18\n\x10require_approval\x18\x03 \x03(\t\"\xad\x01\n\x0ePermissionRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0ctool_pattern\x18\x02 \x01(\t\x12\x14\n\x0cpath_pattern\x18\x03 \x01(\t\x12,\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x1c.betcode.v1.PermissionAction\x12\x10\n\x08priority\x18\x05 \x01(\r\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t*\xaf\x01\n\x0fMcpServerStatus\x12!\n\x1dMCP_SERVER_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19MCP_SERVER_STATUS_RUNNING\x10\x01\x12\x1d\n\x19MCP_SERVER_STATUS_STOPPED\x10\x02\x12\x1e\n\x1aMCP_SERVER_STATUS_STARTING\x10\x03\x12\x1b\n\x17MCP_SERVER_STATUS_ERROR\x10\x04*\xac\x01\n\x10PermissionAction\x12!\n\x1dPERMISSION_ACTION_UNSPECIFIED\x10\x00\x12\x1b\n\x17PERMISSION_ACTION_ALLOW\x10\x01\x12\x1a\n\x16PERMISSION_ACTION_DENY\x10\x02\x12\x19\n\x15PERMISSION_ACTION_ASK\x10\x03\x12!\n\x1dPERMISSION_ACTION_ASK_SESSION\x10\x04\x32\xca\x02\n\rConfigService\x12\x43\n\x0bGetSettings\x12\x1e.betcode.v1.GetSettingsRequest\x1a\x14.betcode.v1.Settings\x12I\n\x0eUpdateSettings\x12!.betcode.v1.UpdateSettingsRequest\x1a\x14.betcode.v1.Settings\x12W\n\x0eListMcpServers\x12!.betcode.v1.ListMcpServersRequest\x1a\".betcode.v1.ListMcpServersResponse\x12P\n\x0eGetPermissions\x12!.betcode.v1.GetPermissionsRequest\x1a\x1b.betcode.v1.PermissionRulesb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x62\x65tcode/v1/config.proto\x12\nbetcode.v1\"#\n\x12GetSettingsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\"\xb9\x02\n\x08Settings\x12*\n\x06\x64\x61\x65mon\x18\x01 \x01(\x0b\x32\x1a.betcode.v1.DaemonSettings\x12-\n\x08sessions\x18\x02 \x01(\x0b\x32\x1b.betcode.v1.SessionSettings\x12\x33\n\x0bpermissions\x18\x03 \x01(\x0b\x32\x1e.betcode.v1.PermissionSettings\x12=\n\rfeature_flags\x18\x04 \x03(\x0b\x32&.betcode.v1.Settings.FeatureFlagsEntry\x12)\n\x07\x65ntries\x18\n \x03(\x0b\x32\x18.betcode.v1.SettingEntry\x1a\x33\n\x11\x46\x65\x61tureFlagsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x08:\x02\x38\x01\"P\n\x0cSettingEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x12\n\nvalue_json\x18\x02 \x01(\t\x12\x0e\n\x06origin\x18\x03 \x01(\t\x12\x0f\n\x07\x61llowed\x18\x04 \x01(\t\"\x92\x01\n\x0e\x44\x61\x65monSettings\x12\x18\n\x10max_subprocesses\x18\x01 \x01(\r\x12\x13\n\x0bsocket_path\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\r\x12\x15\n\rdatabase_path\x18\x04 \x01(\t\x12\x11\n\tlog_level\x18\x05 \x01(\t\x12\x19\n\x11max_payload_bytes\x18\x06 \x01(\r\"\x80\x01\n\x0fSessionSettings\x12\x15\n\rdefault_model\x18\x01 \x01(\t\x12\x14\n\x0c\x61uto_compact\x18\x02 \x01(\x08\x12\x1e\n\x16\x61uto_compact_threshold\x18\x03 \x01(\r\x12 \n\x18max_messages_per_session\x18\x04 \x01(\r\"\xb8\x01\n\x12PermissionSettings\x12\x1e\n\x16\x63onnected_timeout_secs\x18\x01 \x01(\r\x12!\n\x19\x64isconnected_timeout_secs\x18\x02 \x01(\r\x12\x1b\n\x13\x65nable_auto_approve\x18\x03 \x01(\x08\x12 \n\x18\x61uto_approve_directories\x18\x04 \x03(\t\x12 \n\x18\x61\x63tivity_refresh_enabled\x18\x05 \x01(\x08\"N\n\x15UpdateSettingsRequest\x12&\n\x08settings\x18\x01 \x01(\x0b\x32\x14.betcode.v1.Settings\x12\r\n\x05scope\x18\x02 \x01(\t\".\n\x15ListMcpServersRequest\x12\x15\n\rstatus_filter\x18\x01 \x01(\t\"D\n\x16ListMcpServersResponse\x12*\n\x07servers\x18\x01 \x03(\x0b\x32\x19.betcode.v1.McpServerInfo\"\x97\x01\n\rMcpServerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bserver_type\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12+\n\x06status\x18\x04 \x01(\x0e\x32\x1b.betcode.v1.McpServerStatus\x12\r\n\x05tools\x18\x05 \x03(\t\x12\x15\n\rerror_message\x18\x06 \x01(\t\"+\n\x15GetPermissionsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"L\n\x18UpdatePermissionsRequest\x12\x30\n\x0bpermissions\x18\x01 \x01(\x0b\x32\x1b.betcode.v1.PermissionRules\"l\n\x0fPermissionRules\x12)\n\x05rules\x18\x01 \x03(\x0b\x32\x1a.betcode.v1.PermissionRule\x12\x14\n\x0c\x64\x65nied_tools\x18\x02 \x03(\t\x12\x18\n\x10require_approval\x18\x03 \x03(\t\"\xad\x01\n\x0ePermissionRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0ctool_pattern\x18\x02 \x01(\t\x12\x14\n\x0cpath_pattern\x18\x03 \x01(\t\x12,\n\x06\x61\x63tion\x18\x04 \x01(\x0e\x32\x1c.betcode.v1.PermissionAction\x12\x10\n\x08priority\x18\x05 \x01(\r\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t*\xaf\x01\n\x0fMcpServerStatus\x12!\n\x1dMCP_SERVER_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19MCP_SERVER_STATUS_RUNNING\x10\x01\x12\x1d\n\x19MCP_SERVER_STATUS_STOPPED\x10\x02\x12\x1e\n\x1aMCP_SERVER_STATUS_STARTING\x10\x03\x12\x1b\n\x17MCP_SERVER_STATUS_ERROR\x10\x04*\xac\x01\n\x10PermissionAction\x12!\n\x1dPERMISSION_ACTION_UNSPECIFIED\x10\x00\x12\x1b\n\x17PERMISSION_ACTION_ALLOW\x10\x01\x12\x1a\n\x16PERMISSION_ACTION_DENY\x10\x02\x12\x19\n\x15PERMISSION_ACTION_ASK\x10\x03\x12!\n\x1dPERMISSION_ACTION_ASK_SESSION\x10\x04\x32\xa2\x03\n\rConfigService\x12\x43\n\x0bGetSettings\x12\x1e.betcode.v1.GetSettingsRequest\x1a\x14.betcode.v1.Settings\x12I\n\x0eUpdateSettings\x12!.betcode.v1.UpdateSettingsRequest\x1a\x14.betcode.v1.Settings\x12W\n\x0eListMcpServers\x12!.betcode.v1.ListMcpServersRequest\x1a\".betcode.v1.ListMcpServersResponse\x12P\n\x0eGetPermissions\x12!.betcode.v1.GetPermissionsRequest\x1a\x1b.betcode.v1.PermissionRules\x12V\n\x11UpdatePermissions\x12$.betcode.v1.UpdatePermissionsRequest\x1a\x1b.betcode.v1.PermissionRulesb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,36 +33,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SETTINGS_FEATUREFLAGSENTRY']._loaded_options = None
   _globals['_SETTINGS_FEATUREFLAGSENTRY']._serialized_options = b'8\001'
-  _globals['_MCPSERVERSTATUS']._serialized_start=1500
-  _globals['_MCPSERVERSTATUS']._serialized_end=1675
-  _globals['_PERMISSIONACTION']._serialized_start=1678
-  _globals['_PERMISSIONACTION']._serialized_end=1850
+  _globals['_MCPSERVERSTATUS']._serialized_start=1703
+  _globals['_MCPSERVERSTATUS']._serialized_end=1878
+  _globals['_PERMISSIONACTION']._serialized_start=1881
+  _globals['_PERMISSIONACTION']._serialized_end=2053
   _globals['_GETSETTINGSREQUEST']._serialized_start=39
   _globals['_GETSETTINGSREQUEST']._serialized_end=74
   _globals['_SETTINGS']._serialized_start=77
-  _globals['_SETTINGS']._serialized_end=347
-  _globals['_SETTINGS_FEATUREFLAGSENTRY']._serialized_start=296
-  _globals['_SETTINGS_FEATUREFLAGSENTRY']._serialized_end=347
-  _globals['_DAEMONSETTINGS']._serialized_start=350
-  _globals['_DAEMONSETTINGS']._serialized_end=496
-  _globals['_SESSIONSETTINGS']._serialized_start=499
-  _globals['_SESSIONSETTINGS']._serialized_end=627
-  _globals['_PERMISSIONSETTINGS']._serialized_start=630
-  _globals['_PERMISSIONSETTINGS']._serialized_end=814
-  _globals['_UPDATESETTINGSREQUEST']._serialized_start=816
-  _globals['_UPDATESETTINGSREQUEST']._serialized_end=894
-  _globals['_LISTMCPSERVERSREQUEST']._serialized_start=896
-  _globals['_LISTMCPSERVERSREQUEST']._serialized_end=942
-  _globals['_LISTMCPSERVERSRESPONSE']._serialized_start=944
-  _globals['_LISTMCPSERVERSRESPONSE']._serialized_end=1012
-  _globals['_MCPSERVERINFO']._serialized_start=1015
-  _globals['_MCPSERVERINFO']._serialized_end=1166
-  _globals['_GETPERMISSIONSREQUEST']._serialized_start=1168
-  _globals['_GETPERMISSIONSREQUEST']._serialized_end=1211
-  _globals['_PERMISSIONRULES']._serialized_start=1213
-  _globals['_PERMISSIONRULES']._serialized_end=1321
-  _globals['_PERMISSIONRULE']._serialized_start=1324
-  _globals['_PERMISSIONRULE']._serialized_end=1497
-  _globals['_CONFIGSERVICE']._serialized_start=1853
-  _globals['_CONFIGSERVICE']._serialized_end=2183
+  _globals['_SETTINGS']._serialized_end=390
+  _globals['_SETTINGS_FEATUREFLAGSENTRY']._serialized_start=339
+  _globals['_SETTINGS_FEATUREFLAGSENTRY']._serialized_end=390
+  _globals['_SETTINGENTRY']._serialized_start=392
+  _globals['_SETTINGENTRY']._serialized_end=472
+  _globals['_DAEMONSETTINGS']._serialized_start=475
+  _globals['_DAEMONSETTINGS']._serialized_end=621
+  _globals['_SESSIONSETTINGS']._serialized_start=624
+  _globals['_SESSIONSETTINGS']._serialized_end=752
+  _globals['_PERMISSIONSETTINGS']._serialized_start=755
+  _globals['_PERMISSIONSETTINGS']._serialized_end=939
+  _globals['_UPDATESETTINGSREQUEST']._serialized_start=941
+  _globals['_UPDATESETTINGSREQUEST']._serialized_end=1019
+  _globals['_LISTMCPSERVERSREQUEST']._serialized_start=1021
+  _globals['_LISTMCPSERVERSREQUEST']._serialized_end=1067
+  _globals['_LISTMCPSERVERSRESPONSE']._serialized_start=1069
+  _globals['_LISTMCPSERVERSRESPONSE']._serialized_end=1137
+  _globals['_MCPSERVERINFO']._serialized_start=1140
+  _globals['_MCPSERVERINFO']._serialized_end=1291
+  _globals['_GETPERMISSIONSREQUEST']._serialized_start=1293
+  _globals['_GETPERMISSIONSREQUEST']._serialized_end=1336
+  _globals['_UPDATEPERMISSIONSREQUEST']._serialized_start=1338
+  _globals['_UPDATEPERMISSIONSREQUEST']._serialized_end=1414
+  _globals['_PERMISSIONRULES']._serialized_start=1416
+  _globals['_PERMISSIONRULES']._serialized_end=1524
+  _globals['_PERMISSIONRULE']._serialized_start=1527
+  _globals['_PERMISSIONRULE']._serialized_end=1700
+  _globals['_CONFIGSERVICE']._serialized_start=2056
+  _globals['_CONFIGSERVICE']._serialized_end=2474
 # @@protoc_insertion_point(module_scope)

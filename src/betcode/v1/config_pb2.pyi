@@ -108,6 +108,7 @@ class Settings(_message.Message):
     SESSIONS_FIELD_NUMBER: _builtins.int
     PERMISSIONS_FIELD_NUMBER: _builtins.int
     FEATURE_FLAGS_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def daemon(self) -> Global___DaemonSettings: ...
     @_builtins.property
@@ -116,6 +117,10 @@ class Settings(_message.Message):
     def permissions(self) -> Global___PermissionSettings: ...
     @_builtins.property
     def feature_flags(self) -> _containers.ScalarMap[_builtins.str, _builtins.bool]: ...
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___SettingEntry]:
+        """BetCode addition: every daemon setting with its value and where it came from."""
+
     def __init__(
         self,
         *,
@@ -123,14 +128,49 @@ class Settings(_message.Message):
         sessions: Global___SessionSettings | None = ...,
         permissions: Global___PermissionSettings | None = ...,
         feature_flags: _abc.Mapping[_builtins.str, _builtins.bool] | None = ...,
+        entries: _abc.Iterable[Global___SettingEntry] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["daemon", b"daemon", "permissions", b"permissions", "sessions", b"sessions"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["daemon", b"daemon", "feature_flags", b"feature_flags", "permissions", b"permissions", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["daemon", b"daemon", "entries", b"entries", "feature_flags", b"feature_flags", "permissions", b"permissions", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Settings: _TypeAlias = Settings  # noqa: Y015
+
+@_typing.final
+class SettingEntry(_message.Message):
+    """BetCode addition: one daemon setting."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_JSON_FIELD_NUMBER: _builtins.int
+    ORIGIN_FIELD_NUMBER: _builtins.int
+    ALLOWED_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """Dotted key as in settings.json, e.g. "daemon.permission.ttl_seconds"."""
+    value_json: _builtins.str
+    """The value as JSON (durations in seconds; updates also accept strings such as "7d")."""
+    origin: _builtins.str
+    """"default", the settings file's path, or "environment variable NAME"."""
+    allowed: _builtins.str
+    """What the setting accepts, e.g. "allowed 1h to 30d" (empty when anything of its type goes)."""
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value_json: _builtins.str = ...,
+        origin: _builtins.str = ...,
+        allowed: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed", b"allowed", "key", b"key", "origin", b"origin", "value_json", b"value_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SettingEntry: _TypeAlias = SettingEntry  # noqa: Y015
 
 @_typing.final
 class DaemonSettings(_message.Message):
@@ -341,6 +381,28 @@ class GetPermissionsRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetPermissionsRequest: _TypeAlias = GetPermissionsRequest  # noqa: Y015
+
+@_typing.final
+class UpdatePermissionsRequest(_message.Message):
+    """BetCode addition."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERMISSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def permissions(self) -> Global___PermissionRules: ...
+    def __init__(
+        self,
+        *,
+        permissions: Global___PermissionRules | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["permissions", b"permissions"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["permissions", b"permissions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdatePermissionsRequest: _TypeAlias = UpdatePermissionsRequest  # noqa: Y015
 
 @_typing.final
 class PermissionRules(_message.Message):

@@ -54,6 +54,11 @@ class ConfigServiceStub:
                 request_serializer=betcode_dot_v1_dot_config__pb2.GetPermissionsRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_config__pb2.PermissionRules.FromString,
                 _registered_method=True)
+        self.UpdatePermissions = channel.unary_unary(
+                '/betcode.v1.ConfigService/UpdatePermissions',
+                request_serializer=betcode_dot_v1_dot_config__pb2.UpdatePermissionsRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_config__pb2.PermissionRules.FromString,
+                _registered_method=True)
 
 
 class ConfigServiceServicer:
@@ -83,6 +88,14 @@ class ConfigServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdatePermissions(self, request, context):
+        """BetCode addition: replaces the allow/deny/ask rules of <config dir>/settings.json and
+        returns them as now stored; the next permission request uses them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConfigServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -104,6 +117,11 @@ def add_ConfigServiceServicer_to_server(servicer, server):
             'GetPermissions': grpc.unary_unary_rpc_method_handler(
                     servicer.GetPermissions,
                     request_deserializer=betcode_dot_v1_dot_config__pb2.GetPermissionsRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_config__pb2.PermissionRules.SerializeToString,
+            ),
+            'UpdatePermissions': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdatePermissions,
+                    request_deserializer=betcode_dot_v1_dot_config__pb2.UpdatePermissionsRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_config__pb2.PermissionRules.SerializeToString,
             ),
     }
@@ -214,6 +232,33 @@ class ConfigService:
             target,
             '/betcode.v1.ConfigService/GetPermissions',
             betcode_dot_v1_dot_config__pb2.GetPermissionsRequest.SerializeToString,
+            betcode_dot_v1_dot_config__pb2.PermissionRules.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdatePermissions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.ConfigService/UpdatePermissions',
+            betcode_dot_v1_dot_config__pb2.UpdatePermissionsRequest.SerializeToString,
             betcode_dot_v1_dot_config__pb2.PermissionRules.FromString,
             options,
             channel_credentials,

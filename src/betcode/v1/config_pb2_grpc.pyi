@@ -35,6 +35,10 @@ class ConfigServiceStub:
     UpdateSettings: _grpc.UnaryUnaryMultiCallable[_config_pb2.UpdateSettingsRequest, _config_pb2.Settings]
     ListMcpServers: _grpc.UnaryUnaryMultiCallable[_config_pb2.ListMcpServersRequest, _config_pb2.ListMcpServersResponse]
     GetPermissions: _grpc.UnaryUnaryMultiCallable[_config_pb2.GetPermissionsRequest, _config_pb2.PermissionRules]
+    UpdatePermissions: _grpc.UnaryUnaryMultiCallable[_config_pb2.UpdatePermissionsRequest, _config_pb2.PermissionRules]
+    """BetCode addition: replaces the allow/deny/ask rules of <config dir>/settings.json and
+    returns them as now stored; the next permission request uses them.
+    """
 
 @_typing.type_check_only
 class ConfigServiceAsyncStub(ConfigServiceStub):
@@ -43,6 +47,10 @@ class ConfigServiceAsyncStub(ConfigServiceStub):
     UpdateSettings: _aio.UnaryUnaryMultiCallable[_config_pb2.UpdateSettingsRequest, _config_pb2.Settings]  # type: ignore[assignment]
     ListMcpServers: _aio.UnaryUnaryMultiCallable[_config_pb2.ListMcpServersRequest, _config_pb2.ListMcpServersResponse]  # type: ignore[assignment]
     GetPermissions: _aio.UnaryUnaryMultiCallable[_config_pb2.GetPermissionsRequest, _config_pb2.PermissionRules]  # type: ignore[assignment]
+    UpdatePermissions: _aio.UnaryUnaryMultiCallable[_config_pb2.UpdatePermissionsRequest, _config_pb2.PermissionRules]  # type: ignore[assignment]
+    """BetCode addition: replaces the allow/deny/ask rules of <config dir>/settings.json and
+    returns them as now stored; the next permission request uses them.
+    """
 
 class ConfigServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -72,5 +80,15 @@ class ConfigServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _config_pb2.GetPermissionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_config_pb2.PermissionRules, _abc.Awaitable[_config_pb2.PermissionRules]]: ...
+
+    @_abc_1.abstractmethod
+    def UpdatePermissions(
+        self,
+        request: _config_pb2.UpdatePermissionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_config_pb2.PermissionRules, _abc.Awaitable[_config_pb2.PermissionRules]]:
+        """BetCode addition: replaces the allow/deny/ask rules of <config dir>/settings.json and
+        returns them as now stored; the next permission request uses them.
+        """
 
 def add_ConfigServiceServicer_to_server(servicer: ConfigServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
