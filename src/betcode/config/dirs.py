@@ -17,6 +17,7 @@ import platformdirs
 
 APP_NAME = "betcode"
 SOCKET_NAME = "daemon.sock"
+SOCKET_ENV = "BETCODE_SOCKET"
 
 
 def config_dir() -> Path:
@@ -46,7 +47,7 @@ def data_dir() -> Path:
 
 def default_socket_path(config_dir: Path) -> Path:
     """The daemon's Unix socket when no `--socket` flag is given."""
-    explicit = _env_path("BETCODE_SOCKET")
+    explicit = _env_path(SOCKET_ENV)
     if explicit is not None:
         return explicit
     runtime = os.environ.get("XDG_RUNTIME_DIR")

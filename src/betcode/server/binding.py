@@ -16,11 +16,12 @@ import os
 import socket
 import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-SOCKET_ENV = "BETCODE_SOCKET"
+from betcode.config.dirs import SOCKET_ENV
+
 # sun_path holds 108 bytes on Linux, 104 on macOS/BSD, including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = (104 if sys.platform == "darwin" else 108) - 1
 
@@ -31,17 +32,6 @@ class BindError(Exception):
 
 class DaemonAlreadyRunning(BindError):
     """Another daemon serves this socket path."""
-
-
-def default_socket_path(config_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
-    """``$BETCODE_SOCKET``, else ``$XDG_RUNTIME_DIR/betcode/daemon.sock``, else
-    ``<config dir>/daemon.sock``."""
-    env = os.environ if environ is None else environ
-    if env.get(SOCKET_ENV):
-        return Path(env[SOCKET_ENV])
-    if env.get("XDG_RUNTIME_DIR"):
-        return Path(env["XDG_RUNTIME_DIR"]) / "betcode" / "daemon.sock"
-    return config_dir / "daemon.sock"
 
 
 def lock_path_for(socket_path: Path) -> Path:

@@ -19,25 +19,9 @@ from betcode.server.binding import (
     BindError,
     DaemonAlreadyRunning,
     LoopbackAddress,
-    default_socket_path,
     lock_path_for,
     parse_listen_address,
 )
-
-CONFIG = Path("/home/u/.config/betcode")
-
-
-@pytest.mark.parametrize(
-    ("environ", "expected"),
-    [
-        ({"BETCODE_SOCKET": "/s/d.sock", "XDG_RUNTIME_DIR": "/run/user/1"}, "/s/d.sock"),
-        ({"XDG_RUNTIME_DIR": "/run/user/1"}, "/run/user/1/betcode/daemon.sock"),
-        ({"XDG_RUNTIME_DIR": ""}, f"{CONFIG}/daemon.sock"),
-        ({}, f"{CONFIG}/daemon.sock"),
-    ],
-)
-def test_default_socket_path(environ: dict[str, str], expected: str) -> None:
-    assert default_socket_path(CONFIG, environ) == Path(expected)
 
 
 def _exists(path: Path) -> bool:
