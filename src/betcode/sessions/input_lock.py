@@ -10,12 +10,15 @@ Rules (DAEMON.md "Input lock"):
 * A holder that sends nothing for ``idle_transfer`` seconds while others wait loses the lock to
   the first waiter.
 
-Time is injected (``clock``) so the rules are tested without sleeping; the session layer does the
-waiting and turns changes into events.
+Time is injected (``clock``) so the rules are tested without sleeping. The idle rule runs on a
+timer once ``watch_idle`` is called (on the event loop): one ``call_later`` armed only while
+someone waits, for the moment the holder would have been idle long enough; holder input does
+not re-arm it, the timer re-checks when it fires and sleeps again for the remaining time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +60,8 @@ class InputLock:
         self._attached: dict[str, float] = {}  # client id -> attach time, in attach order
         self._waiters: list[str] = []
         self._holder_active_at = 0.0
+        self._on_idle_handover: Callable[[str], None] | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     @property
     def attached(self) -> list[str]:
@@ -125,12 +130,57 @@ class InputLock:
         self._give(self._waiters[0])
         return True
 
+    def watch_idle(self, on_handover: Callable[[str], None]) -> None:
+        """Applies the idle rule by itself from now on (needs the running event loop), calling
+        ``on_handover(new_holder)`` each time it moved the lock."""
+        self._on_idle_handover = on_handover
+        self._arm_idle_timer()
+
+    def retime(self, transfer_timeout: float, idle_transfer: float) -> None:
+        """New timings (a settings reload); a transfer already asked for keeps its deadline."""
+        self.transfer_timeout = transfer_timeout
+        self.idle_transfer = idle_transfer
+        self._cancel_idle_timer()
+        self._arm_idle_timer()
+
+    def close(self) -> None:
+        """Stops the idle timer for good (the session is gone)."""
+        self._on_idle_handover = None
+        self._cancel_idle_timer()
+
+    @property
+    def idle_timer_armed(self) -> bool:
+        return self._idle_timer is not None
+
+    def _arm_idle_timer(self) -> None:
+        if self._on_idle_handover is None or self._idle_timer is not None:
+            return
+        if self.holder is None or not self._waiters:
+            return
+        delay = max(0.0, self._holder_active_at + self.idle_transfer - self._clock())
+        self._idle_timer = asyncio.get_running_loop().call_later(delay, self._idle_timer_fired)
+
+    def _cancel_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _idle_timer_fired(self) -> None:
+        self._idle_timer = None
+        if self.idle_handover() and self._on_idle_handover is not None and self.holder:
+            self._on_idle_handover(self.holder)
+        # Not moved: the holder was active meanwhile (sleep for the rest), or nobody waits.
+        self._arm_idle_timer()
+
     def _wait_for_lock(self, client_id: str) -> None:
         if client_id not in self._waiters:
             self._waiters.append(client_id)
+        self._arm_idle_timer()
 
     def _give(self, client_id: str | None) -> None:
         self.holder = client_id
         if client_id is not None and client_id in self._waiters:
             self._waiters.remove(client_id)
         self._holder_active_at = self._clock()
+        # A new holder gets a fresh idle period: the armed timer fires early and sleeps again.
+        self._arm_idle_timer()

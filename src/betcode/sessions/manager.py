@@ -1,4 +1,5 @@
-"""The registry of sessions: create, load on demand (seeding seqs from SQLite), list, delete."""
+"""The registry of sessions: create, load on demand (seeding seqs from SQLite), list, delete;
+it also starts each session's input-lock idle timer and applies reloaded settings to them all."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from betcode.sessions.context import SessionContext
+from betcode.claude.backoff import SupervisorPolicy
+from betcode.sessions import translate
+from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.session import Session
 from betcode.storage import sessions as session_rows
 from betcode.v1 import agent_pb2
@@ -82,7 +85,7 @@ class SessionManager:
             )
         )
         session = Session(record, self._ctx, line_seq=0, event_seq=0, allowed_tools=allowed_tools)
-        self._sessions[session_id] = session
+        self._register(session)
         # Clients learn the new session's id from this first event.
         session.emit(
             [
@@ -112,8 +115,25 @@ class SessionManager:
                 raise SessionNotFound(session_id)
             line_seq, event_seq = await self._ctx.reader.max_sequences(session_id)
             session = Session(record, self._ctx, line_seq=line_seq, event_seq=event_seq)
-            self._sessions[session_id] = session
+            self._register(session)
             return session
+
+    def _register(self, session: Session) -> None:
+        def announce(holder: str) -> None:
+            session.emit([translate.input_lock_event(holder)])
+
+        session.lock.watch_idle(announce)
+        self._sessions[session.id] = session
+
+    def apply_settings(self, settings: SessionSettings, policy: SupervisorPolicy) -> None:
+        """A settings reload: sessions opened from now on use `settings` and `policy`; live ones
+        get the new input-lock timings at once and `policy` for their watchdog, idle reaping and
+        next restarts (their crash budget, counted since they opened, stays)."""
+        self._ctx.settings = settings
+        self._ctx.process_policy = policy
+        for session in self._sessions.values():
+            session.lock.retime(settings.lock_transfer_seconds, settings.lock_idle_seconds)
+            session.supervisor.policy = policy
 
     async def record(self, session_id: str) -> session_rows.SessionRecord:
         validate_session_id(session_id)
@@ -146,9 +166,12 @@ class SessionManager:
         validate_session_id(session_id)
         session = self._sessions.pop(session_id, None)
         if session is not None:
+            session.lock.close()
             await session.close()
         return await self._ctx.writer.call(lambda c: session_rows.delete_session(c, session_id))
 
     async def shutdown(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.lock.close()
         await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
