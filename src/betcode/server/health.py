@@ -5,15 +5,20 @@ Overall status (DIGEST OBS-07): NOT_SERVING if a critical component is not servi
 SERVING; a failing non-critical component, or any component reporting a ``degraded_reason``,
 sets ``degraded``. The overall status is what both Health services answer for the empty service
 name and for every service the server registered.
+
+A component may also report counters (``ComponentReport.metrics``); each appears in the details'
+``metadata`` as ``<component>.<counter>`` (e.g. ``permissions.auto_deny``), so the wire shape is
+unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 import grpc
@@ -21,6 +26,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2 as standard_health_pb2
 from grpc_health.v1._async import HealthServicer as StandardHealthServicer
 
+from betcode.permissions.bridge import PermissionBridge
 from betcode.server.claude_status import ClaudeCodeProvider
 from betcode.server.errors import abort
 from betcode.v1 import health_pb2
@@ -36,10 +42,12 @@ class ComponentReport:
     message: str = ""
     # Set while serving but impaired, e.g. "sqlite_write_failed"; shown as the degraded reason.
     degraded_reason: str = ""
+    metrics: Mapping[str, int] = field(default_factory=dict)
 
 
-# Called on every refresh on the event loop, so it must only read in-memory state.
-ComponentCheck = Callable[[], ComponentReport]
+# Called on every refresh on the event loop: a plain check must only read in-memory state; a
+# check that needs I/O is a coroutine function, given a few seconds to answer (see HealthMonitor).
+ComponentCheck = Callable[[], ComponentReport | Awaitable[ComponentReport]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +114,14 @@ class HealthMonitor:
         server_version: str,
         claude_code: ClaudeCodeProvider | None = None,
         clock: Callable[[], float] = time.monotonic,
+        check_timeout_s: float = 2.0,
     ) -> None:
         self.standard = StandardHealthServicer()
         self.board = StatusBoard()
         self._server_version = server_version
         self._claude_code = claude_code
         self._clock = clock
+        self._check_timeout_s = check_timeout_s
         self._started_at = clock()
         self._components: dict[str, _Component] = {}
         self._services: list[str] = []
@@ -128,7 +138,10 @@ class HealthMonitor:
     async def refresh(self) -> health_pb2.HealthDetailsResponse:
         checked_at = Timestamp()
         checked_at.GetCurrentTime()
-        reports = [(component, _run_check(component)) for component in self._components.values()]
+        reports = [
+            (component, await _run_check(component, self._check_timeout_s))
+            for component in self._components.values()
+        ]
         critical_down = any(c.critical and not r.serving for c, r in reports)
         reasons = [
             r.degraded_reason or f"{c.name}_not_serving"
@@ -150,6 +163,11 @@ class HealthMonitor:
             metadata={
                 "version": self._server_version,
                 "uptime_seconds": str(int(self._clock() - self._started_at)),
+                **{
+                    f"{c.name}.{key}": str(value)
+                    for c, r in reports
+                    for key, value in r.metrics.items()
+                },
             },
             degraded=bool(reasons),
             degraded_reason=",".join(reasons),
@@ -180,12 +198,36 @@ class HealthMonitor:
             await self.standard.set(service, standard_status)
 
 
-def _run_check(component: _Component) -> ComponentReport:
+async def _run_check(component: _Component, timeout_s: float) -> ComponentReport:
     try:
-        return component.check()
+        report = component.check()
+        if inspect.isawaitable(report):
+            return await asyncio.wait_for(report, timeout_s)
+        return report
+    except TimeoutError:
+        logger.warning("health check %r timed out", component.name)
+        return ComponentReport(False, f"check timed out after {timeout_s:g}s")
     except Exception as error:
         logger.warning("health check %r failed", component.name, exc_info=True)
         return ComponentReport(False, f"check failed: {type(error).__name__}: {error}")
+
+
+def permission_check(bridge: PermissionBridge) -> ComponentCheck:
+    """The permission bridge's report: decisions by kind since startup (``bridge.metrics``)
+    and the requests still waiting for an answer (read from the store: they outlive claude
+    processes and daemon restarts, so the in-memory view alone would undercount them)."""
+
+    async def check() -> ComponentReport:
+        pending = len(await bridge.list_pending(None))
+        decisions = bridge.metrics.snapshot()
+        summary = ", ".join(f"{kind} {count}" for kind, count in decisions.items())
+        return ComponentReport(
+            True,
+            f"{pending} pending; decisions: {summary}",
+            metrics={"pending": pending, **decisions},
+        )
+
+    return check
 
 
 class HealthDetailsService:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -196,3 +197,30 @@ def test_a_component_name_is_registered_once() -> None:
     health.add_component("sqlite", Switch(ComponentReport(True)), critical=True)
     with pytest.raises(ValueError, match="already registered"):
         health.add_component("sqlite", Switch(ComponentReport(True)), critical=True)
+
+
+async def test_a_components_counters_appear_in_the_metadata_by_name() -> None:
+    health = HealthMonitor(server_version="0.1.0")
+
+    async def permissions() -> ComponentReport:
+        await asyncio.sleep(0)  # a check may read the store
+        return ComponentReport(True, "1 pending", metrics={"pending": 1, "auto_deny": 4})
+
+    health.add_component("permissions", permissions, critical=False)
+    details = await health.refresh()
+    assert details.metadata["permissions.pending"] == "1"
+    assert details.metadata["permissions.auto_deny"] == "4"
+    assert details.components[0].message == "1 pending"
+
+
+async def test_an_async_check_that_hangs_counts_as_not_serving() -> None:
+    health = HealthMonitor(server_version="0.1.0", check_timeout_s=0.01)
+
+    async def stuck() -> ComponentReport:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    health.add_component("sqlite", stuck, critical=True)
+    details = await health.refresh()
+    assert details.overall_status == NOT_SERVING
+    assert details.components[0].message == "check timed out after 0.01s"
