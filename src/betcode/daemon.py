@@ -1,7 +1,13 @@
 """The composition root: startup → serve → shutdown, and the only place signals are handled.
 
-Startup order (DAEMON.md): config → claude version check (exit 72 missing, 78 too old) →
-database + migrations → reconciliation in one transaction → sessions and services → bind.
+Startup order (DAEMON.md): config (`load_daemon_config`; `betcode daemon start` then offers the
+first-run import) → claude version check (exit 72 missing, 78 too old) → database + migrations
+→ reconciliation in one transaction → sessions and services → bind.
+
+SIGHUP reloads the configuration: the daemon settings are read again (files, environment, the
+start's flags) and validated as a whole; a bad value is logged (file, key, value, allowed range)
+and the previous settings stay in force, untouched. Otherwise each changed key is logged with
+when it takes effect (`TAKES_EFFECT`), and permission rules are re-read when next needed.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from betcode import __version__
@@ -20,7 +26,14 @@ from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.environment import build_child_env
 from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
 from betcode.config.dirs import config_dir
-from betcode.config.settings import PermissionSettings
+from betcode.config.errors import ConfigError, show_value
+from betcode.config.layers import SETTINGS_FILE
+from betcode.config.settings import (
+    DaemonSettings,
+    PermissionSettings,
+    load_daemon_settings,
+    settings_items,
+)
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
 from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
@@ -41,6 +54,29 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 5.0
 HEALTH_INTERVAL_SECONDS = 5.0
+EXIT_CONFIG_INVALID = 65  # sysexits EX_DATAERR: a settings value is not allowed (78 is claude's)
+PYTHON_LOG_LEVELS = {
+    "error": logging.ERROR,
+    "warn": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "trace": logging.DEBUG,
+}
+# When a reloaded setting takes effect; the longest matching key prefix wins. Permission timings
+# and the notify command are held by the permission bridge, which has no way to change them live.
+TAKES_EFFECT = {
+    "daemon": "after a daemon restart",
+    "daemon.log_level": "applied",
+    "daemon.max_payload_bytes": "for claude processes started from now on",
+    "daemon.max_sessions": "not enforced by the daemon yet",
+    "daemon.client_queue_size": "for clients attaching from now on",
+    "daemon.crash_policy": "for restarts from now on",
+    "daemon.crash_policy.max_crashes": "for sessions opened from now on",
+    "daemon.crash_policy.window_seconds": "for sessions opened from now on",
+    "daemon.subprocess": "applied",
+    "daemon.subprocess.env_allowlist_extra": "for claude processes started from now on",
+    "daemon.input_lock": "applied",
+}
 
 
 class DaemonStartupError(Exception):
@@ -65,6 +101,95 @@ class DaemonConfig:
     config_dir: Path = field(default_factory=config_dir)
     permissions: PermissionSettings = field(default_factory=PermissionSettings)
     env_allow: tuple[str, ...] = ()
+    # What policy/sessions/permissions/env_allow were mapped from (a reload compares against
+    # it), and the start's flags, which win again at every reload.
+    settings: DaemonSettings = field(default_factory=DaemonSettings)
+    settings_overrides: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def settings_file(self) -> Path:
+        return self.config_dir / SETTINGS_FILE
+
+
+def load_daemon_config(
+    *,
+    data_dir: Path,
+    socket_path: Path,
+    config_dir: Path,
+    environ: Mapping[str, str],
+    listen: str | None = None,
+    claude_bin: str | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> DaemonConfig:
+    """The daemon's configuration from its settings file, the environment and the flags
+    (`overrides`: dotted keys below `daemon`). Raises ConfigError naming file, key and value."""
+    base = DaemonConfig(
+        data_dir=data_dir,
+        socket_path=socket_path,
+        listen=listen,
+        claude_bin=claude_bin,
+        environ=dict(environ),
+        config_dir=config_dir,
+        settings_overrides=dict(overrides or {}),
+    )
+    return with_settings(base, read_settings(base))
+
+
+def read_settings(config: DaemonConfig) -> DaemonSettings:
+    """The daemon settings as the files, the environment and `config`'s flags say now."""
+    return load_daemon_settings(
+        config.config_dir, config.settings_overrides, environ=config.environ
+    )
+
+
+def with_settings(config: DaemonConfig, settings: DaemonSettings) -> DaemonConfig:
+    """`config` with `settings` mapped onto what the daemon's parts take (ms become seconds;
+    an idle reap time of 0 disables reaping)."""
+    crash, child, lock = settings.crash_policy, settings.subprocess, settings.input_lock
+    policy = SupervisorPolicy(
+        backoff_initial=crash.initial_backoff_ms / 1000,
+        backoff_max=crash.max_backoff_ms / 1000,
+        backoff_multiplier=crash.multiplier,
+        max_crashes=crash.max_crashes,
+        window_seconds=crash.window_seconds,
+        watchdog_seconds=child.timeout_seconds,
+        kill_grace_seconds=child.kill_grace_seconds,
+        idle_reap_seconds=child.idle_reap_seconds or None,
+        max_line_bytes=settings.max_payload_bytes,
+    )
+    sessions = SessionSettings(
+        client_queue_size=settings.client_queue_size,
+        lock_transfer_seconds=lock.transfer_seconds,
+        lock_idle_seconds=lock.idle_handover_seconds,
+    )
+    return replace(
+        config,
+        policy=policy,
+        sessions=sessions,
+        permissions=settings.permission,
+        env_allow=child.env_allowlist_extra,
+        settings=settings,
+    )
+
+
+def settings_changes(
+    before: DaemonSettings, after: DaemonSettings
+) -> list[tuple[str, object, object]]:
+    """(dotted key, old value, new value) of every setting that differs."""
+    return [
+        (key, old, new)
+        for (key, old), (_, new) in zip(settings_items(before), settings_items(after), strict=True)
+        if old != new
+    ]
+
+
+def takes_effect(key: str) -> str:
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        when = TAKES_EFFECT.get(".".join(parts[:end]))
+        if when is not None:
+            return when
+    return TAKES_EFFECT["daemon"]
 
 
 class Daemon:
@@ -79,6 +204,8 @@ class Daemon:
         self._health_task: asyncio.Task[None] | None = None
         self.bridge: PermissionBridge | None = None
         self._sweeper_task: asyncio.Task[None] | None = None
+        self._reloads = 0
+        self._reload_problem: str | None = None
 
     # ---- startup ----
 
@@ -111,6 +238,7 @@ class Daemon:
         health = HealthMonitor(server_version=__version__, claude_code=lambda: self._claude_report)
         health.add_component("storage", self._storage_report, critical=True)
         health.add_component("sessions", self._sessions_report, critical=False)
+        health.add_component("config", self._config_report, critical=False)
         version = VersionService(
             ServerCapabilities(
                 server_version=__version__,
@@ -174,18 +302,53 @@ class Daemon:
         live = self.sessions.live if self.sessions is not None else []
         return ComponentReport(True, f"{len(live)} live sessions")
 
+    def _config_report(self) -> ComponentReport:
+        message = f"settings from {self.config.settings_file}"
+        if self._reload_problem is not None:
+            message += f"; the last reload failed, previous settings kept: {self._reload_problem}"
+        elif self._reloads:
+            message += f"; reloaded {self._reloads} time(s)"
+        return ComponentReport(True, message)
+
+    # ---- reload ----
+
+    def reload(self) -> None:
+        """SIGHUP: read and validate the settings again; apply them only if all are valid."""
+        log.info("SIGHUP: reloading the configuration from %s", self.config.settings_file)
+        try:
+            fresh = with_settings(self.config, read_settings(self.config))
+        except ConfigError as error:
+            self._reload_problem = str(error)
+            log.error("SIGHUP: %s; keeping the previous configuration", error)
+            return
+        self._reload_problem = None
+        self._reloads += 1
+        changes = settings_changes(self.config.settings, fresh.settings)
+        self.config = fresh
+        if self.sessions is not None:
+            self.sessions.apply_settings(fresh.sessions, fresh.policy)
+        if any(key == "daemon.log_level" for key, _, _ in changes):
+            logging.getLogger().setLevel(PYTHON_LOG_LEVELS[fresh.settings.log_level])
+        if self.bridge is not None:
+            self.bridge.reload()
+        for key, old, new in changes:
+            log.info(
+                "SIGHUP: %s changed from %s to %s (%s)",
+                key,
+                show_value(old),
+                show_value(new),
+                takes_effect(key),
+            )
+        if not changes:
+            log.info("SIGHUP: daemon settings unchanged")
+
     # ---- serve / shutdown ----
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        loop.add_signal_handler(signal.SIGHUP, self._reload)
-
-    def _reload(self) -> None:
-        log.info("SIGHUP: configuration reload requested")
-        if self.bridge is not None:
-            self.bridge.reload()
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
 
     def request_stop(self) -> None:
         self._stopping.set()

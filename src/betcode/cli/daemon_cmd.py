@@ -13,8 +13,18 @@ from pathlib import Path
 
 import click
 
+from betcode.cli.config_cmd import offer_first_run_import
 from betcode.cli.paths import DaemonPaths, resolve_paths
-from betcode.daemon import DaemonConfig, run_daemon
+from betcode.config.dirs import config_dir
+from betcode.config.errors import ConfigError
+from betcode.config.settings import parse_override
+from betcode.daemon import (
+    EXIT_CONFIG_INVALID,
+    PYTHON_LOG_LEVELS,
+    DaemonConfig,
+    load_daemon_config,
+    run_daemon,
+)
 
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 15.0
@@ -45,23 +55,35 @@ def _path_options(function: click.decorators.FC) -> click.decorators.FC:
 @click.option("--foreground", is_flag=True, help="Run in this terminal instead of detaching.")
 @click.option("--listen", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051.")
 @click.option("--claude-bin", help="The claude binary (env BETCODE_CLAUDE_BIN).")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A daemon setting, over settings.json and the environment, e.g. "
+    "--set crash_policy.max_crashes=3 (repeatable; `betcode config show` lists the keys).",
+)
+@click.option(
+    "--no-import",
+    is_flag=True,
+    help="On a first run, do not offer to copy Claude Code's settings (`betcode config import`).",
+)
 def start(
     socket_path: Path | None,
     data_dir: Path | None,
     foreground: bool,
     listen: str | None,
     claude_bin: str | None,
+    settings: tuple[str, ...],
+    no_import: bool,
 ) -> None:
     """Start the daemon (detached unless --foreground)."""
     paths = resolve_paths(socket_path, data_dir)
+    config = _load_config(paths, listen, claude_bin, settings)
+    if not no_import:
+        offer_first_run_import()
     if foreground:
-        _configure_logging(None)
-        config = DaemonConfig(
-            data_dir=paths.data_dir,
-            socket_path=paths.socket,
-            listen=listen,
-            claude_bin=claude_bin,
-        )
+        _configure_logging(PYTHON_LOG_LEVELS[config.settings.log_level])
         paths.pid_file.parent.mkdir(parents=True, exist_ok=True)
         paths.pid_file.write_text(f"{os.getpid()}\n")
         try:
@@ -72,10 +94,32 @@ def start(
     if _alive(paths):
         click.echo(f"daemon already running (pid {_read_pid(paths)}, socket {paths.socket})")
         return
-    _spawn_detached(paths, listen, claude_bin)
+    _spawn_detached(paths, listen, claude_bin, settings)
 
 
-def _spawn_detached(paths: DaemonPaths, listen: str | None, claude_bin: str | None) -> None:
+def _load_config(
+    paths: DaemonPaths, listen: str | None, claude_bin: str | None, settings: tuple[str, ...]
+) -> DaemonConfig:
+    """Step one of the startup: settings files, environment and flags, all validated; an
+    invalid value ends the command with the file, key, value and allowed range."""
+    try:
+        return load_daemon_config(
+            data_dir=paths.data_dir,
+            socket_path=paths.socket,
+            config_dir=config_dir(),
+            environ=os.environ,
+            listen=listen,
+            claude_bin=claude_bin,
+            overrides=dict(parse_override(text) for text in settings),
+        )
+    except ConfigError as error:
+        click.echo(f"betcode daemon start: {error}", err=True)
+        sys.exit(EXIT_CONFIG_INVALID)
+
+
+def _spawn_detached(
+    paths: DaemonPaths, listen: str | None, claude_bin: str | None, settings: tuple[str, ...]
+) -> None:
     paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     argv = [
         sys.executable,
@@ -84,6 +128,7 @@ def _spawn_detached(paths: DaemonPaths, listen: str | None, claude_bin: str | No
         "daemon",
         "start",
         "--foreground",
+        "--no-import",
         "--socket",
         str(paths.socket),
         "--data-dir",
@@ -93,6 +138,8 @@ def _spawn_detached(paths: DaemonPaths, listen: str | None, claude_bin: str | No
         argv += ["--listen", listen]
     if claude_bin:
         argv += ["--claude-bin", claude_bin]
+    for text in settings:
+        argv += ["--set", text]
     with open(paths.log_file, "ab") as log_file:
         process = subprocess.Popen(
             argv,
@@ -182,10 +229,5 @@ def _alive(paths: DaemonPaths) -> bool:
     return pid is not None and _pid_alive(pid) and paths.socket.exists()
 
 
-def _configure_logging(log_file: Path | None) -> None:
-    level = os.environ.get("BETCODE_LOG_LEVEL", "info").upper()
-    logging.basicConfig(
-        level=getattr(logging, level, logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        filename=log_file,
-    )
+def _configure_logging(level: int) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

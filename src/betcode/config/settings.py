@@ -119,7 +119,7 @@ def load_daemon_settings(
     env = os.environ if environ is None else environ
     for name, key in ENV_KEYS.items():
         if env.get(name):
-            _set(values, key, _env_value(env[name]))
+            _set(values, key, _text_value(env[name]))
             origins[key] = f"environment variable {name}"
     for key, value in (overrides or {}).items():
         _set(values, key, value)
@@ -155,8 +155,26 @@ class _Origins:
         return self.file
 
 
-def _env_value(raw: str) -> object:
-    """Environment values are JSON when they parse as JSON (numbers, booleans), else text."""
+def parse_override(text: str) -> tuple[str, object]:
+    """A `--set KEY=VALUE` flag: KEY a dotted daemon setting (a leading `daemon.` is optional),
+    VALUE JSON when it parses as JSON (numbers, booleans, lists), else text."""
+    key, separator, raw = text.partition("=")
+    key = key.strip().removeprefix("daemon.")
+    if not separator or not key:
+        example = "crash_policy.max_crashes=3"
+        raise ConfigError(COMMAND_LINE, None, f"--set {text!r}: expected KEY=VALUE, e.g. {example}")
+    leaves = {name.removeprefix("daemon.") for name, _ in settings_items(DaemonSettings())}
+    # A whole section may be set too, as a JSON object: `crash_policy={"max_crashes": 3}`.
+    sections = {f.name for f in dataclasses.fields(DaemonSettings)}
+    if key not in leaves | sections:
+        problem = "is not a daemon setting (`betcode config show` lists them)"
+        raise ConfigError(COMMAND_LINE, f"daemon.{key}", problem)
+    return key, _text_value(raw)
+
+
+def _text_value(raw: str) -> object:
+    """Environment and flag values are JSON when they parse as JSON (numbers, booleans), else
+    text."""
     try:
         return json.loads(raw)
     except ValueError:

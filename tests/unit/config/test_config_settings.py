@@ -15,6 +15,7 @@ from betcode.config.settings import (
     DaemonSettings,
     SubprocessSettings,
     load_daemon_settings,
+    parse_override,
     settings_items,
 )
 from betcode.config.values import Rejected, format_duration, parse_duration
@@ -237,3 +238,33 @@ def test_parse_duration_rejects(value: object) -> None:
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("crash_policy.max_crashes=3", "crash_policy.max_crashes", 3),
+        ("daemon.log_level=debug", "log_level", "debug"),
+        ("permission.ttl_seconds=1d", "permission.ttl_seconds", "1d"),
+        ("permission.extend_on_activity=false", "permission.extend_on_activity", False),
+        ('crash_policy={"max_crashes": 2}', "crash_policy", {"max_crashes": 2}),
+        ('subprocess.env_allowlist_extra=["A_*"]', "subprocess.env_allowlist_extra", ["A_*"]),
+        ("permission.notify_command=notify-send x=1", "permission.notify_command",
+         "notify-send x=1"),
+    ],
+)  # fmt: skip
+def test_set_flags_parse_to_dotted_keys_and_json_values(text: str, key: str, value: object) -> None:
+    assert parse_override(text) == (key, value)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("max_crashes=3", "command line: daemon.max_crashes: is not a daemon setting"),
+        ("crash_policy.max_crashes", "expected KEY=VALUE"),
+        ("=3", "expected KEY=VALUE"),
+    ],
+)
+def test_set_flags_that_name_no_setting_are_refused(text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        parse_override(text)
