@@ -1,36 +1,33 @@
-"""`betcode permissions pending | allow ID | deny ID`: answer permission requests from any terminal.
+"""`betcode permissions pending | allow ID | deny ID | answer ID ANSWER...`: answer permission
+requests and questions from any terminal.
 
 Requests wait in the daemon (for days if need be), so they can be answered from a terminal
 other than the one running the session, through AgentService.ListPendingPermissions and
-AnswerPermission. Exit codes (DIGEST §11.4): 0 done (also when the request had already been
-answered), 2 the daemon is not reachable, 6 no such request, others as the daemon says.
+AnswerPermission. A question (AskUserQuestion) is answered with `answer`, one answer per
+question; `allow` refuses it, since allowing a question without answers tells claude nothing.
+Exit codes (DIGEST §11.4): 0 done (also when the request had already been answered), 2 the
+daemon is not reachable, 5 unusable arguments, 6 no such request, others as the daemon says.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import click
 from google.protobuf import json_format
 
-from betcode.cli.connection import DaemonClient, DaemonError, resolve_daemon_address
+from betcode.cli.connection import DaemonClient
+from betcode.cli.daemon_call import call_daemon, socket_option
+from betcode.cli.exit_codes import ExitCode
 from betcode.config.values import format_duration
 from betcode.v1 import agent_pb2, common_pb2
 
 Decision = common_pb2.PermissionDecision
 MAX_INPUT_SHOWN = 100
-T = TypeVar("T")
-
-socket_option = click.option(
-    "--socket",
-    "socket_path",
-    help="The daemon's socket (default: $BETCODE_SOCKET, then the usual place).",
-)
 
 
 @click.group("permissions")
@@ -43,7 +40,7 @@ def permissions_group() -> None:
 @socket_option
 def pending(as_json: bool, socket_path: str | None) -> None:
     """Every request waiting for an answer, oldest first."""
-    rows = _call(socket_path, lambda client: client.list_pending_permissions())
+    rows = call_daemon(socket_path, lambda client: client.list_pending_permissions())
     if as_json:
         click.echo(json.dumps([_as_json(row) for row in rows], indent=2))
         return
@@ -68,6 +65,15 @@ def pending(as_json: bool, socket_path: str | None) -> None:
 @socket_option
 def allow(request_id: str, session_wide: bool, socket_path: str | None) -> None:
     """Allow the request REQUEST_ID."""
+    row = _pending_row(socket_path, request_id)
+    if row is not None and row.is_question:
+        _fail(
+            f"{request_id} is a question, not a tool request: allowing it would send claude no "
+            f"answers. Answer it with `betcode permissions answer {request_id} ANSWER...` "
+            "(one answer per question; without answers it shows the options), or in "
+            "`betcode chat`.",
+            ExitCode.INVALID_ARGUMENTS,
+        )
     decision = (
         Decision.PERMISSION_DECISION_ALLOW_SESSION
         if session_wide
@@ -90,26 +96,100 @@ def deny(request_id: str, message: str, socket_path: str | None) -> None:
     _answer(socket_path, request)
 
 
+@permissions_group.command("answer")
+@click.argument("request_id")
+@click.argument("answers", nargs=-1)
+@socket_option
+def answer(request_id: str, answers: tuple[str, ...], socket_path: str | None) -> None:
+    """Answer the question REQUEST_ID: one ANSWER per question, in order.
+
+    An answer is an option's number or label, or any other text. For a multi-select question,
+    separate several choices with commas ("1,3"). Without ANSWERs, shows the questions and their
+    options and sends nothing.
+    """
+    row = _pending_row(socket_path, request_id)
+    if row is None:
+        _fail(
+            f"no question {request_id} is waiting (answered already, or expired); "
+            "`betcode permissions pending` lists the waiting ones",
+            ExitCode.SESSION_NOT_FOUND,
+        )
+    if not row.is_question:
+        _fail(
+            f"{request_id} is a {row.tool_name} request, not a question: use "
+            f"`betcode permissions allow {request_id}` or `... deny {request_id}`",
+            ExitCode.INVALID_ARGUMENTS,
+        )
+    if not answers:
+        click.echo(describe_questions(row.questions))
+        click.echo(
+            f"\nNothing was sent. Answer with: betcode permissions answer {request_id} "
+            + " ".join(f"ANSWER{n}" for n in range(1, len(row.questions) + 1))
+        )
+        return
+    if len(answers) != len(row.questions):
+        _fail(
+            f"{request_id} asks {len(row.questions)} question(s) but {len(answers)} answer(s) "
+            f"were given:\n{describe_questions(row.questions)}",
+            ExitCode.INVALID_ARGUMENTS,
+        )
+    chosen = {
+        prompt.question: resolve_answer(prompt, given)
+        for prompt, given in zip(row.questions, answers, strict=True)
+    }
+    request = agent_pb2.AnswerPermissionRequest(
+        session_id=row.session_id, request_id=request_id, answers=chosen
+    )
+    _answer(socket_path, request)
+    for question, chosen_answer in chosen.items():
+        click.echo(f"    {question} → {chosen_answer}")
+
+
+def resolve_answer(prompt: agent_pb2.QuestionPrompt, given: str) -> str:
+    """The answer text claude receives: option numbers become labels, labels are matched
+    without regard to case, other text is kept as the user's own answer. Several choices of a
+    multi-select question are joined with ", " (as the chat does)."""
+    parts = given.split(",") if prompt.multi_select else [given]
+    labels = [option.label for option in prompt.options]
+    chosen: list[str] = []
+    for part in (p.strip() for p in parts):
+        if part.isdigit() and 1 <= int(part) <= len(labels):
+            chosen.append(labels[int(part) - 1])
+        else:
+            chosen.append(next((lb for lb in labels if lb.casefold() == part.casefold()), part))
+    return ", ".join(c for c in chosen if c)
+
+
+def describe_questions(questions: Sequence[agent_pb2.QuestionPrompt]) -> str:
+    lines: list[str] = []
+    for number, prompt in enumerate(questions, start=1):
+        several = " (several choices: separate them with commas)" if prompt.multi_select else ""
+        lines.append(f"{number}. {prompt.question}{several}")
+        for index, option in enumerate(prompt.options, start=1):
+            detail = f" — {option.description}" if option.description else ""
+            lines.append(f"     {index}) {option.label}{detail}")
+    return "\n".join(lines)
+
+
+def _pending_row(socket_path: str | None, request_id: str) -> agent_pb2.PendingPermission | None:
+    async def find(client: DaemonClient) -> agent_pb2.PendingPermission | None:
+        rows = await client.list_pending_permissions()
+        return next((row for row in rows if row.request_id == request_id), None)
+
+    return call_daemon(socket_path, find)
+
+
+def _fail(message: str, code: ExitCode) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
 def _answer(socket_path: str | None, request: agent_pb2.AnswerPermissionRequest) -> None:
-    response = _call(socket_path, lambda client: client.answer_permission(request))
+    response = call_daemon(socket_path, lambda client: client.answer_permission(request))
     if response.duplicate:
         click.echo(f"{request.request_id} was already answered: {response.outcome}")
     else:
         click.echo(f"{request.request_id}: {response.outcome}")
-
-
-def _call(socket_path: str | None, action: Callable[[DaemonClient], Awaitable[T]]) -> T:
-    """Run one call on a fresh connection; a failure exits with its code and a clear line."""
-
-    async def run() -> T:
-        async with await DaemonClient.connect(resolve_daemon_address(socket_path)) as client:
-            return await action(client)
-
-    try:
-        return asyncio.run(run())
-    except DaemonError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(error.exit_code)
 
 
 def _what(row: agent_pb2.PendingPermission) -> str:

@@ -1,8 +1,10 @@
-"""`betcode run PROMPT`: one headless turn through the daemon.
+"""`betcode run PROMPT`: one headless turn through the daemon, streamed to stdout.
 
-Without ``--yes`` it never answers a permission request on the user's behalf: the request stays
-pending in the daemon (answer it with `betcode permissions allow ID` from any terminal) and the
-run waits for it, until ``--timeout``.
+Without `--yes` or a matching `--allow` rule it never answers a permission request on the
+user's behalf: the request stays pending in the daemon, the run says on stderr how to answer it
+from any terminal (`betcode permissions allow ID`) and waits, until it is answered or
+`--timeout` passes. Whatever happens to the run, the session and its requests live on in the
+daemon. Exit codes: DIGEST §11.4 (`exit_codes`); `headless` decides which.
 """
 
 from __future__ import annotations
@@ -11,186 +13,211 @@ import asyncio
 import json
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import click
-import grpc
-from google.protobuf import json_format
 
 from betcode.cli.connection import (
     DaemonClient,
     DaemonError,
     DaemonUnavailable,
+    SessionNotFound,
     resolve_daemon_address,
 )
-from betcode.v1 import agent_pb2, common_pb2
+from betcode.cli.conversation import ConnectionChange, ConversationStream
+from betcode.cli.exit_codes import ExitCode
+from betcode.cli.headless import (
+    OUTPUTS,
+    Approver,
+    Streams,
+    TurnFollower,
+    parse_allow_rules,
+)
+from betcode.cli.sessions_cmd import find_session
+from betcode.permissions.rules import InvalidRule
+from betcode.v1 import common_pb2
 
-# DIGEST §11.4
-EXIT_OK = 0
-EXIT_AGENT_ERROR = 1
-EXIT_CONNECTION = 2
-EXIT_PERMISSION_DENIED = 3
-EXIT_RATE_LIMITED = 4
-EXIT_INVALID_ARGS = 5
-EXIT_SESSION_NOT_FOUND = 6
-EXIT_INTERNAL = 7
-
-LIVE_ONLY = 2**63 - 1  # from_sequence past any stored event: no history, just what comes next
+ALLOW_ONCE = common_pb2.PermissionDecision.PERMISSION_DECISION_ALLOW_ONCE
+RECONNECT_GIVE_UP_SECONDS = 30.0  # a headless run is not left retrying a vanished daemon forever
 
 
-@dataclass
-class RunResult:
-    session_id: str = ""
-    text: list[str] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=dict)
-    denials: list[str] = field(default_factory=list)
-    error: str = ""
-    stop_reason: str = ""
+@dataclass(frozen=True)
+class Target:
+    """Where the turn runs: the daemon, the session (by id prefix, or the latest in `cwd`)."""
+
+    socket: str | None
+    cwd: str
+    session: str | None
+    continue_last: bool
+    model: str
 
 
 @click.command("run")
 @click.argument("prompt")
-@click.option("--session", "session_id", help="Continue this session.")
+@click.option("--session", "session_ref", help="Continue this session (id or unique prefix).")
+@click.option("--continue", "continue_last", is_flag=True, help="Continue the latest session here.")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False), help="Working directory.")
 @click.option("--model", default="", help="Model for a new session.")
 @click.option("--yes", is_flag=True, help="Approve every permission request.")
-@click.option("--output", type=click.Choice(["text", "json", "stream-json"]), default="text")
-@click.option("--timeout", type=float, default=0.0, help="Give up after this many seconds.")
+@click.option(
+    "--allow",
+    "allow_rules",
+    multiple=True,
+    metavar="RULE",
+    help="Approve requests this Claude Code rule allows, e.g. 'Bash(git status)' (repeatable).",
+)
+@click.option("--output", type=click.Choice(OUTPUTS), default="text", show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    help="Give up after this many seconds (0: wait as long as it takes).",
+)
 @click.option("--socket", "socket_path", help="Daemon socket.")
 def run(
     prompt: str,
-    session_id: str | None,
+    session_ref: str | None,
+    continue_last: bool,
     cwd: str | None,
     model: str,
     yes: bool,
+    allow_rules: tuple[str, ...],
     output: str,
     timeout: float,
     socket_path: str | None,
 ) -> None:
-    """Send PROMPT (or - for stdin) and stream the answer."""
+    """Send PROMPT (or - to read it from stdin) and stream the answer."""
+    if session_ref and continue_last:
+        raise click.UsageError("--session and --continue cannot be used together")
     text = sys.stdin.read() if prompt == "-" else prompt
     if not text.strip():
-        click.echo("error: the prompt is empty", err=True)
-        sys.exit(EXIT_INVALID_ARGS)
-    work_dir = os.path.abspath(cwd or os.getcwd())
-    runner = _run(text, session_id, work_dir, model, yes, output, socket_path)
+        raise click.BadParameter("the prompt is empty", param_hint="PROMPT")
     try:
-        result = asyncio.run(asyncio.wait_for(runner, timeout) if timeout > 0 else runner)
+        rules = parse_allow_rules(allow_rules)
+    except InvalidRule as error:
+        raise click.BadParameter(f"{error.text!r}: {error.reason}", param_hint="--allow") from None
+    work_dir = os.path.realpath(cwd or os.getcwd())
+    hint = f" --socket {socket_path}" if socket_path else ""
+    streams = Streams(sys.stdout, sys.stderr, output, hint)
+    approver = Approver(yes, rules, work_dir, str(Path.home()))
+    follower = TurnFollower(text, approver, streams)
+    target = Target(socket_path, work_dir, session_ref, continue_last, model)
+    try:
+        asyncio.run(_drive(follower, target, timeout))
+    except KeyboardInterrupt:
+        follower.give_up(ExitCode.AGENT_ERROR, "INTERRUPTED", _goes_on(follower))
+    _finish(follower)
+    sys.exit(follower.exit_code())
+
+
+async def _drive(follower: TurnFollower, target: Target, limit_seconds: float) -> None:
+    try:
+        async with asyncio.timeout(limit_seconds or None):
+            await _follow(follower, target)
     except TimeoutError:
-        click.echo(f"error: no answer within {timeout:g}s", err=True)
-        sys.exit(EXIT_AGENT_ERROR)
-    except DaemonUnavailable as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_CONNECTION)
+        _timed_out(follower, limit_seconds)
     except DaemonError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_SESSION_NOT_FOUND if "not found" in str(error).lower() else EXIT_INTERNAL)
-    if output == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "session_id": result.session_id,
-                    "text": "".join(result.text),
-                    "usage": result.usage,
-                    "denials": result.denials,
-                    "stop_reason": result.stop_reason,
-                    "error": result.error or None,
-                }
-            )
+        code = ExitCode(error.exit_code)
+        follower.give_up(code, error.code or code.name, str(error))
+
+
+async def _follow(follower: TurnFollower, target: Target) -> None:
+    async with await DaemonClient.connect(resolve_daemon_address(target.socket)) as client:
+        session_id = await _session_id(client, target)
+        stream = ConversationStream(
+            client, session_id=session_id, working_directory=target.cwd, model=target.model
         )
-    elif output == "text":
-        click.echo("")
-    sys.exit(EXIT_AGENT_ERROR if result.error else EXIT_OK)
+        if session_id:
+            follower.session_id = session_id
+            async for _history in stream.catch_up():
+                pass  # a run shows its own turn only; this moves the stream to the live edge
+        await stream.send_message(follower.prompt)
+        lost_since: float | None = None
+        async for item in stream.items():
+            if isinstance(item, ConnectionChange):
+                lost_since = _connection_changed(item, lost_since, follower)
+                continue
+            for request_id in follower.on_event(item):
+                await stream.answer_permission(request_id, ALLOW_ONCE)
+            if follower.done:
+                return
+        if not follower.done:
+            follower.give_up(ExitCode.INTERNAL, "STREAM_ENDED", "the daemon ended the stream")
 
 
-async def _run(
-    prompt: str,
-    session_id: str | None,
-    cwd: str,
-    model: str,
-    yes: bool,
-    output: str,
-    socket_path: str | None,
-) -> RunResult:
-    client = await DaemonClient.connect(resolve_daemon_address(socket_path))
-    result = RunResult(session_id=session_id or "")
-    outbox: asyncio.Queue[agent_pb2.AgentRequest] = asyncio.Queue()
-    start = agent_pb2.StartConversation(
-        session_id=session_id or "", working_directory=cwd, model=model, client_type="headless"
+async def _session_id(client: DaemonClient, target: Target) -> str:
+    if target.session:
+        return (await find_session(client, target.session)).id
+    if not target.continue_last:
+        return ""
+    latest = await client.most_recent_session(target.cwd)
+    if latest is None:
+        raise SessionNotFound(
+            f"no session in {target.cwd} to continue; start one with `betcode run PROMPT`",
+            code="SESSION_NOT_FOUND",
+        )
+    return latest.id
+
+
+def _connection_changed(
+    change: ConnectionChange, lost_since: float | None, follower: TurnFollower
+) -> float | None:
+    """When the connection was lost (None: connected); gives up after a while."""
+    if change.connected:
+        if lost_since is not None:
+            follower.streams.note("reconnected to the daemon")
+        return None
+    now = time.monotonic()
+    if lost_since is None:
+        follower.streams.note(f"lost the daemon ({change.reason}); reconnecting")
+        return now
+    if now - lost_since > RECONNECT_GIVE_UP_SECONDS:
+        raise DaemonUnavailable(
+            f"the daemon has not come back for {RECONNECT_GIVE_UP_SECONDS:g} s ({change.reason}); "
+            + _goes_on(follower)
+        )
+    return lost_since
+
+
+def _timed_out(follower: TurnFollower, timeout: float) -> None:
+    if follower.waiting:
+        for request_id, what in follower.waiting.items():
+            follower.streams.note(
+                f"still waiting for an answer to {what}: it stays pending in the daemon; "
+                f"`betcode permissions allow {request_id}{follower.streams.socket_hint}` "
+                "answers it"
+            )
+        follower.give_up(
+            ExitCode.PERMISSION_DENIED,
+            "TIMEOUT",
+            f"no answer to {len(follower.waiting)} permission request(s) within {timeout:g} s",
+        )
+    else:
+        follower.give_up(
+            ExitCode.AGENT_ERROR,
+            "TIMEOUT",
+            f"the turn did not finish within {timeout:g} s; {_goes_on(follower)}",
+        )
+
+
+def _goes_on(follower: TurnFollower) -> str:
+    if not follower.session_id:
+        return "the session goes on in the daemon"
+    return (
+        f"the session goes on in the daemon: `betcode chat --session {follower.session_id}` "
+        "follows it"
     )
-    if session_id:
-        start.from_sequence = LIVE_ONLY
-    await outbox.put(agent_pb2.AgentRequest(start=start))
-    await outbox.put(agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=prompt)))
-
-    async def requests() -> Any:
-        while True:
-            yield await outbox.get()
-
-    try:
-        call = client._stub.Converse(requests(), metadata=client._metadata)
-        async for event in call:
-            if _handle(event, result, yes, output, outbox):
-                break
-        call.cancel()
-    except grpc.aio.AioRpcError as error:
-        raise DaemonError(error.details() or str(error.code())) from None
-    finally:
-        await client.close()
-    return result
 
 
-def _handle(
-    event: agent_pb2.AgentEvent,
-    result: RunResult,
-    yes: bool,
-    output: str,
-    outbox: asyncio.Queue[agent_pb2.AgentRequest],
-) -> bool:
-    """Processes one event; True when the turn is over."""
-    kind = event.WhichOneof("event")
-    if output == "stream-json":
-        click.echo(json_format.MessageToJson(event, indent=None))
-    if kind == "session_info" and not result.session_id:
-        result.session_id = event.session_info.session_id
-    elif kind == "text_delta":
-        result.text.append(event.text_delta.text)
-        if output == "text":
-            click.echo(event.text_delta.text, nl=False)
-    elif kind == "permission_request":
-        request = event.permission_request
-        if yes:
-            outbox.put_nowait(
-                agent_pb2.AgentRequest(
-                    permission=agent_pb2.PermissionResponse(
-                        request_id=request.request_id,
-                        decision=common_pb2.PermissionDecision.PERMISSION_DECISION_ALLOW_ONCE,
-                    )
-                )
-            )
-        elif not request.is_replay:
-            click.echo(
-                f"\n[waiting for approval of {request.tool_name}: "
-                f"`betcode permissions allow {request.request_id}` or "
-                f"`betcode permissions deny {request.request_id}` from any terminal]",
-                err=True,
-            )
-    elif kind == "user_question" and not event.user_question.is_replay:
-        click.echo(
-            f"\n[a question is waiting: `betcode permissions pending` shows it "
-            f"(id {event.user_question.question_id})]",
-            err=True,
-        )
-    elif kind == "permission_resolved" and event.permission_resolved.outcome == "denied":
-        result.denials.append(event.permission_resolved.request_id)
-    elif kind == "usage":
-        result.usage = json_format.MessageToDict(event.usage)
-    elif kind == "error" and event.error.code not in ("API_RETRY",):
-        result.error = event.error.message
-        if event.error.is_fatal:
-            return True
-    elif kind == "turn_complete":
-        result.stop_reason = event.turn_complete.stop_reason
-        return True
-    return False
+def _finish(follower: TurnFollower) -> None:
+    streams = follower.streams
+    if streams.output == "text":
+        if follower.blocks:
+            streams.out.write("\n")
+    elif streams.output == "json":
+        streams.out.write(json.dumps(follower.summary(), indent=2) + "\n")
+    else:
+        streams.out.write(json.dumps({"result": follower.summary()}) + "\n")
+    streams.out.flush()

@@ -1,0 +1,240 @@
+"""`betcode sessions list | show | rename | delete | grants`: the daemon's sessions.
+
+A session is named by its id or by any unique start of it (as `list` shows it), like a git
+commit. Exit codes (DIGEST §11.4): 0 done, 2 the daemon is not reachable, 5 an ambiguous
+id, 6 no such session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from google.protobuf import json_format
+
+from betcode.cli.connection import DaemonClient, RequestRejected, SessionNotFound
+from betcode.cli.daemon_call import call_daemon, socket_option
+from betcode.cli.exit_codes import ExitCode
+from betcode.v1 import agent_pb2
+
+SHORT_ID = 8
+MAX_PREVIEW = 48
+
+json_option = click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+
+
+class AmbiguousSession(RequestRejected):
+    exit_code = ExitCode.INVALID_ARGUMENTS
+
+
+async def find_session(client: DaemonClient, reference: str) -> agent_pb2.SessionSummary:
+    """The session whose id is `reference`, or the only one whose id starts with it."""
+    sessions = (await client.list_sessions()).sessions
+    exact = [s for s in sessions if s.id == reference]
+    matches = exact or [s for s in sessions if reference and s.id.startswith(reference)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise SessionNotFound(
+            f"no session {reference!r} in the daemon; `betcode sessions list` shows them",
+            code="SESSION_NOT_FOUND",
+        )
+    ids = ", ".join(s.id for s in matches[:5])
+    raise AmbiguousSession(f"{reference!r} starts {len(matches)} session ids ({ids}); give more")
+
+
+@click.group("sessions")
+def sessions_group() -> None:
+    """List, inspect, rename and delete the daemon's sessions."""
+
+
+@sessions_group.command("list")
+@click.option("--cwd", type=click.Path(file_okay=False), help="Only sessions in this directory.")
+@click.option("--limit", type=click.IntRange(min=0), default=0, help="At most this many.")
+@json_option
+@socket_option
+def list_sessions(cwd: str | None, limit: int, as_json: bool, socket_path: str | None) -> None:
+    """Sessions, most recently active first."""
+    where = os.path.realpath(cwd) if cwd else ""
+    response = call_daemon(
+        socket_path, lambda client: client.list_sessions(working_directory=where, limit=limit)
+    )
+    if as_json:
+        click.echo(json.dumps([summary_json(s) for s in response.sessions], indent=2))
+        return
+    if not response.sessions:
+        click.echo("No sessions." + (f" (none in {where})" if where else ""))
+        return
+    now = time.time()
+    rows = [
+        (
+            s.id[:SHORT_ID],
+            s.name or "-",
+            s.status,
+            _ago(s.updated_at.seconds, now),
+            str(s.message_count),
+            f"${s.total_cost_usd:.4f}",
+            s.working_directory,
+            _clip(s.last_message_preview, MAX_PREVIEW),
+        )
+        for s in response.sessions
+    ]
+    header = ("ID", "NAME", "STATUS", "ACTIVE", "MSGS", "COST", "DIRECTORY", "LAST MESSAGE")
+    for line in table(header, rows):
+        click.echo(line)
+    if response.total > len(response.sessions):
+        click.echo(f"({response.total - len(response.sessions)} more; raise --limit)")
+
+
+@sessions_group.command("show")
+@click.argument("session")
+@json_option
+@socket_option
+def show(session: str, as_json: bool, socket_path: str | None) -> None:
+    """One session: where it runs, its totals, its waiting requests and grants."""
+
+    async def gather(
+        client: DaemonClient,
+    ) -> tuple[
+        agent_pb2.SessionSummary,
+        list[agent_pb2.PendingPermission],
+        list[agent_pb2.SessionGrantEntry],
+    ]:
+        found = await find_session(client, session)
+        pending = await client.list_pending_permissions(found.id)
+        grants = await client.list_session_grants(found.id)
+        return found, pending, grants
+
+    found, pending, grants = call_daemon(socket_path, gather)
+    if as_json:
+        data = summary_json(found)
+        data["pending"] = [row.request_id for row in pending]
+        data["grants"] = [grant_json(grant) for grant in grants]
+        click.echo(json.dumps(data, indent=2))
+        return
+    now = time.time()
+    fields = [
+        ("session", found.id),
+        ("name", found.name or "-"),
+        ("status", found.status),
+        ("model", found.model or "(claude's default)"),
+        ("directory", found.working_directory),
+        ("created", _ago(found.created_at.seconds, now)),
+        ("last active", _ago(found.updated_at.seconds, now)),
+        ("messages", str(found.message_count)),
+        ("tokens", f"{found.total_input_tokens} in, {found.total_output_tokens} out"),
+        ("cost", f"${found.total_cost_usd:.4f}"),
+        ("last message", found.last_message_preview or "-"),
+        ("waiting", ", ".join(f"{r.request_id} ({r.tool_name})" for r in pending) or "nothing"),
+        ("grants", ", ".join(grant_text(g) for g in grants) or "none"),
+    ]
+    width = max(len(name) for name, _ in fields)
+    for name, value in fields:
+        click.echo(f"{name.ljust(width)}  {value}")
+    click.echo(f"\nReattach with `betcode chat --session {found.id}`.")
+
+
+@sessions_group.command("rename")
+@click.argument("session")
+@click.argument("name")
+@socket_option
+def rename(session: str, name: str, socket_path: str | None) -> None:
+    """Give SESSION the name NAME (shown by `list`)."""
+
+    async def act(client: DaemonClient) -> str:
+        found = await find_session(client, session)
+        await client.rename_session(found.id, name)
+        return found.id
+
+    session_id = call_daemon(socket_path, act)
+    click.echo(f"{session_id} is now named {name!r}")
+
+
+@sessions_group.command("delete")
+@click.argument("session")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@socket_option
+def delete(session: str, yes: bool, socket_path: str | None) -> None:
+    """Stop SESSION and delete it with its whole history."""
+    found = call_daemon(socket_path, lambda client: find_session(client, session))
+    if not yes:
+        click.confirm(
+            f"Delete session {found.id} ({found.name or found.working_directory}) and its "
+            f"{found.message_count} messages?",
+            abort=True,
+        )
+    call_daemon(socket_path, lambda client: client.delete_session(found.id))
+    click.echo(f"deleted {found.id}")
+
+
+@sessions_group.command("grants")
+@click.argument("session")
+@json_option
+@socket_option
+def grants(session: str, as_json: bool, socket_path: str | None) -> None:
+    """What SESSION allows (or denies) without asking, from "allow for this session"."""
+
+    async def gather(client: DaemonClient) -> list[agent_pb2.SessionGrantEntry]:
+        found = await find_session(client, session)
+        return await client.list_session_grants(found.id)
+
+    entries = call_daemon(socket_path, gather)
+    if as_json:
+        click.echo(json.dumps([grant_json(entry) for entry in entries], indent=2))
+    elif not entries:
+        click.echo("No session grants.")
+    else:
+        rows = [("allow" if e.granted else "deny", e.tool_name) for e in entries]
+        for line in table(("ACTION", "RULE"), rows):
+            click.echo(line)
+
+
+def summary_json(summary: agent_pb2.SessionSummary) -> dict[str, Any]:
+    data = json_format.MessageToDict(
+        summary, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    data["created_at"] = summary.created_at.seconds
+    data["updated_at"] = summary.updated_at.seconds
+    return data
+
+
+def grant_json(entry: agent_pb2.SessionGrantEntry) -> dict[str, Any]:
+    return {"rule": entry.tool_name, "action": "allow" if entry.granted else "deny"}
+
+
+def grant_text(entry: agent_pb2.SessionGrantEntry) -> str:
+    return f"{'allow' if entry.granted else 'deny'} {entry.tool_name}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns two blanks apart; the last column is not padded."""
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        return "  ".join([*cells, row[-1]]).rstrip()
+
+    return [line(header), *(line(row) for row in rows)]
+
+
+AGE_UNITS = (("d", 86400), ("h", 3600), ("m", 60))
+
+
+def _ago(then: int, now: float) -> str:
+    """How long ago, in its largest unit only ("3h ago"): a list needs no more."""
+    if not then:
+        return "-"
+    seconds = max(0, int(now - then))
+    for unit, size in AGE_UNITS:
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,311 @@
+"""`betcode run` as a user runs it: the real command in its own process, against a real daemon
+on a Unix socket running the pinned real CLI and the mock model (a fake claude for the crash).
+Every exit code of DIGEST §11.4 is provoked here or, for usage errors, in
+tests/unit/cli/test_run_command.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from harness.daemon import InProcessDaemon, daemon_config
+from harness.environment import Workspace
+
+from betcode.claude.backoff import SupervisorPolicy
+from betcode.daemon import Daemon, DaemonConfig
+from betcode.devtools.fake_claude import make_fake_claude
+from betcode.devtools.mock_anthropic import MockAnthropic
+
+pytestmark = pytest.mark.real_cli
+
+BASH_PROMPT = "SCN:tool_bash run it"
+ALLOW_HINT = re.compile(r"betcode permissions allow (\S+)")
+ANSWER_HINT = re.compile(r"betcode permissions answer (\S+)")
+
+
+@dataclass
+class Finished:
+    code: int
+    out: str
+    err: str
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    # The commands' own config and data stay in tmp_path, never the developer's.
+    env = dict(os.environ)
+    env.update(
+        {"BETCODE_CONFIG_DIR": str(tmp_path / "cli-config"), "BETCODE_DATA_DIR": str(tmp_path)}
+    )
+    return env
+
+
+async def spawn(
+    socket: Path, cwd: Path, *args: str, stdin: bytes | None = None
+) -> asyncio.subprocess.Process:
+    """`betcode ARGS --socket SOCKET` in its own process, as from another terminal."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "betcode.cli.main",
+        *args,
+        "--socket",
+        str(socket),
+        cwd=cwd,
+        env=_env(cwd.parent),
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    if stdin is not None:
+        assert process.stdin is not None
+        process.stdin.write(stdin)
+        process.stdin.close()
+    return process
+
+
+async def finish(process: asyncio.subprocess.Process) -> Finished:
+    out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode is not None
+    return Finished(process.returncode, out.decode(), err.decode())
+
+
+async def betcode(socket: Path, cwd: Path, *args: str, stdin: bytes | None = None) -> Finished:
+    return await finish(await spawn(socket, cwd, *args, stdin=stdin))
+
+
+async def stderr_until(process: asyncio.subprocess.Process, pattern: re.Pattern[str]) -> str:
+    """Reads the process's stderr until a line matches; returns the first group."""
+    assert process.stderr is not None
+
+    async def read() -> str:
+        seen = []
+        while line := (await process.stderr.readline()).decode():  # type: ignore[union-attr]
+            seen.append(line)
+            if match := pattern.search(line):
+                return match.group(1)
+        raise AssertionError(f"stderr ended without {pattern.pattern}: {''.join(seen)}")
+
+    return await asyncio.wait_for(read(), 90)
+
+
+async def test_run_streams_the_answer_continues_the_session_and_prints_json(
+    daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    repo = workspace.repo
+    first = await betcode(daemon.socket, repo, "run", "SCN:plain")
+    assert (first.code, first.out) == (0, "Hello from the mock model.\n"), first.err
+
+    prompt = b'SCN:plain {"text": "Second answer."}\n'
+    second = await betcode(
+        daemon.socket, repo, "run", "-", "--continue", "--output", "json", stdin=prompt
+    )
+    assert second.code == 0, second.err
+    summary = json.loads(second.out)
+    assert summary["text"] == "Second answer."
+    assert (summary["denials"], summary["error"], summary["exit_code"]) == ([], None, 0)
+    assert summary["usage"]["output_tokens"] > 0
+    assert summary["cost_usd"] >= 0
+    session_id = summary["session_id"]
+
+    third = await betcode(
+        daemon.socket,
+        repo,
+        "run",
+        'SCN:plain {"text": "Third."}',
+        "--session",
+        session_id[:8],
+        "--output",
+        "stream-json",
+    )
+    assert third.code == 0, third.err
+    lines = [json.loads(line) for line in third.out.splitlines()]
+    kinds = [
+        next(iter(set(line) - {"sequence", "timestamp", "parent_tool_use_id"}))
+        for line in lines[:-1]
+    ]
+    assert kinds[0] == "user_input"  # the run's own turn only: no earlier history
+    assert "text_delta" in kinds
+    assert kinds[-1] == "turn_complete"
+    result = lines[-1]["result"]
+    assert (result["session_id"], result["text"]) == (session_id, "Third.")
+
+    listed = await betcode(daemon.socket, repo, "sessions", "list", "--json")
+    assert [s["id"] for s in json.loads(listed.out)] == [session_id]  # one session, continued
+
+
+async def test_a_request_waits_until_allowed_from_another_terminal(
+    daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    repo = workspace.repo
+    running = await spawn(daemon.socket, repo, "run", BASH_PROMPT)
+    request_id = await stderr_until(running, ALLOW_HINT)
+
+    waiting = await betcode(daemon.socket, repo, "permissions", "pending", "--json")
+    assert [row["request_id"] for row in json.loads(waiting.out)] == [request_id]
+    allowed = await betcode(daemon.socket, repo, "permissions", "allow", request_id)
+    assert (allowed.code, allowed.out.strip()) == (0, f"{request_id}: allowed")
+
+    done = await finish(running)
+    assert done.code == 0, done.err
+    assert "hello-from-bash" in done.out
+    assert "allowed by cli-" in done.err  # the run saw who answered; it never answered itself
+
+
+async def test_a_request_denied_from_another_terminal_exits_3(
+    daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    repo = workspace.repo
+    running = await spawn(daemon.socket, repo, "run", BASH_PROMPT, "--output", "json")
+    request_id = await stderr_until(running, ALLOW_HINT)
+    denied = await betcode(
+        daemon.socket, repo, "permissions", "deny", request_id, "--message", "not today"
+    )
+    assert denied.code == 0
+
+    done = await finish(running)
+    assert done.code == 3, done.err
+    [denial] = json.loads(done.out)["denials"]
+    assert denial == {
+        "request_id": request_id,
+        "tool_name": "Bash",
+        "outcome": "denied",
+        "message": "not today",
+    }
+
+
+async def test_yes_and_a_matching_allow_rule_approve_without_waiting(
+    daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    repo = workspace.repo
+    with_yes = await betcode(daemon.socket, repo, "run", BASH_PROMPT, "--yes")
+    assert with_yes.code == 0, with_yes.err
+    assert "hello-from-bash" in with_yes.out
+    assert "approved (--yes)" in with_yes.err
+
+    ruled = await betcode(
+        daemon.socket, repo, "run", BASH_PROMPT, "--allow", "Read", "--allow", "Bash(python3:*)"
+    )
+    assert ruled.code == 0, ruled.err
+    assert "hello-from-bash" in ruled.out
+    assert "approved (--allow Bash(python3:*))" in ruled.err
+
+
+async def test_timeout_leaves_the_request_pending_and_exits_3(
+    daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    repo = workspace.repo
+    done = await betcode(
+        daemon.socket, repo, "run", BASH_PROMPT, "--allow", "Bash(git status)", "--timeout", "3"
+    )
+    assert done.code == 3, done.err
+    assert "stays pending in the daemon" in done.err
+    [request_id] = ALLOW_HINT.findall(done.err)[:1]
+
+    pending = await betcode(daemon.socket, repo, "permissions", "pending", "--json")
+    [row] = json.loads(pending.out)
+    assert (row["request_id"], row["tool_name"]) == (request_id, "Bash")  # not answered for us
+
+
+async def test_a_question_is_answered_from_the_cli_and_allow_refuses_it(
+    daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    repo = workspace.repo
+    running = await spawn(daemon.socket, repo, "run", 'SCN:ask {"questions": 2, "multi": true}')
+    question_id = await stderr_until(running, ANSWER_HINT)
+
+    refused = await betcode(daemon.socket, repo, "permissions", "allow", question_id)
+    assert refused.code == 5
+    assert f"betcode permissions answer {question_id} ANSWER" in refused.err
+    shown = await betcode(daemon.socket, repo, "permissions", "answer", question_id)
+    assert shown.code == 0
+    assert "Nothing was sent" in shown.out
+    options = re.findall(r"^\s+\d\) (.+?)(?: — .*)?$", shown.out, re.MULTILINE)
+    assert len(options) >= 4
+
+    answered = await betcode(daemon.socket, repo, "permissions", "answer", question_id, "1", "1,2")
+    assert answered.code == 0, answered.err
+    assert answered.out.startswith(f"{question_id}: answered")
+
+    done = await finish(running)
+    assert done.code == 0, done.err
+    assert options[0] in done.out  # the mock model quotes the answers claude got
+
+
+@pytest.fixture
+async def no_retry_daemon(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> AsyncIterator[InProcessDaemon]:
+    """A daemon whose claude gives up on the first failed API call (no retries)."""
+    environ = workspace.env(mock_api.base_url, {"CLAUDE_CODE_MAX_RETRIES": "0"})
+    config = daemon_config(tmp_path / "daemon", claude_bin, environ)
+    running = Daemon(config)
+    await running.start()
+    try:
+        yield InProcessDaemon(running, config)
+    finally:
+        await running.stop()
+
+
+async def test_rate_limit_exits_4_and_an_api_error_exits_1(
+    no_retry_daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    socket, repo = no_retry_daemon.socket, workspace.repo
+    limited = await betcode(socket, repo, "run", 'SCN:http_429 {"times": 1000}')
+    assert limited.code == 4, limited.err
+    assert re.search(
+        r"^Error: Rate limit exceeded\. Retry after \d+ seconds\.$", limited.err, re.MULTILINE
+    )
+
+    failed = await betcode(socket, repo, "run", 'SCN:http_500 {"times": 1000}', "--output", "json")
+    assert failed.code == 1, failed.err
+    assert json.loads(failed.out)["error"]["code"] == "AGENT_ERROR"
+
+
+async def test_unknown_session_exits_6_and_no_daemon_exits_2(
+    daemon: InProcessDaemon, workspace: Workspace, tmp_path: Path
+) -> None:
+    repo = workspace.repo
+    unknown = await betcode(daemon.socket, repo, "run", "hello", "--session", "no-such-session")
+    assert unknown.code == 6
+    assert "no session 'no-such-session'" in unknown.err
+    nothing_here = await betcode(daemon.socket, repo, "run", "hello", "--continue")
+    assert nothing_here.code == 6
+    assert "to continue" in nothing_here.err
+
+    gone = await betcode(tmp_path / "nobody.sock", repo, "run", "hello")
+    assert gone.code == 2
+    assert "no daemon socket at" in gone.err
+
+
+async def test_claude_crashing_mid_turn_exits_7(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    fake = make_fake_claude(
+        tmp_path / "fake",
+        {"turns": [[{"do": "text", "text": "starting"}, {"do": "exit", "code": 3}]]},
+    )
+    config = DaemonConfig(
+        data_dir=tmp_path / "data",
+        socket_path=tmp_path / "sock" / "daemon.sock",
+        claude_bin=str(fake),
+        environ={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)},
+        policy=SupervisorPolicy(backoff_initial=0.05, idle_reap_seconds=None),
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    try:
+        crashed = await betcode(config.socket_path, repo, "run", "do something", "--output", "json")
+    finally:
+        await daemon.stop()
+    assert crashed.code == 7, crashed.err
+    summary = json.loads(crashed.out)
+    assert summary["error"]["code"] == "SUBPROCESS_CRASHED"
+    assert "exited with code 3" in summary["error"]["message"]
