@@ -39,8 +39,10 @@ from betcode.permissions.rulebook import RuleBook
 from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
 from betcode.server.agent_service import RAW_RESPONSE_METHODS, AgentService
 from betcode.server.app import DaemonServer, RpcService
+from betcode.server.binding import BindError
 from betcode.server.claude_status import ClaudeCodeReport
-from betcode.server.health import ComponentReport, HealthMonitor
+from betcode.server.config_service import ConfigService, ServerFacts
+from betcode.server.health import ComponentReport, HealthMonitor, permission_check
 from betcode.server.version_service import ServerCapabilities, VersionService
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.manager import SessionManager
@@ -48,13 +50,14 @@ from betcode.storage.database import open_database
 from betcode.storage.reader import StoreReader
 from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
-from betcode.v1 import agent_pb2, version_pb2
+from betcode.v1 import agent_pb2, config_pb2, version_pb2
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 5.0
 HEALTH_INTERVAL_SECONDS = 5.0
 EXIT_CONFIG_INVALID = 65  # sysexits EX_DATAERR: a settings value is not allowed (78 is claude's)
+EXIT_CANNOT_LISTEN = 69  # EX_UNAVAILABLE: another daemon serves the socket, or a bad address
 PYTHON_LOG_LEVELS = {
     "error": logging.ERROR,
     "warn": logging.WARNING,
@@ -238,6 +241,7 @@ class Daemon:
         health = HealthMonitor(server_version=__version__, claude_code=lambda: self._claude_report)
         health.add_component("storage", self._storage_report, critical=True)
         health.add_component("sessions", self._sessions_report, critical=False)
+        health.add_component("permissions", permission_check(bridge), critical=False)
         health.add_component("config", self._config_report, critical=False)
         version = VersionService(
             ServerCapabilities(
@@ -253,6 +257,19 @@ class Daemon:
             lambda: self._claude_report,
         )
         agent = AgentService(self.sessions, bridge, writer, reader)
+        config_service = ConfigService(
+            config_dir=self.config.config_dir,
+            environ=self.config.environ,
+            rules=bridge.rules,
+            sessions=self.sessions,
+            facts=ServerFacts(
+                self.config.socket_path,
+                self.config.data_dir / "daemon.db",
+                lambda: self.server.tcp_port if self.server else None,
+            ),
+            on_change=self.reload,
+            settings_overrides=self.config.settings_overrides,
+        )
         self.server = DaemonServer(
             health=health,
             version=version,
@@ -261,10 +278,14 @@ class Daemon:
                     agent_pb2.DESCRIPTOR.services_by_name["AgentService"],
                     agent,
                     raw_responses=RAW_RESPONSE_METHODS,
-                )
+                ),
+                RpcService(config_pb2.DESCRIPTOR.services_by_name["ConfigService"], config_service),
             ],
         )
-        await self.server.start(self.config.socket_path, self.config.listen)
+        try:
+            await self.server.start(self.config.socket_path, self.config.listen)
+        except BindError as exc:
+            raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
         log.info("betcode daemon %s serving on %s", __version__, self.config.socket_path)
 
@@ -378,12 +399,14 @@ class Daemon:
 async def run_daemon(config: DaemonConfig) -> int:
     """Runs until SIGTERM/SIGINT; returns the process exit code."""
     daemon = Daemon(config)
+    # Before start: a signal during startup must not find the default action (SIGHUP's ends
+    # the process); a stop request made then is honoured once started.
+    daemon.install_signal_handlers()
     try:
         await daemon.start()
     except DaemonStartupError as exc:
         log.error("%s", exc)
         await daemon.stop()
         return exc.exit_code
-    daemon.install_signal_handlers()
     await daemon.serve_until_stopped()
     return 0
