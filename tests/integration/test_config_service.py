@@ -18,6 +18,12 @@ BASH_PROMPT = "SCN:tool_bash run it"  # the mock model asks to run python3 -c "p
 DENY = config_pb2.PermissionAction.PERMISSION_ACTION_DENY
 
 
+@pytest.fixture(autouse=True)
+def private_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set before the daemon is configured, for harnesses that leave the config dir default."""
+    monkeypatch.setenv("BETCODE_CONFIG_DIR", str(tmp_path / "config"))
+
+
 @pytest.fixture
 async def client(
     daemon: InProcessDaemon, clients: Callable[[str], Client], workspace: Workspace, tmp_path: Path
