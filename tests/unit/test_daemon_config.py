@@ -11,7 +11,7 @@ import pytest
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.config.errors import ConfigError
 from betcode.config.settings import DaemonSettings, PermissionSettings, load_daemon_settings
-from betcode.daemon import (
+from betcode.daemon_config import (
     DaemonConfig,
     load_daemon_config,
     settings_changes,

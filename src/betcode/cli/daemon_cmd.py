@@ -18,12 +18,12 @@ from betcode.cli.paths import DaemonPaths, resolve_paths
 from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
 from betcode.config.settings import parse_override
-from betcode.daemon import (
+from betcode.daemon import run_daemon
+from betcode.daemon_config import (
     EXIT_CONFIG_INVALID,
     PYTHON_LOG_LEVELS,
     DaemonConfig,
     load_daemon_config,
-    run_daemon,
 )
 
 START_TIMEOUT_SECONDS = 30.0
