@@ -15,19 +15,28 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.server import convert
+from betcode.server.connected import ConnectedClients
+from betcode.server.converse import ConverseRequests
 from betcode.server.errors import BetCodeError, ErrorCode, handles_errors
 from betcode.server.framing import encode_event_batch
-from betcode.sessions import translate
+from betcode.server.validation import (
+    DEFAULT_CLIENT_TYPE,
+    check_answers,
+    check_client_type,
+    check_id,
+    check_name,
+    check_text,
+    domain_error,
+    input_object,
+)
 from betcode.sessions.input_lock import NoInputLock
 from betcode.sessions.manager import InvalidSessionRequest, SessionManager, SessionNotFound
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
-from betcode.storage import idempotency
 from betcode.storage.grants import GrantAction
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
@@ -36,7 +45,7 @@ from betcode.v1 import agent_pb2
 log = logging.getLogger(__name__)
 
 CLIENT_ID_METADATA = "x-client-id"
-MAX_PROMPT_BYTES = 1024 * 1024
+COMPACT_COMMAND = "/compact"  # claude runs it itself in stream-json mode (CLAUDE_CLI.md §3.1)
 PER_EVENT_BATCH = 64  # frames taken per wake-up on the per-event stream
 BATCH_MAX_EVENTS = 256
 BATCH_MAX_BYTES = 4 * 1024 * 1024
@@ -52,25 +61,6 @@ def client_id_of(context: grpc.aio.ServicerContext) -> str:
     return f"anon-{uuid.uuid4()}"
 
 
-def domain_error(exc: Exception) -> BetCodeError:
-    """Maps domain exceptions onto the wire's error codes."""
-    if isinstance(exc, SessionNotFound):
-        return BetCodeError(ErrorCode.SESSION_NOT_FOUND, str(exc), {"session_id": exc.session_id})
-    if isinstance(exc, InvalidSessionRequest):
-        return BetCodeError(ErrorCode.INVALID_REQUEST, str(exc))
-    if isinstance(exc, NoInputLock):
-        return BetCodeError(
-            ErrorCode.NO_INPUT_LOCK, str(exc), {"holder_client_id": exc.holder or ""}
-        )
-    if isinstance(exc, AnswerError):
-        code = {
-            "PERMISSION_NOT_FOUND": ErrorCode.PERMISSION_NOT_FOUND,
-            "PERMISSION_STALE": ErrorCode.PERMISSION_STALE,
-        }.get(exc.code, ErrorCode.INVALID_REQUEST)
-        return BetCodeError(code, str(exc))
-    raise exc
-
-
 class AgentService:
     def __init__(
         self,
@@ -83,6 +73,8 @@ class AgentService:
         self._bridge = bridge
         self._writer = writer
         self._reader = reader
+        self._clients = ConnectedClients(writer)
+        self._converse = ConverseRequests(bridge, writer, self._clients)
 
     # ---- streams ----
 
@@ -90,6 +82,9 @@ class AgentService:
     async def Converse(
         self, requests: AsyncIterator[agent_pb2.AgentRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
+        """The first request must be `start`. Mid-stream, a request that fails is answered with
+        an error event for this client only, and the stream goes on; an empty AgentRequest is
+        a heartbeat."""
         client_id = client_id_of(context)
         first = await anext(requests, None)
         if first is None or first.WhichOneof("request") != "start":
@@ -97,140 +92,75 @@ class AgentService:
                 ErrorCode.INVALID_REQUEST, "the first request of Converse must be `start`"
             )
         start = first.start
-        session = await self._open(start)
+        client_type = check_client_type(start.client_type)
+        session = await self._open(start, client_id)
         after = start.from_sequence if start.HasField("from_sequence") else 0
         outbox: asyncio.Queue[list[bytes] | None] = asyncio.Queue(OUTBOX_BATCHES)
         stream = session.attach(
             client_id, after, max_count=PER_EVENT_BATCH, max_bytes=BATCH_MAX_BYTES
         )
-        pump = asyncio.create_task(_pump(stream, outbox))
-        reader = asyncio.create_task(self._read_requests(session, client_id, requests, outbox))
-        try:
-            while (batch := await outbox.get()) is not None:
-                for data in batch:
-                    yield data
-        finally:
-            reader.cancel()
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(reader, pump, return_exceptions=True)
+        with self._clients.attached(client_id, session.id, client_type):
+            pump = asyncio.create_task(_pump(stream, outbox))
+            reader = asyncio.create_task(self._converse.serve(session, client_id, requests, outbox))
+            try:
+                while (batch := await outbox.get()) is not None:
+                    for data in batch:
+                        yield data
+            finally:
+                reader.cancel()
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.gather(reader, pump, return_exceptions=True)
 
-    async def _open(self, start: agent_pb2.StartConversation) -> Session:
+    async def _open(self, start: agent_pb2.StartConversation, client_id: str) -> Session:
+        if start.session_id:
+            return await self._session(start.session_id, client_id)
         try:
-            if start.session_id:
-                return await self._sessions.get(start.session_id)
             return await self._sessions.create(
                 working_directory=start.working_directory,
-                model=start.model,
-                worktree_id=start.worktree_id or None,
+                model=check_id(start.model, "model", required=False),
+                worktree_id=check_id(start.worktree_id, "worktree_id", required=False) or None,
                 allowed_tools=list(start.allowed_tools),
             )
-        except (SessionNotFound, InvalidSessionRequest) as exc:
+        except InvalidSessionRequest as exc:
             raise domain_error(exc) from exc
-
-    async def _read_requests(
-        self,
-        session: Session,
-        client_id: str,
-        requests: AsyncIterator[agent_pb2.AgentRequest],
-        outbox: asyncio.Queue[list[bytes] | None],
-    ) -> None:
-        async for request in requests:
-            try:
-                await self._handle(session, client_id, request)
-            except BetCodeError as error:
-                outbox.put_nowait([_transient_error(error)])
-            except (NoInputLock, AnswerError, InvalidSessionRequest) as exc:
-                outbox.put_nowait([_transient_error(domain_error(exc))])
-
-    async def _handle(
-        self, session: Session, client_id: str, request: agent_pb2.AgentRequest
-    ) -> None:
-        kind = request.WhichOneof("request")
-        if kind == "message":
-            await self._user_message(session, client_id, request.message)
-        elif kind == "permission":
-            session.lock.check_input(client_id)
-            permission = request.permission
-            await self._bridge.answer(
-                session,
-                ClientAnswer(
-                    request_id=permission.request_id,
-                    decision=permission.decision,
-                    updated_input=_struct_or_none(permission, "updated_input"),
-                    message=permission.message,
-                    client_id=client_id,
-                ),
-            )
-        elif kind == "question_response":
-            session.lock.check_input(client_id)
-            response = request.question_response
-            await self._bridge.answer(
-                session,
-                ClientAnswer(
-                    request_id=response.question_id,
-                    answers=dict(response.answers),
-                    client_id=client_id,
-                ),
-            )
-        elif kind == "cancel":
-            session.lock.check_input(client_id)
-            await session.cancel_turn()
-        else:
-            raise BetCodeError(ErrorCode.INVALID_REQUEST, f"unexpected request `{kind}` mid-stream")
-
-    async def _user_message(
-        self, session: Session, client_id: str, message: agent_pb2.UserMessage
-    ) -> None:
-        size = len(message.content.encode())
-        if size > MAX_PROMPT_BYTES:
-            raise BetCodeError(
-                ErrorCode.INVALID_REQUEST,
-                f"the message is {size} bytes; at most {MAX_PROMPT_BYTES} bytes are accepted",
-            )
-        if not message.content.strip():
-            raise BetCodeError(ErrorCode.INVALID_REQUEST, "the message is empty")
-        if message.idempotency_key:
-            key = message.idempotency_key
-            fresh = await self._writer.call(
-                lambda c: idempotency.remember_key(c, key, session.id, time.time())
-            )
-            if not fresh:
-                return
-        await session.send_user_message(client_id, message.content)
 
     @handles_errors
     async def ResumeSession(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
-        session = await self._get(request.session_id)
+        client_id = client_id_of(context)
+        session = await self._session(request.session_id, client_id)
         stream = session.attach(
-            client_id_of(context),
+            client_id,
             request.from_sequence,
             max_count=PER_EVENT_BATCH,
             max_bytes=BATCH_MAX_BYTES,
             takes_input=False,
         )
-        async for batch in stream:
-            for _, data in batch:
-                yield data
+        with self._clients.attached(client_id, session.id, DEFAULT_CLIENT_TYPE):
+            async for batch in stream:
+                for _, data in batch:
+                    yield data
 
     @handles_errors
     async def ResumeSessionBatched(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         """Replay in batches; an EMPTY batch marks the live edge; then live batches."""
-        session = await self._get(request.session_id)
+        client_id = client_id_of(context)
+        session = await self._session(request.session_id, client_id)
         stream = session.attach(
-            client_id_of(context),
+            client_id,
             request.from_sequence,
             max_count=BATCH_MAX_EVENTS,
             max_bytes=BATCH_MAX_BYTES,
             takes_input=False,
             mark_caught_up=True,
         )
-        async for batch in stream:
-            yield encode_event_batch([data for _, data in batch])
+        with self._clients.attached(client_id, session.id, DEFAULT_CLIENT_TYPE):
+            async for batch in stream:
+                yield encode_event_batch([data for _, data in batch])
 
     # ---- unary ----
 
@@ -253,25 +183,28 @@ class AgentService:
     async def CancelTurn(
         self, request: agent_pb2.CancelTurnRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.CancelTurnResponse:
-        session = await self._get(request.session_id)
+        session = await self._session(request.session_id, client_id_of(context))
         return agent_pb2.CancelTurnResponse(was_active=await session.cancel_turn())
 
     @handles_errors
     async def RequestInputLock(
         self, request: agent_pb2.InputLockRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.InputLockResponse:
-        session = await self._get(request.session_id)
+        client_id = client_id_of(context)
+        session = await self._session(request.session_id, client_id)
         previous = session.lock.holder or ""
-        granted = await session.request_input_lock(client_id_of(context))
+        granted = await session.request_input_lock(client_id)
         return agent_pb2.InputLockResponse(granted=granted, previous_holder=previous)
 
     @handles_errors
     async def RenameSession(
         self, request: agent_pb2.RenameSessionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.RenameSessionResponse:
+        name = check_name(request.name, "name")
+        session = await self._session(request.session_id, client_id_of(context))
         try:
-            await self._sessions.rename(request.session_id, request.name)
-        except (SessionNotFound, InvalidSessionRequest) as exc:
+            await self._sessions.rename(session.id, name)
+        except SessionNotFound as exc:  # deleted meanwhile
             raise domain_error(exc) from exc
         return agent_pb2.RenameSessionResponse()
 
@@ -279,34 +212,38 @@ class AgentService:
     async def DeleteSession(
         self, request: agent_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.DeleteSessionResponse:
-        try:
-            deleted = await self._sessions.delete(request.session_id)
-        except InvalidSessionRequest as exc:
-            raise domain_error(exc) from exc
-        if not deleted:
-            raise domain_error(SessionNotFound(request.session_id))
+        session_id = check_id(request.session_id, "session_id")
+        if not await self._sessions.delete(session_id):
+            raise domain_error(SessionNotFound(session_id))
         return agent_pb2.DeleteSessionResponse(deleted=True)
 
     @handles_errors
     async def CompactSession(
         self, request: agent_pb2.CompactSessionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.CompactSessionResponse:
-        """Compaction is claude's own `/compact`; the stored history is kept for replay."""
-        session = await self._get(request.session_id)
+        """Starts claude's own `/compact` (a turn of its own, ending in a result); the stored
+        history is kept for replay. Only between turns, and not past another client's lock."""
+        client_id = client_id_of(context)
+        session = await self._session(request.session_id, client_id)
+        before = (await self._sessions.record(session.id)).message_count
+        holder = session.lock.holder
+        if holder is not None and holder != client_id:
+            raise domain_error(NoInputLock(client_id, holder))
         if session.turn_active:
             raise BetCodeError(
-                ErrorCode.SESSION_ACTIVE, "Session has active turn", {"session_id": session.id}
+                ErrorCode.SESSION_ACTIVE,
+                "the session is in the middle of a turn; compact it when the turn is over",
+                {"session_id": session.id},
             )
-        before = (await self._sessions.record(session.id)).message_count
-        await session.send_user_message(None, "/compact")
+        await session.send_user_message(holder, COMPACT_COMMAND)
         return agent_pb2.CompactSessionResponse(messages_before=before, messages_after=before)
 
     @handles_errors
     async def ListSessionGrants(
         self, request: agent_pb2.ListSessionGrantsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListSessionGrantsResponse:
-        record = await self._record(request.session_id)
-        grants = await self._reader.read(lambda c: grant_rows.list_grants(c, record.id))
+        session = await self._session(request.session_id, client_id_of(context))
+        grants = await self._reader.read(lambda c: grant_rows.list_grants(c, session.id))
         return agent_pb2.ListSessionGrantsResponse(
             grants=[
                 agent_pb2.SessionGrantEntry(
@@ -323,21 +260,20 @@ class AgentService:
     async def ClearSessionGrants(
         self, request: agent_pb2.ClearSessionGrantsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ClearSessionGrantsResponse:
-        record = await self._record(request.session_id)
-        tool = request.tool_name or None
-        await self._writer.call(lambda c: grant_rows.clear_grants(c, record.id, tool))
+        tool = check_id(request.tool_name, "tool_name", required=False) or None
+        session = await self._session(request.session_id, client_id_of(context))
+        await self._writer.call(lambda c: grant_rows.clear_grants(c, session.id, tool))
         return agent_pb2.ClearSessionGrantsResponse()
 
     @handles_errors
     async def SetSessionGrant(
         self, request: agent_pb2.SetSessionGrantRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.SetSessionGrantResponse:
-        record = await self._record(request.session_id)
-        if not request.tool_name:
-            raise BetCodeError(ErrorCode.INVALID_REQUEST, "tool_name is required")
+        tool = check_id(request.tool_name, "tool_name")
+        session = await self._session(request.session_id, client_id_of(context))
         action: GrantAction = "allow" if request.granted else "deny"
         await self._writer.call(
-            lambda c: grant_rows.add_grant(c, record.id, request.tool_name, action, time.time())
+            lambda c: grant_rows.add_grant(c, session.id, tool, action, time.time())
         )
         return agent_pb2.SetSessionGrantResponse()
 
@@ -345,7 +281,10 @@ class AgentService:
     async def ListPendingPermissions(
         self, request: agent_pb2.ListPendingPermissionsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListPendingPermissionsResponse:
-        rows = await self._bridge.list_pending(request.session_id or None)
+        session_id: str | None = None
+        if request.session_id:
+            session_id = (await self._session(request.session_id, client_id_of(context))).id
+        rows = await self._bridge.list_pending(session_id)
         return agent_pb2.ListPendingPermissionsResponse(
             pending=[convert.pending_permission(row) for row in rows]
         )
@@ -354,25 +293,26 @@ class AgentService:
     async def AnswerPermission(
         self, request: agent_pb2.AnswerPermissionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.AnswerPermissionResponse:
-        rows = await self._bridge.list_pending(request.session_id or None)
-        session_id = request.session_id or next(
-            (row.session_id for row in rows if row.request_id == request.request_id), ""
+        """Answers a request of any session from any terminal: the session is the request's
+        own. A repeated answer succeeds and changes nothing (`duplicate`)."""
+        client_id = client_id_of(context)
+        answer = ClientAnswer(
+            request_id=check_id(request.request_id, "request_id"),
+            decision=request.decision,
+            updated_input=input_object(request, "updated_input"),
+            message=check_text(request.message, "message"),
+            answers=check_answers(request.answers, "answers"),
+            client_id=client_id,
         )
-        if not session_id:
-            raise domain_error(AnswerError.not_found(request.request_id))
-        session = await self._get(session_id)
+        named = check_id(request.session_id, "session_id", required=False)
+        if named:
+            await self._session(named, client_id)
+        row = await self._bridge.find_request(answer.request_id)
+        if row is None or (named and row.session_id != named):
+            raise domain_error(AnswerError.not_found(answer.request_id))
+        session = await self._session(row.session_id, client_id)
         try:
-            outcome = await self._bridge.answer(
-                session,
-                ClientAnswer(
-                    request_id=request.request_id,
-                    decision=request.decision,
-                    updated_input=_struct_or_none(request, "updated_input"),
-                    message=request.message,
-                    answers=dict(request.answers),
-                    client_id=client_id_of(context),
-                ),
-            )
+            outcome = await self._bridge.answer(session, answer)
         except AnswerError as exc:
             raise domain_error(exc) from exc
         return agent_pb2.AnswerPermissionResponse(
@@ -381,17 +321,16 @@ class AgentService:
 
     # ---- helpers ----
 
-    async def _get(self, session_id: str) -> Session:
+    async def _session(self, session_id: str, client_id: str) -> Session:
+        """The session a request names, checked and loaded. Every request in a session is
+        client activity: it pushes back the expiry of the session's pending permissions."""
         try:
-            return await self._sessions.get(session_id)
+            session = await self._sessions.get(check_id(session_id, "session_id"))
         except (SessionNotFound, InvalidSessionRequest) as exc:
             raise domain_error(exc) from exc
-
-    async def _record(self, session_id: str) -> Any:
-        try:
-            return await self._sessions.record(session_id)
-        except (SessionNotFound, InvalidSessionRequest) as exc:
-            raise domain_error(exc) from exc
+        self._clients.seen(client_id)
+        await self._bridge.on_session_activity(session)
+        return session
 
 
 async def _pump(
@@ -403,15 +342,3 @@ async def _pump(
     except Exception:
         log.exception("event stream failed")
     await outbox.put(None)
-
-
-def _transient_error(error: BetCodeError) -> bytes:
-    """An error for one client only: not stored, not sequenced (sequence 0)."""
-    event = translate.error_event(error.code.value, error.message, details=error.details)
-    return event.SerializeToString()
-
-
-def _struct_or_none(message: Any, field: str) -> dict[str, Any] | None:
-    if not message.HasField(field):
-        return None
-    return dict(json_format.MessageToDict(getattr(message, field)))

@@ -1,0 +1,129 @@
+"""Checks on request fields, made before any domain call, and the mapping of the domain's
+refusals onto wire errors.
+
+A field that fails is an INVALID_REQUEST (gRPC INVALID_ARGUMENT) whose message names the field,
+what is wrong and the limit, and the request changes nothing. Each check returns the value it
+accepted, so a service reads `check_id(request.session_id, "session_id")` inline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, get_args
+
+from google.protobuf import json_format, struct_pb2
+from google.protobuf.message import Message
+
+from betcode.permissions.decisions import AnswerError
+from betcode.server.errors import BetCodeError, ErrorCode
+from betcode.sessions.input_lock import NoInputLock
+from betcode.sessions.manager import MAX_SESSION_ID_CHARS, InvalidSessionRequest, SessionNotFound
+from betcode.storage.clients import ClientType
+
+MAX_ID_CHARS = MAX_SESSION_ID_CHARS
+MAX_TEXT_BYTES = 1024 * 1024  # a prompt, a deny message, an edited tool input, answers
+MAX_NAME_CHARS = 256
+DEFAULT_CLIENT_TYPE: ClientType = "cli"
+
+
+def domain_error(exc: Exception) -> BetCodeError:
+    """Maps domain exceptions onto the wire's error codes."""
+    if isinstance(exc, SessionNotFound):
+        return BetCodeError(ErrorCode.SESSION_NOT_FOUND, str(exc), {"session_id": exc.session_id})
+    if isinstance(exc, InvalidSessionRequest):
+        return BetCodeError(ErrorCode.INVALID_REQUEST, str(exc))
+    if isinstance(exc, NoInputLock):
+        return BetCodeError(
+            ErrorCode.NO_INPUT_LOCK, str(exc), {"holder_client_id": exc.holder or ""}
+        )
+    if isinstance(exc, AnswerError):
+        code = {
+            "PERMISSION_NOT_FOUND": ErrorCode.PERMISSION_NOT_FOUND,
+            "PERMISSION_STALE": ErrorCode.PERMISSION_STALE,
+        }.get(exc.code, ErrorCode.INVALID_REQUEST)
+        return BetCodeError(code, str(exc))
+    raise exc
+
+
+def invalid(message: str) -> BetCodeError:
+    return BetCodeError(ErrorCode.INVALID_REQUEST, message)
+
+
+def check_id(value: str, field: str, *, required: bool = True) -> str:
+    """An identifier: 1–128 printable characters without whitespace ("" allowed if optional)."""
+    if not value:
+        if required:
+            raise invalid(f"{field} is required")
+        return value
+    if len(value) > MAX_ID_CHARS:
+        raise invalid(f"{field} is {len(value)} characters; at most {MAX_ID_CHARS} are allowed")
+    if not value.isprintable() or any(ch.isspace() for ch in value):
+        raise invalid(f"{field} must be printable and contain no whitespace")
+    return value
+
+
+def check_text(value: str, field: str, *, required: bool = False) -> str:
+    """Free text for claude or a user (a prompt, a deny message): at most 1 MiB of UTF-8."""
+    size = len(value.encode())
+    if size > MAX_TEXT_BYTES:
+        raise invalid(f"{field} is {size} bytes; at most {MAX_TEXT_BYTES} bytes are accepted")
+    if required and not value.strip():
+        raise invalid(f"{field} is empty")
+    return value
+
+
+def check_name(value: str, field: str) -> str:
+    """A one-line label (a session name)."""
+    if len(value) > MAX_NAME_CHARS:
+        raise invalid(f"{field} is {len(value)} characters; at most {MAX_NAME_CHARS} are allowed")
+    if not value.isprintable():
+        raise invalid(f"{field} must be one line of printable characters")
+    return value
+
+
+def check_answers(answers: Mapping[str, str], field: str) -> dict[str, str]:
+    """Question text → answer, at most 1 MiB in all."""
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in answers.items())
+    if size > MAX_TEXT_BYTES:
+        raise invalid(f"{field} are {size} bytes; at most {MAX_TEXT_BYTES} bytes are accepted")
+    return dict(answers)
+
+
+def check_client_type(value: str) -> ClientType:
+    if not value:
+        return DEFAULT_CLIENT_TYPE
+    allowed: tuple[ClientType, ...] = get_args(ClientType)
+    for client_type in allowed:
+        if value == client_type:
+            return client_type
+    raise invalid(f"client_type {value!r} is not one of {', '.join(allowed)}")
+
+
+def input_object(message: Message, field: str) -> dict[str, Any] | None:
+    """A Struct field as the JSON object claude will get (None when absent): at most 1 MiB,
+    and only finite numbers, since NaN and infinities have no JSON form."""
+    if not message.HasField(field):
+        return None
+    struct: struct_pb2.Struct = getattr(message, field)
+    size = struct.ByteSize()
+    if size > MAX_TEXT_BYTES:
+        raise invalid(f"{field} is {size} bytes; at most {MAX_TEXT_BYTES} bytes are accepted")
+    if not _finite(struct):
+        raise invalid(f"{field} holds a NaN or infinite number, which JSON cannot carry")
+    return dict(json_format.MessageToDict(struct))
+
+
+def _finite(value: struct_pb2.Struct | struct_pb2.ListValue | struct_pb2.Value) -> bool:
+    if isinstance(value, struct_pb2.Struct):
+        return all(_finite(item) for item in value.fields.values())
+    if isinstance(value, struct_pb2.ListValue):
+        return all(_finite(item) for item in value.values)
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        return math.isfinite(value.number_value)
+    if kind == "struct_value":
+        return _finite(value.struct_value)
+    if kind == "list_value":
+        return _finite(value.list_value)
+    return True
