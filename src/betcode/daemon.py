@@ -204,13 +204,14 @@ class Daemon:
     # ---- reload ----
 
     def reload(self) -> None:
-        """SIGHUP: read and validate the settings again; apply them only if all are valid."""
-        log.info("SIGHUP: reloading the configuration from %s", self.config.settings_file)
+        """SIGHUP (or a ConfigService change): read and validate the settings again; apply them
+        only if all are valid."""
+        log.info("configuration reload: reading %s", self.config.settings_file)
         try:
             fresh = with_settings(self.config, read_settings(self.config))
         except ConfigError as error:
             self._reload_problem = str(error)
-            log.error("SIGHUP: %s; keeping the previous configuration", error)
+            log.error("configuration reload refused: %s; keeping the previous one", error)
             return
         self._reload_problem = None
         self._reloads += 1
@@ -224,14 +225,14 @@ class Daemon:
             self.bridge.reload()
         for key, old, new in changes:
             log.info(
-                "SIGHUP: %s changed from %s to %s (%s)",
+                "configuration reload: %s changed from %s to %s (%s)",
                 key,
                 show_value(old),
                 show_value(new),
                 takes_effect(key),
             )
         if not changes:
-            log.info("SIGHUP: daemon settings unchanged")
+            log.info("configuration reload: daemon settings unchanged")
 
     # ---- serve / shutdown ----
 
@@ -239,7 +240,11 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        loop.add_signal_handler(signal.SIGHUP, self.reload)
+        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+
+    def _on_sighup(self) -> None:
+        log.info("SIGHUP received")
+        self.reload()
 
     def request_stop(self) -> None:
         self._stopping.set()

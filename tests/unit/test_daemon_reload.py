@@ -95,19 +95,20 @@ async def test_sighup_keeps_the_old_settings_on_an_error_and_applies_good_ones(
 
     # A valid max_crashes beside an invalid backoff: nothing of the file may be applied.
     world.write_settings({"max_crashes": 1, "initial_backoff_ms": 50})
-    logged = await world.sighup_and_wait_for("keeping the previous configuration")
+    logged = await world.sighup_and_wait_for("keeping the previous one")
     problem = (
         f"{world.settings_file}: daemon.crash_policy.initial_backoff_ms: "
         "50 is out of range (allowed 100 to 5000)"
     )
     assert problem in logged
+    assert "SIGHUP received" in logged
     assert "changed from" not in logged
     await world.session_until_crashed("first")
     assert world.starts() == 2  # still the start's max_crashes
     assert problem in await world.config_health()
 
     world.write_settings({"max_crashes": 1, "initial_backoff_ms": 100})
-    logged = await world.sighup_and_wait_for("SIGHUP: daemon.crash_policy.max_crashes changed")
+    logged = await world.sighup_and_wait_for("daemon.crash_policy.max_crashes changed")
     assert "daemon.crash_policy.max_crashes changed from 2 to 1" in logged
     await world.session_until_crashed("second")
     assert world.starts() == 3  # one start, then CRASHED
