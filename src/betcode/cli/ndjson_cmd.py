@@ -1,7 +1,8 @@
 """`betcode ndjson inspect FILE [--json]`: read a saved claude stdout, one line per message.
 
 Lines that are not JSON, not UTF-8 or not objects are counted (`invalid`), not shown, and do not
-change the exit status: 0 when the file was read, 2 when it could not be.
+change the exit status: 0 when the file was read, 5 (invalid arguments, DIGEST §11.4) when it
+could not be.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, BinaryIO
 
 import click
 
+from betcode.cli.exit_codes import ExitCode
 from betcode.protocol.framing import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_READ_CHUNK_BYTES,
@@ -23,8 +25,6 @@ from betcode.protocol.framing import (
 )
 from betcode.protocol.kinds import describe
 from betcode.protocol.reader import ProtocolReader
-
-EXIT_UNREADABLE = 2
 
 
 @click.group("ndjson")
@@ -60,7 +60,7 @@ def inspect(file: Path, as_json: bool, max_line_bytes: int) -> None:
             summary = _inspect(transcript, framer, as_json)
     except OSError as error:
         click.echo(f"Error: cannot read {file}: {error.strerror or error}", err=True)
-        raise click.exceptions.Exit(EXIT_UNREADABLE) from None
+        raise click.exceptions.Exit(ExitCode.INVALID_ARGUMENTS) from None
     if as_json:
         click.echo(json.dumps({"summary": summary}, ensure_ascii=False))
     else:

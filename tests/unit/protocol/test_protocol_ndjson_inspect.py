@@ -115,9 +115,9 @@ def test_text_output(transcript: Path) -> None:
 
 
 @pytest.mark.parametrize("target", ["missing.ndjson", "."])
-def test_unreadable_file_exits_2(tmp_path: Path, target: str) -> None:
+def test_unreadable_file_exits_5(tmp_path: Path, target: str) -> None:
     result = CliRunner().invoke(cli, ["ndjson", "inspect", str(tmp_path / target)])
-    assert result.exit_code == 2
+    assert result.exit_code == 5
     assert result.stdout == ""
 
 
@@ -125,7 +125,7 @@ def test_bad_payload_limit_is_a_usage_error(transcript: Path) -> None:
     result = CliRunner().invoke(
         cli, ["ndjson", "inspect", str(transcript), "--max-line-bytes", "10"]
     )
-    assert result.exit_code == 2
+    assert result.exit_code == 5
     assert "1–100 MiB" in result.output
 
 
@@ -163,12 +163,12 @@ def test_real_process_unreadable_file(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert done.returncode == 2
+    assert done.returncode == 5
     assert f"cannot read {missing}" in done.stderr
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_file_without_read_permission_exits_2(transcript: Path) -> None:
+def test_file_without_read_permission_exits_5(transcript: Path) -> None:
     transcript.chmod(0)
     result = CliRunner().invoke(cli, ["ndjson", "inspect", str(transcript)])
-    assert result.exit_code == 2
+    assert result.exit_code == 5
