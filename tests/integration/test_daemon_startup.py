@@ -171,3 +171,30 @@ def test_a_second_daemon_on_the_same_socket_exits_69_and_names_the_first(tmp_pat
     assert second.returncode == EXIT_CANNOT_LISTEN
     assert "another BetCode daemon" in second.stderr
     assert "Traceback" not in second.stderr
+
+
+def betcode(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "betcode.cli.main", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_detached_start_passes_its_settings_to_the_daemon(tmp_path: Path) -> None:
+    claude_home_with_settings(tmp_path)
+    env = foreground_env(tmp_path, str(make_fake_claude(tmp_path / "fake-ok", {})))
+    started = betcode(env, "daemon", "start", "--set", "log_level=debug")
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "daemon started" in started.stdout
+        assert "`betcode config import`" in started.stdout  # offered by the command, once
+    finally:
+        stopped = betcode(env, "daemon", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    log = (tmp_path / "data" / "daemon.log").read_text()
+    assert " DEBUG " in log  # the daemon process got --set log_level=debug
+    assert "First run" not in log
