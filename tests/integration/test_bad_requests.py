@@ -11,9 +11,11 @@ stored lines and events, pending requests, grants, idempotency keys) before and 
 # ruff: noqa: E501  (the table reads best with one row per line)
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +54,7 @@ ASK_THEN_WAIT = {
 @dataclass
 class World:
     daemon: Daemon
+    socket: Path
     database: Path
     stub: agent_pb2_grpc.AgentServiceStub
     holder: Client
@@ -82,6 +85,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
         await observer.wait_for("permission_request")
         yield World(
             daemon,
+            config.socket_path,
             config.data_dir / "daemon.db",
             holder.stub,
             holder,
@@ -337,6 +341,16 @@ async def test_after_the_table_the_session_goes_on_and_a_second_answer_is_a_dupl
         answer(world, decision=DENY), metadata=metadata("late")
     )
     assert (again.accepted, again.duplicate, again.outcome) == (True, True, "allowed")
+    # ... and so is `betcode permissions allow` from another terminal.
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "betcode.cli.main", "permissions", "allow", world.request_id,
+        "--socket", str(world.socket), stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await cli.communicate()
+    assert (cli.returncode, out.decode().strip()) == (
+        0,
+        f"{world.request_id} was already answered: allowed",
+    )
     assert await stored(world) == before
     world.holder.say("and now?")
     for client in (world.holder, world.observer):

@@ -235,6 +235,12 @@ class AgentService:
                 "the session is in the middle of a turn; compact it when the turn is over",
                 {"session_id": session.id},
             )
+        if session.claude_session_id is None:
+            raise BetCodeError(
+                ErrorCode.NOTHING_TO_COMPACT,
+                "the session has no conversation to compact yet; send a message first",
+                {"session_id": session.id},
+            )
         await session.send_user_message(holder, COMPACT_COMMAND)
         return agent_pb2.CompactSessionResponse(messages_before=before, messages_after=before)
 

@@ -48,6 +48,7 @@ class ErrorCode(enum.StrEnum):
     PERMISSION_NOT_FOUND = "PERMISSION_NOT_FOUND"
     SEQUENCE_OUT_OF_RANGE = "SEQUENCE_OUT_OF_RANGE"
     NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
+    NOTHING_TO_COMPACT = "NOTHING_TO_COMPACT"
 
 
 GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
@@ -74,6 +75,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.PERMISSION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.SEQUENCE_OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
     ErrorCode.NOT_IMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
+    ErrorCode.NOTHING_TO_COMPACT: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
