@@ -212,6 +212,9 @@ async def test_timeout_leaves_the_request_pending_and_exits_3(
     pending = await betcode(daemon.socket, repo, "permissions", "pending", "--json")
     [row] = json.loads(pending.out)
     assert (row["request_id"], row["tool_name"]) == (request_id, "Bash")  # not answered for us
+    not_a_question = await betcode(daemon.socket, repo, "permissions", "answer", request_id, "x")
+    assert not_a_question.code == 5
+    assert "is a Bash request, not a question" in not_a_question.err
 
 
 async def test_a_question_is_answered_from_the_cli_and_allow_refuses_it(
@@ -230,6 +233,9 @@ async def test_a_question_is_answered_from_the_cli_and_allow_refuses_it(
     options = re.findall(r"^\s+\d\) (.+?)(?: — .*)?$", shown.out, re.MULTILINE)
     assert len(options) >= 4
 
+    one_short = await betcode(daemon.socket, repo, "permissions", "answer", question_id, "1")
+    assert one_short.code == 5
+    assert "asks 2 question(s) but 1 answer(s) were given" in one_short.err
     answered = await betcode(daemon.socket, repo, "permissions", "answer", question_id, "1", "1,2")
     assert answered.code == 0, answered.err
     assert answered.out.startswith(f"{question_id}: answered")
@@ -237,6 +243,9 @@ async def test_a_question_is_answered_from_the_cli_and_allow_refuses_it(
     done = await finish(running)
     assert done.code == 0, done.err
     assert options[0] in done.out  # the mock model quotes the answers claude got
+    again = await betcode(daemon.socket, repo, "permissions", "answer", question_id, "2", "2")
+    assert again.code == 6
+    assert f"no question {question_id} is waiting" in again.err
 
 
 @pytest.fixture

@@ -18,7 +18,12 @@ from typing import Any, TextIO
 
 from google.protobuf import json_format
 
-from betcode.cli.exit_codes import ExitCode, exit_code_of_error, retry_after_seconds
+from betcode.cli.exit_codes import (
+    AGENT_ERROR_CODE,
+    ExitCode,
+    exit_code_of_error,
+    retry_after_seconds,
+)
 from betcode.permissions.engine import Behavior, RuleSet, evaluate
 from betcode.permissions.rules import RuleList, RuleSource, parse_rule
 from betcode.v1 import agent_pb2
@@ -219,8 +224,8 @@ class TurnFollower:
 
     def _fail(self, error: agent_pb2.ErrorEvent) -> None:
         code = exit_code_of_error(error.code, error.details)
-        # AGENT_ERROR is followed by the turn's usage and TurnComplete; anything else ends it.
-        ends_turn = code not in (ExitCode.AGENT_ERROR, ExitCode.RATE_LIMITED) or error.is_fatal
+        # claude's own failed turn is followed by its usage and TurnComplete; the rest end it.
+        ends_turn = error.code != AGENT_ERROR_CODE or error.is_fatal
         self.give_up(code, error.code or "ERROR", error.message, ends_turn=ends_turn)
         if code is ExitCode.RATE_LIMITED:
             seconds = retry_after_seconds(error.details)

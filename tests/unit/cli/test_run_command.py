@@ -1,0 +1,47 @@
+"""`betcode run` usage errors exit 5 (DIGEST §11.4), before any daemon is contacted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from betcode.cli.main import cli
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["run", "   "], None, "the prompt is empty"),
+        (["run", "-"], "\n\n", "the prompt is empty"),
+        (["run", "hi", "--allow", "Bash(git status"], None, "--allow"),
+        (["run", "hi", "--allow", "Bash(x) trailing"], None, "--allow"),
+        (["run", "hi", "--session", "abc", "--continue"], None, "cannot be used together"),
+        (["run", "hi", "--output", "yaml"], None, "'yaml' is not one of"),
+        (["run", "hi", "--timeout", "-1"], None, "--timeout"),
+        (["run"], None, "Missing argument 'PROMPT'"),
+        (["no-such-command"], None, "No such command"),
+    ],
+    ids=lambda value: str(value)[:40],
+)
+def test_usage_errors_exit_5(
+    tmp_path: Path, args: list[str], stdin: str | None, message: str
+) -> None:
+    nobody = tmp_path / "nobody.sock"  # never reached: the arguments are refused first
+    result = CliRunner().invoke(cli, [*args, "--socket", str(nobody)], input=stdin)
+    assert result.exit_code == 5, result.output
+    assert message in result.output
+    assert "daemon" not in result.output
+
+
+def test_a_prompt_from_stdin_goes_to_the_daemon(tmp_path: Path) -> None:
+    nobody = tmp_path / "nobody.sock"
+    result = CliRunner().invoke(cli, ["run", "-", "--socket", str(nobody)], input="hello\n")
+    assert result.exit_code == 2  # read, then refused for want of a daemon
+    assert f"no daemon socket at {nobody}" in result.output
+
+
+def test_help_and_version_exit_0() -> None:
+    assert CliRunner().invoke(cli, ["run", "--help"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["--version"]).exit_code == 0

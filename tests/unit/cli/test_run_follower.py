@@ -1,0 +1,273 @@
+"""TurnFollower: what `betcode run` makes of a turn's events (text, approvals, exit code)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from google.protobuf.struct_pb2 import Struct
+
+from betcode.cli.exit_codes import ExitCode, exit_code_of_error, retry_after_seconds
+from betcode.cli.headless import Approver, Streams, TurnFollower, parse_allow_rules
+from betcode.permissions.rules import InvalidRule
+from betcode.v1 import agent_pb2
+
+PROMPT = "do the thing"
+CWD = "/work/repo"
+
+
+def follower(
+    output: str = "text", *, yes: bool = False, allow: tuple[str, ...] = ()
+) -> TurnFollower:
+    approver = Approver(yes, parse_allow_rules(allow), CWD, "/home/me")
+    return TurnFollower(PROMPT, approver, Streams(io.StringIO(), io.StringIO(), output))
+
+
+def out(run: TurnFollower) -> str:
+    assert isinstance(run.streams.out, io.StringIO)
+    return run.streams.out.getvalue()
+
+
+def err(run: TurnFollower) -> str:
+    assert isinstance(run.streams.err, io.StringIO)
+    return run.streams.err.getvalue()
+
+
+def echo(sequence: int = 10, content: str = PROMPT) -> agent_pb2.AgentEvent:
+    return agent_pb2.AgentEvent(sequence=sequence, user_input=agent_pb2.UserInput(content=content))
+
+
+def text(chunk: str, *, complete: bool = False, parent: str = "") -> agent_pb2.AgentEvent:
+    return agent_pb2.AgentEvent(
+        parent_tool_use_id=parent,
+        text_delta=agent_pb2.TextDelta(text=chunk, is_complete=complete),
+    )
+
+
+def request(request_id: str, tool: str, **tool_input: object) -> agent_pb2.AgentEvent:
+    struct = Struct()
+    struct.update(tool_input)
+    return agent_pb2.AgentEvent(
+        permission_request=agent_pb2.PermissionRequest(
+            request_id=request_id, tool_name=tool, input=struct
+        )
+    )
+
+
+def resolved(request_id: str, outcome: str, message: str = "") -> agent_pb2.AgentEvent:
+    return agent_pb2.AgentEvent(
+        permission_resolved=agent_pb2.PermissionResolved(
+            request_id=request_id, outcome=outcome, message=message, decided_by_client_id="phone"
+        )
+    )
+
+
+def error(
+    code: str, *, sequence: int = 5, fatal: bool = False, **details: str
+) -> agent_pb2.AgentEvent:
+    return agent_pb2.AgentEvent(
+        sequence=sequence,
+        error=agent_pb2.ErrorEvent(
+            code=code, message=f"{code} happened", is_fatal=fatal, details=details
+        ),
+    )
+
+
+COMPLETE = agent_pb2.AgentEvent(turn_complete=agent_pb2.TurnComplete(stop_reason="end_turn"))
+
+
+def feed(run: TurnFollower, *events: agent_pb2.AgentEvent) -> list[str]:
+    approved: list[str] = []
+    for event in events:
+        approved += run.on_event(event)
+    return approved
+
+
+def test_events_before_the_runs_own_message_are_ignored() -> None:
+    run = follower()
+    feed(run, text("an earlier turn", complete=True), echo(content="someone else"), COMPLETE)
+    assert (run.started, run.done, out(run)) == (False, False, "")
+    feed(run, echo(), text("mine", complete=True), COMPLETE)
+    assert (run.done, out(run), run.exit_code()) == (True, "mine", ExitCode.OK)
+
+
+def test_text_blocks_stream_and_are_separated_and_subagent_text_is_left_out() -> None:
+    run = follower()
+    feed(
+        run,
+        echo(),
+        text("Hel"),
+        text("lo."),
+        text("", complete=True),
+        text("a subagent says", complete=True, parent="toolu_1"),
+        text("Second block.", complete=True),
+    )
+    assert out(run) == "Hello.\n\nSecond block."
+    assert run.text == "Hello.\n\nSecond block."
+
+
+def test_json_output_prints_nothing_while_running_and_stream_json_prints_each_event() -> None:
+    quiet = follower("json")
+    feed(quiet, echo(), text("hi", complete=True))
+    assert out(quiet) == ""
+    streamed = follower("stream-json")
+    feed(streamed, error("X", sequence=0), echo(), text("hi", complete=True))
+    lines = [json.loads(line) for line in out(streamed).splitlines()]
+    assert lines == [  # the refusal before our message is not part of the run's turn
+        {"sequence": "10", "user_input": {"content": PROMPT}},
+        {"text_delta": {"text": "hi", "is_complete": True}},
+    ]
+
+
+def test_a_request_waits_with_a_hint_and_a_denial_exits_3() -> None:
+    run = follower()
+    approved = feed(run, echo(), request("r1", "Bash", command="rm -rf build"))
+    assert approved == []
+    assert run.waiting == {"r1": "Bash: rm -rf build"}
+    assert "betcode permissions allow r1" in err(run)
+    feed(run, resolved("r1", "denied", "no"), COMPLETE)
+    assert run.waiting == {}
+    assert run.exit_code() == ExitCode.PERMISSION_DENIED
+    assert run.summary()["denials"] == [
+        {"request_id": "r1", "tool_name": "Bash", "outcome": "denied", "message": "no"}
+    ]
+    assert "denied by phone" in err(run)
+
+
+def test_a_request_re_sent_after_a_reconnect_is_handled_once() -> None:
+    run = follower(yes=True)
+    assert feed(
+        run, echo(), request("r1", "Bash", command="ls"), request("r1", "Bash", command="ls")
+    ) == ["r1"]
+
+
+@pytest.mark.parametrize(
+    ("allow", "tool", "tool_input", "approved"),
+    [
+        (("Bash(git status)",), "Bash", {"command": "git status"}, True),
+        (("Bash(git status)",), "Bash", {"command": "git status && rm -rf /"}, False),
+        (("Bash(npm run:*)",), "Bash", {"command": "npm run build"}, True),
+        (("Read",), "Bash", {"command": "ls"}, False),
+        (("Edit(src/**)",), "Write", {"file_path": f"{CWD}/src/a.py"}, True),
+        (("Edit(src/**)",), "Write", {"file_path": "/etc/passwd"}, False),
+        ((), "Read", {"file_path": f"{CWD}/a"}, False),
+    ],
+)
+def test_allow_rules_approve_only_what_they_cover(
+    allow: tuple[str, ...], tool: str, tool_input: dict[str, object], approved: bool
+) -> None:
+    run = follower(allow=allow)
+    assert feed(run, echo(), request("r1", tool, **tool_input)) == (["r1"] if approved else [])
+
+
+def test_a_bad_allow_rule_is_refused() -> None:
+    with pytest.raises(InvalidRule):
+        parse_allow_rules(["Bash(unclosed"])
+
+
+def test_questions_are_never_approved_even_with_yes() -> None:
+    run = follower(yes=True)
+    question = agent_pb2.AgentEvent(
+        user_question=agent_pb2.UserQuestion(
+            question_id="q1", questions=[agent_pb2.QuestionPrompt(question="Which one?")]
+        )
+    )
+    assert feed(run, echo(), question) == []
+    assert run.waiting == {"q1": "question: Which one?"}
+    assert "betcode permissions answer q1" in err(run)
+
+
+@pytest.mark.parametrize(
+    ("event", "code", "done"),
+    [
+        (error("AGENT_ERROR"), ExitCode.AGENT_ERROR, False),  # the turn still completes
+        (error("AGENT_ERROR", api_error_status="429"), ExitCode.RATE_LIMITED, False),
+        (error("RATE_LIMITED", fatal=True), ExitCode.RATE_LIMITED, True),
+        (error("SUBPROCESS_CRASHED"), ExitCode.INTERNAL, True),
+        (error("SESSION_NOT_FOUND", fatal=True), ExitCode.SESSION_NOT_FOUND, True),
+        (error("SQLITE_ERROR", fatal=True), ExitCode.INTERNAL, True),
+    ],
+)
+def test_errors_map_to_exit_codes(event: agent_pb2.AgentEvent, code: ExitCode, done: bool) -> None:
+    run = follower()
+    feed(run, echo(), event)
+    assert (run.exit_code(), run.done) == (code, done)
+
+
+def test_retries_and_lost_answer_races_are_notes_not_failures() -> None:
+    run = follower()
+    feed(run, echo(), error("API_RETRY"), error("PERMISSION_STALE", sequence=0), COMPLETE)
+    assert run.exit_code() == ExitCode.OK
+    assert "API_RETRY happened" in err(run)
+
+
+def test_a_refused_message_ends_the_run_before_it_starts() -> None:
+    run = follower()
+    feed(run, error("NO_INPUT_LOCK", sequence=0))
+    assert (run.done, run.exit_code()) == (True, ExitCode.AGENT_ERROR)
+
+
+def test_a_rate_limit_prints_the_documented_line() -> None:
+    run = follower()
+    feed(run, echo(), error("RATE_LIMITED", fatal=True, retry_after_ms="2500"))
+    assert "Error: Rate limit exceeded. Retry after 3 seconds.\n" in err(run)
+
+
+def test_a_cancelled_turn_exits_1() -> None:
+    run = follower()
+    feed(
+        run,
+        echo(),
+        agent_pb2.AgentEvent(turn_complete=agent_pb2.TurnComplete(stop_reason="cancelled")),
+    )
+    assert run.exit_code() == ExitCode.AGENT_ERROR
+
+
+def test_summary_carries_usage_and_cost() -> None:
+    run = follower("json")
+    usage = agent_pb2.UsageReport(input_tokens=3, output_tokens=5, cost_usd=0.25, model="m")
+    feed(
+        run,
+        agent_pb2.AgentEvent(session_info=agent_pb2.SessionInfo(session_id="s1")),
+        echo(),
+        text("ok", complete=True),
+        agent_pb2.AgentEvent(usage=usage),
+        COMPLETE,
+    )
+    summary = run.summary()
+    assert summary["session_id"] == "s1"
+    assert (summary["usage"]["output_tokens"], summary["cost_usd"]) == (5, 0.25)
+    assert (summary["text"], summary["error"], summary["exit_code"]) == ("ok", None, 0)
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "expected"),
+    [
+        ("AGENT_ERROR", {}, ExitCode.AGENT_ERROR),
+        ("AGENT_ERROR", {"api_error_status": "500"}, ExitCode.AGENT_ERROR),
+        ("AGENT_ERROR", {"api_error_status": "429"}, ExitCode.RATE_LIMITED),
+        ("RATE_LIMITED", {}, ExitCode.RATE_LIMITED),
+        ("SESSION_NOT_FOUND", {}, ExitCode.SESSION_NOT_FOUND),
+        ("INVALID_REQUEST", {}, ExitCode.INVALID_ARGUMENTS),
+        ("MACHINE_OFFLINE", {}, ExitCode.CONNECTION),
+        ("SUBPROCESS_CRASHED", {}, ExitCode.INTERNAL),
+        ("SESSION_ACTIVE", {}, ExitCode.AGENT_ERROR),
+        ("some_claude_code", {}, ExitCode.AGENT_ERROR),
+    ],
+)
+def test_exit_code_of_error(code: str, details: dict[str, str], expected: ExitCode) -> None:
+    assert exit_code_of_error(code, details) == expected
+
+
+@pytest.mark.parametrize(
+    ("details", "seconds"),
+    [
+        ({}, 1),
+        ({"retry_after_ms": "10"}, 1),
+        ({"retry_after_ms": "60000"}, 60),
+        ({"retry_after_ms": "x"}, 1),
+    ],
+)
+def test_retry_after_seconds(details: dict[str, str], seconds: int) -> None:
+    assert retry_after_seconds(details) == seconds
