@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
+from harness.fake_claude import FakeClaude, resume_id
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.environment import build_child_env
@@ -82,13 +83,14 @@ class Session:
 class World:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
-        self.log = tmp_path / "starts.jsonl"
+        self.fake = FakeClaude(tmp_path)
+        self.starts = self.fake.starts
         (tmp_path / "repo").mkdir()
 
     def supervisor(
         self, runs: list[dict[str, Any]], policy: SupervisorPolicy = FAST, name: str = "fake"
     ) -> tuple[ClaudeSupervisor, Session]:
-        binary = make_fake_claude(self.tmp_path / name, {"log": str(self.log), "runs": runs})
+        binary = self.fake.binary(runs, name)
         session = Session()
         parent = {**ENV, "HOME": str(self.tmp_path)}
         supervisor = ClaudeSupervisor(
@@ -99,11 +101,6 @@ class World:
             session,
         )
         return supervisor, session
-
-    def starts(self) -> list[list[str]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line)["argv"] for line in self.log.read_text().splitlines()]
 
 
 @pytest.fixture
@@ -116,10 +113,6 @@ async def until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(20.0):
         while not condition():  # noqa: ASYNC110 - the conditions are plain state, not events
             await asyncio.sleep(0.01)
-
-
-def _resume_id(argv: list[str]) -> str | None:
-    return argv[argv.index("--resume") + 1] if "--resume" in argv else None
 
 
 async def dies(pid: int) -> bool:
@@ -177,8 +170,8 @@ async def test_kill_9_mid_turn_respawns_with_resume(world: World) -> None:
     assert S.RESTARTING in session.state_names()
     assert session.exits[0][0] == -signal.SIGKILL
     first, second = world.starts()
-    assert _resume_id(first) is None
-    assert _resume_id(second) == session.claude_session_id
+    assert resume_id(first) is None
+    assert resume_id(second) == session.claude_session_id
     # The respawned process waits for input; the next message gets a normal turn.
     assert session.results() == 0
     session.turn = True
@@ -223,7 +216,7 @@ async def test_a_hung_claude_ignoring_sigterm_is_killed_and_restarted(world: Wor
     restarting = [detail for state, detail in session.states if state is S.RESTARTING]
     assert len(restarting) == 1
     assert "no output for" in restarting[0]
-    assert _resume_id(world.starts()[1]) == session.claude_session_id
+    assert resume_id(world.starts()[1]) == session.claude_session_id
     session.turn = False
     await supervisor.stop()
 
@@ -259,8 +252,8 @@ async def test_idle_processes_are_reaped_and_the_next_message_resumes(world: Wor
     await supervisor.send(USER_LINE)
     await until(lambda: session.results() == 2)
     first, second = world.starts()
-    assert _resume_id(first) is None
-    assert _resume_id(second) == session.claude_session_id
+    assert resume_id(first) is None
+    assert resume_id(second) == session.claude_session_id
     await supervisor.stop()
 
 
@@ -333,7 +326,7 @@ async def test_a_missing_working_directory_refuses_to_spawn(world: World) -> Non
     with pytest.raises(ClaudeStartError, match="does not exist"):
         await supervisor.send(USER_LINE)
     assert supervisor.state is S.IDLE
-    assert not world.log.exists()
+    assert world.starts() == []
 
 
 async def test_one_sessions_crash_loop_does_not_touch_another(world: World) -> None:

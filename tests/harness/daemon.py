@@ -7,22 +7,27 @@ isolated environment of a `Workspace`, and serve betcode.v1 on a Unix socket in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
+import psutil
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 Decision = common_pb2.PermissionDecision
+T = TypeVar("T")
 
 
 def daemon_config(
@@ -34,17 +39,23 @@ def daemon_config(
         claude_bin=str(claude_bin),
         environ=dict(environ),
         policy=SupervisorPolicy(idle_reap_seconds=None),
+        # Never the developer's own ~/.config/betcode (permission rules, settings).
+        config_dir=root / "config",
     )
     return replace(config, **overrides)  # type: ignore[arg-type]
 
 
 @dataclass
 class DaemonProcess:
-    """The daemon as a real subprocess (for kill -9 and restart tests)."""
+    """The daemon as a real subprocess (for kill -9 and restart tests).
+
+    `stop` also kills whatever a `kill9` orphaned (claude children and their tools), so no
+    test leaves processes behind."""
 
     root: Path
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
+    orphans: list[psutil.Process] = field(default_factory=list)
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -55,6 +66,8 @@ class DaemonProcess:
         return Path(self.env["BETCODE_SOCKET"])
 
     def start(self, timeout: float = 30.0) -> None:
+        """Start the daemon; return once it accepts connections. The socket file a killed
+        daemon left behind does not count: the new daemon replaces it after taking the lock."""
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"],
@@ -67,22 +80,54 @@ class DaemonProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"daemon exited: {self.log_path.read_text()[-2000:]}")
-            if self.socket.exists():
+            if accepts_connections(self.socket):
                 return
             time.sleep(0.05)
         raise TimeoutError(f"daemon did not start: {self.log_path.read_text()[-2000:]}")
 
     def kill9(self) -> None:
-        """SIGKILL the daemon's whole process group: the daemon and its claude children."""
+        """SIGKILL the daemon as a crash would. Its claude children run in sessions of their
+        own, so they live on as orphans (EOF on stdin, a broken stdout), as they would for
+        real; they are remembered for `stop`."""
         assert self.process is not None
+        with contextlib.suppress(psutil.Error):
+            self.orphans += psutil.Process(self.process.pid).children(recursive=True)
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
 
+    def child_command_lines(self) -> list[list[str]]:
+        """The argv of the running daemon's live descendants (its claude processes and their
+        tools); zombies and processes gone meanwhile are skipped."""
+        assert self.process is not None
+        found = []
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                found.append(child.cmdline())
+        return found
+
     def stop(self) -> int:
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else 0
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(20)
+        """SIGTERM the daemon if it runs, then kill the process groups of any orphans."""
+        returncode = 0
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGTERM)
+                self.process.wait(20)
+            returncode = self.process.returncode
+        for orphan in self.orphans:
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
+                if orphan.is_running() and (group := os.getpgid(orphan.pid)) != os.getpgid(0):
+                    os.killpg(group, signal.SIGKILL)
+        return returncode
+
+
+def accepts_connections(socket_path: Path) -> bool:
+    """Whether something listens on the Unix socket (a stale socket file refuses)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(os.fspath(socket_path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+    return True
 
 
 def daemon_process_env(root: Path, claude_bin: Path, environ: Mapping[str, str]) -> dict[str, str]:
@@ -99,7 +144,8 @@ def daemon_process_env(root: Path, claude_bin: Path, environ: Mapping[str, str])
 
 
 class Client:
-    """A raw betcode.v1 client on one Converse stream, recording every event it receives."""
+    """A raw betcode.v1 client on one stream (Converse, or ResumeSession to observe), recording
+    every event it receives."""
 
     def __init__(self, socket: Path, client_id: str) -> None:
         self.channel = grpc.aio.insecure_channel(
@@ -109,9 +155,13 @@ class Client:
         self.client_id = client_id
         self.events: list[agent_pb2.AgentEvent] = []
         self._outbox: asyncio.Queue[agent_pb2.AgentRequest] = asyncio.Queue()
-        self._call: grpc.aio.StreamStreamCall | None = None
+        self._call: grpc.aio.StreamStreamCall | grpc.aio.UnaryStreamCall | None = None
         self._reader: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
+
+    @property
+    def _metadata(self) -> tuple[tuple[str, str]]:
+        return (("x-client-id", self.client_id),)
 
     async def _requests(self) -> AsyncIterator[agent_pb2.AgentRequest]:
         while True:
@@ -119,16 +169,23 @@ class Client:
 
     def converse(self, start: agent_pb2.StartConversation) -> None:
         self._outbox.put_nowait(agent_pb2.AgentRequest(start=start))
-        self._call = self.stub.Converse(
-            self._requests(), metadata=(("x-client-id", self.client_id),)
-        )
+        self._call = self.stub.Converse(self._requests(), metadata=self._metadata)
+        self._reader = asyncio.create_task(self._read())
+
+    def resume(self, session_id: str, from_sequence: int = 0) -> None:
+        """Observe a session: ResumeSession replays after `from_sequence`, then goes live."""
+        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=from_sequence)
+        self._call = self.stub.ResumeSession(request, metadata=self._metadata)
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
         assert self._call is not None
-        async for event in self._call:
-            self.events.append(event)
-            self._changed.set()
+        try:
+            async for event in self._call:
+                self.events.append(event)
+                self._changed.set()
+        finally:
+            self._changed.set()  # waiters notice the end of the stream
 
     def send(self, request: agent_pb2.AgentRequest) -> None:
         self._outbox.put_nowait(request)
@@ -148,29 +205,58 @@ class Client:
     def of_kind(self, kind: str) -> list[agent_pb2.AgentEvent]:
         return [e for e in self.events if e.WhichOneof("event") == kind]
 
-    async def wait_for(
-        self, kind: str, count: int = 1, within_s: float = 60.0
-    ) -> agent_pb2.AgentEvent:
-        async def until() -> agent_pb2.AgentEvent:
+    @property
+    def sequences(self) -> list[int]:
+        """The sequence of every stored event received, in arrival order."""
+        return [event.sequence for event in self.events if event.sequence]
+
+    async def _until(self, reached: Callable[[], T | None], what: str, within_s: float) -> T:
+        """Wait (at most `within_s`) until `reached()` gives a value; fail if the stream ends."""
+
+        async def until() -> T:
             while True:
-                found = self.of_kind(kind)
-                if len(found) >= count:
-                    return found[count - 1]
+                found = reached()
+                if found is not None:
+                    return found
                 if self._reader is not None and self._reader.done():
                     self._reader.result()
-                    raise AssertionError(f"stream ended before {count} {kind} events")
+                    raise AssertionError(f"{self.client_id}: stream ended before {what}")
                 self._changed.clear()
                 await self._changed.wait()
 
         return await asyncio.wait_for(until(), within_s)
 
-    async def wait_for_sequence(self, sequence: int, within_s: float = 30.0) -> None:
-        async def until() -> None:
-            while not any(event.sequence >= sequence for event in self.events):
-                self._changed.clear()
-                await self._changed.wait()
+    async def wait_for(
+        self, kind: str, count: int = 1, within_s: float = 60.0
+    ) -> agent_pb2.AgentEvent:
+        def nth() -> agent_pb2.AgentEvent | None:
+            found = self.of_kind(kind)
+            return found[count - 1] if len(found) >= count else None
 
-        await asyncio.wait_for(until(), within_s)
+        return await self._until(nth, f"{count} {kind} events", within_s)
+
+    async def wait_for_status(
+        self, status: int, after: int = 0, within_s: float = 60.0
+    ) -> agent_pb2.AgentEvent:
+        """The first StatusChange to `status` with a sequence above `after`."""
+
+        def changed() -> agent_pb2.AgentEvent | None:
+            return next(
+                (
+                    event
+                    for event in self.of_kind("status_change")
+                    if event.status_change.status == status and event.sequence > after
+                ),
+                None,
+            )
+
+        return await self._until(changed, f"status {status}", within_s)
+
+    async def wait_for_sequence(self, sequence: int, within_s: float = 30.0) -> None:
+        def seen() -> bool | None:
+            return any(event.sequence >= sequence for event in self.events) or None
+
+        await self._until(seen, f"sequence {sequence}", within_s)
 
     @property
     def session_id(self) -> str:
