@@ -27,6 +27,7 @@ import pytest_asyncio
 from google.protobuf import struct_pb2
 from harness.daemon import Client, daemon_config
 
+from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.server.errors import GRPC_STATUS, ErrorCode
@@ -40,6 +41,7 @@ Decision = common_pb2.PermissionDecision
 ALLOW_ONCE = Decision.PERMISSION_DECISION_ALLOW_ONCE
 ALLOW_WITH_EDIT = Decision.PERMISSION_DECISION_ALLOW_WITH_EDIT
 DENY = Decision.PERMISSION_DECISION_DENY
+CRASHED = common_pb2.AgentStatus.AGENT_STATUS_CRASHED
 OVERSIZED = "x" * (MAX_TEXT_BYTES + 1)
 TOO_LONG_ID = "s" * 129
 TABLE_CLIENT = "table-client"
@@ -355,7 +357,46 @@ async def test_after_the_table_the_session_goes_on_and_a_second_answer_is_a_dupl
     world.holder.say("and now?")
     for client in (world.holder, world.observer):
         await client.wait_for("turn_complete", 2)
+    last = max(
+        event.sequence for client in (world.holder, world.observer) for event in client.events
+    )
+    for client in (world.holder, world.observer):
+        await client.wait_for_sequence(last)  # events of one batch may still be on their way
     sequences = [event.sequence for event in world.holder.events if event.sequence]
     assert sequences == list(range(1, len(sequences) + 1))
     assert [e.sequence for e in world.observer.events if e.sequence] == sequences
     assert len(world.holder.of_kind("permission_resolved")) == 1
+
+
+async def test_input_to_a_crashed_session_gets_an_error_and_the_stream_goes_on(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    crashing = make_fake_claude(
+        tmp_path / "fake", {"runs": [{"startup": [{"do": "exit", "code": 1}]}]}
+    )
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    fast = SupervisorPolicy(backoff_initial=0.01, backoff_max=0.02, idle_reap_seconds=None)
+    config = daemon_config(
+        tmp_path / "d", crashing, environ, config_dir=tmp_path / "c", policy=fast
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    client = Client(config.socket_path, "holder")
+    try:
+        client.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+        await client.wait_for("session_info")
+        client.say("hello")
+        changes = 1  # the crash loop ends in CRASHED
+        while (await client.wait_for("status_change", changes)).status_change.status != CRASHED:
+            changes += 1
+        got, says = await reply_on_stream(client, message("hello again"))
+        assert (got, "crashed too often" in says) == (Code.INTERNAL, True), says
+        assert (await reply_on_stream(client, message("")))[0] == Code.INVALID_ARGUMENT
+        with pytest.raises(grpc.aio.AioRpcError) as cancelled:
+            await client.stub.CancelTurn(agent_pb2.CancelTurnRequest(session_id=client.session_id))
+        assert "crashed too often" in (cancelled.value.details() or "")
+    finally:
+        await client.close()
+        await daemon.stop()

@@ -25,6 +25,7 @@ from betcode.server.errors import BetCodeError, ErrorCode, handles_errors
 from betcode.server.framing import encode_event_batch
 from betcode.server.validation import (
     DEFAULT_CLIENT_TYPE,
+    DOMAIN_REFUSALS,
     check_answers,
     check_client_type,
     check_id,
@@ -184,7 +185,10 @@ class AgentService:
         self, request: agent_pb2.CancelTurnRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.CancelTurnResponse:
         session = await self._session(request.session_id, client_id_of(context))
-        return agent_pb2.CancelTurnResponse(was_active=await session.cancel_turn())
+        try:
+            return agent_pb2.CancelTurnResponse(was_active=await session.cancel_turn())
+        except DOMAIN_REFUSALS as exc:
+            raise domain_error(exc) from exc
 
     @handles_errors
     async def RequestInputLock(
@@ -241,7 +245,10 @@ class AgentService:
                 "the session has no conversation to compact yet; send a message first",
                 {"session_id": session.id},
             )
-        await session.send_user_message(holder, COMPACT_COMMAND)
+        try:
+            await session.send_user_message(holder, COMPACT_COMMAND)
+        except DOMAIN_REFUSALS as exc:
+            raise domain_error(exc) from exc
         return agent_pb2.CompactSessionResponse(messages_before=before, messages_after=before)
 
     @handles_errors
@@ -319,7 +326,7 @@ class AgentService:
         session = await self._session(row.session_id, client_id)
         try:
             outcome = await self._bridge.answer(session, answer)
-        except AnswerError as exc:
+        except DOMAIN_REFUSALS as exc:
             raise domain_error(exc) from exc
         return agent_pb2.AnswerPermissionResponse(
             accepted=outcome.accepted, duplicate=outcome.duplicate, outcome=outcome.outcome
@@ -332,7 +339,7 @@ class AgentService:
         client activity: it pushes back the expiry of the session's pending permissions."""
         try:
             session = await self._sessions.get(check_id(session_id, "session_id"))
-        except (SessionNotFound, InvalidSessionRequest) as exc:
+        except DOMAIN_REFUSALS as exc:
             raise domain_error(exc) from exc
         self._clients.seen(client_id)
         await self._bridge.on_session_activity(session)

@@ -8,14 +8,16 @@ others) and the stream goes on. An AgentRequest with no field set is a heartbeat
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 
 from betcode.permissions.bridge import PermissionBridge
-from betcode.permissions.decisions import AnswerError, ClientAnswer
+from betcode.permissions.decisions import ClientAnswer
 from betcode.server.connected import ConnectedClients
 from betcode.server.errors import BetCodeError, ErrorCode
 from betcode.server.validation import (
+    DOMAIN_REFUSALS,
     check_answers,
     check_id,
     check_text,
@@ -23,12 +25,12 @@ from betcode.server.validation import (
     input_object,
 )
 from betcode.sessions import translate
-from betcode.sessions.input_lock import NoInputLock
-from betcode.sessions.manager import InvalidSessionRequest
 from betcode.sessions.session import Session
 from betcode.storage import idempotency
 from betcode.storage.writer import StoreWriter
 from betcode.v1 import agent_pb2
+
+log = logging.getLogger(__name__)
 
 
 class ConverseRequests:
@@ -53,8 +55,13 @@ class ConverseRequests:
                 await self._handle(session, client_id, request)
             except BetCodeError as error:
                 await outbox.put([_transient_error(error)])
-            except (NoInputLock, AnswerError, InvalidSessionRequest) as exc:
+            except DOMAIN_REFUSALS as exc:
                 await outbox.put([_transient_error(domain_error(exc))])
+            except Exception as exc:
+                # A bug must not silently end the handling of this client's requests.
+                log.exception("session %s: request from %s failed", session.id, client_id)
+                failure = BetCodeError(ErrorCode.INTERNAL, f"the daemon failed the request: {exc}")
+                await outbox.put([_transient_error(failure)])
 
     async def _handle(
         self, session: Session, client_id: str, request: agent_pb2.AgentRequest

@@ -49,6 +49,7 @@ class ErrorCode(enum.StrEnum):
     SEQUENCE_OUT_OF_RANGE = "SEQUENCE_OUT_OF_RANGE"
     NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
     NOTHING_TO_COMPACT = "NOTHING_TO_COMPACT"
+    INTERNAL = "INTERNAL"
 
 
 GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
@@ -76,6 +77,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.SEQUENCE_OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
     ErrorCode.NOT_IMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
     ErrorCode.NOTHING_TO_COMPACT: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
 }
 
 

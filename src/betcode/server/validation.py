@@ -15,6 +15,8 @@ from typing import Any, get_args
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
 
+from betcode.claude.process import ClaudeStartError, ClaudeStdinClosed
+from betcode.claude.supervisor import SupervisorCrashed
 from betcode.permissions.decisions import AnswerError
 from betcode.server.errors import BetCodeError, ErrorCode
 from betcode.sessions.input_lock import NoInputLock
@@ -25,6 +27,18 @@ MAX_ID_CHARS = MAX_SESSION_ID_CHARS
 MAX_TEXT_BYTES = 1024 * 1024  # a prompt, a deny message, an edited tool input, answers
 MAX_NAME_CHARS = 256
 DEFAULT_CLIENT_TYPE: ClientType = "cli"
+
+
+# What the domain raises when a request cannot be carried out; `domain_error` maps each.
+DOMAIN_REFUSALS = (
+    SessionNotFound,
+    InvalidSessionRequest,
+    NoInputLock,
+    AnswerError,
+    SupervisorCrashed,
+    ClaudeStartError,
+    ClaudeStdinClosed,
+)
 
 
 def domain_error(exc: Exception) -> BetCodeError:
@@ -43,6 +57,14 @@ def domain_error(exc: Exception) -> BetCodeError:
             "PERMISSION_STALE": ErrorCode.PERMISSION_STALE,
         }.get(exc.code, ErrorCode.INVALID_REQUEST)
         return BetCodeError(code, str(exc))
+    if isinstance(exc, SupervisorCrashed):
+        return BetCodeError(
+            ErrorCode.SUBPROCESS_CRASHED,
+            f"claude crashed too often in this session and is not restarted ({exc}); "
+            "restart the daemon to try this session again, or start a new session",
+        )
+    if isinstance(exc, ClaudeStartError | ClaudeStdinClosed):
+        return BetCodeError(ErrorCode.SUBPROCESS_CRASHED, f"claude did not take the input: {exc}")
     raise exc
 
 
