@@ -16,17 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness.daemon import InProcessDaemon, daemon_config
+from harness.daemon import DaemonProcess, InProcessDaemon, daemon_config, daemon_process_env
 from harness.environment import Workspace
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.fake_claude import make_fake_claude
-from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.devtools.mock_anthropic import MockAnthropic, Reply, ToolUseBlock
 
 pytestmark = pytest.mark.real_cli
 
 BASH_PROMPT = "SCN:tool_bash run it"
+HELLO = "python3 -c \"print('hello-from-bash')\""
 ALLOW_HINT = re.compile(r"betcode permissions allow (\S+)")
 ANSWER_HINT = re.compile(r"betcode permissions answer (\S+)")
 
@@ -318,3 +319,35 @@ async def test_claude_crashing_mid_turn_exits_7(tmp_path: Path) -> None:
     summary = json.loads(crashed.out)
     assert summary["error"]["code"] == "SUBPROCESS_CRASHED"
     assert "exited with code 3" in summary["error"]["message"]
+
+
+async def test_a_waiting_run_outlives_kill_9_of_the_daemon_and_gets_its_answer(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    root = tmp_path / "daemon"
+    root.mkdir()
+    daemon = DaemonProcess(
+        root, daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url))
+    )
+    await asyncio.to_thread(daemon.start)
+    try:
+        running = await spawn(daemon.socket, workspace.repo, "run", BASH_PROMPT)
+        request_id = await stderr_until(running, ALLOW_HINT)
+        await asyncio.to_thread(daemon.kill9)
+        # The orphaned claude fails the request at EOF and asks the model once more; told
+        # later that the call was approved, the model makes it again.
+        await asyncio.to_thread(mock_api.wait_for_message_requests, 2, 60.0)
+        mock_api.enqueue(Reply(blocks=(ToolUseBlock("Bash", {"command": HELLO}),)))
+        daemon.socket.unlink()
+        await asyncio.to_thread(daemon.start)
+
+        allowed = await betcode(daemon.socket, workspace.repo, "permissions", "allow", request_id)
+        assert allowed.code == 0, allowed.err
+        done = await finish(running)
+    finally:
+        await asyncio.to_thread(daemon.stop)
+    assert done.code == 0, done.err
+    assert "- ok: hello-from-bash" in done.out  # the approved call ran after the restart
+    assert "lost the daemon" in done.err
+    assert "reconnected to the daemon" in done.err
+    assert done.err.count(f"betcode permissions allow {request_id}") == 0  # asked once, before
