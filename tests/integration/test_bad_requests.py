@@ -330,7 +330,7 @@ async def test_a_bad_request_gets_a_clear_status_and_changes_nothing(
         assert (await reply_on_stream(client, message("")))[0] == Code.INVALID_ARGUMENT
 
 
-async def test_after_the_table_the_session_goes_on_and_a_second_answer_is_a_duplicate(
+async def test_after_the_table_the_session_goes_on_and_repeats_are_applied_once(
     world: World,
 ) -> None:
     world.holder.answer(world.request_id, ALLOW_ONCE)
@@ -354,7 +354,10 @@ async def test_after_the_table_the_session_goes_on_and_a_second_answer_is_a_dupl
         f"{world.request_id} was already answered: allowed",
     )
     assert await stored(world) == before
-    world.holder.say("and now?")
+    # A retried message (same idempotency key) is applied once.
+    world.holder.send(message("and now?", key="retry-1"))
+    world.holder.send(message("and now?", key="retry-1"))
+    await reply_on_stream(world.holder, message(""))  # the stream has handled both
     for client in (world.holder, world.observer):
         await client.wait_for("turn_complete", 2)
     last = max(
@@ -366,6 +369,8 @@ async def test_after_the_table_the_session_goes_on_and_a_second_answer_is_a_dupl
     assert sequences == list(range(1, len(sequences) + 1))
     assert [e.sequence for e in world.observer.events if e.sequence] == sequences
     assert len(world.holder.of_kind("permission_resolved")) == 1
+    inputs = [event.user_input.content for event in world.holder.of_kind("user_input")]
+    assert inputs == ["run a tool", "and now?"]
 
 
 async def test_input_to_a_crashed_session_gets_an_error_and_the_stream_goes_on(
@@ -391,8 +396,10 @@ async def test_input_to_a_crashed_session_gets_an_error_and_the_stream_goes_on(
         changes = 1  # the crash loop ends in CRASHED
         while (await client.wait_for("status_change", changes)).status_change.status != CRASHED:
             changes += 1
-        got, says = await reply_on_stream(client, message("hello again"))
+        got, says = await reply_on_stream(client, message("hello again", key="k-crashed"))
         assert (got, "crashed too often" in says) == (Code.INTERNAL, True), says
+        with sqlite3.connect(config.data_dir / "daemon.db") as conn:  # a retry would count
+            assert conn.execute("SELECT key FROM processed_idempotency_keys").fetchall() == []
         assert (await reply_on_stream(client, message("")))[0] == Code.INVALID_ARGUMENT
         with pytest.raises(grpc.aio.AioRpcError) as cancelled:
             await client.stub.CancelTurn(agent_pb2.CancelTurnRequest(session_id=client.session_id))

@@ -111,7 +111,12 @@ class ConverseRequests:
             )
             if not fresh:
                 return
-        await session.send_user_message(client_id, content)
+        try:
+            await session.send_user_message(client_id, content)
+        except Exception:
+            if key:  # not delivered: a retry with this key must still be applied
+                await self._writer.call(lambda c: idempotency.forget_key(c, key))
+            raise
 
 
 def _transient_error(error: BetCodeError) -> bytes:

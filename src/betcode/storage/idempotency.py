@@ -1,4 +1,8 @@
-"""The `processed_idempotency_keys` table: client actions already applied (DIGEST MUX-23)."""
+"""The `processed_idempotency_keys` table: client actions already applied (DIGEST MUX-23).
+
+A key counts for IDEMPOTENCY_WINDOW_SECONDS; older keys are dropped whenever a new one is
+remembered, so the table stays small without a sweeper.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,27 @@ import sqlite3
 IDEMPOTENCY_WINDOW_SECONDS = 86_400
 
 
-def remember_key(conn: sqlite3.Connection, key: str, session_id: str, now: float) -> bool:
-    """Record a key; True if it is new (apply the action), False if it was seen (skip it)."""
+def remember_key(
+    conn: sqlite3.Connection,
+    key: str,
+    session_id: str,
+    now: float,
+    window_seconds: float = IDEMPOTENCY_WINDOW_SECONDS,
+) -> bool:
+    """Record a key; True if it is new (apply the action), False if it was seen within the
+    window (skip it)."""
+    purge_keys(conn, now, window_seconds)
     cursor = conn.execute(
         "INSERT INTO processed_idempotency_keys (key, session_id, processed_at) "
         "VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
         (key, session_id, now),
     )
+    return cursor.rowcount == 1
+
+
+def forget_key(conn: sqlite3.Connection, key: str) -> bool:
+    """Undo `remember_key` for an action that failed, so that its retry is applied."""
+    cursor = conn.execute("DELETE FROM processed_idempotency_keys WHERE key = ?", (key,))
     return cursor.rowcount == 1
 
 
