@@ -75,11 +75,28 @@ async def test_tool_call_shown_at_start_then_completed_with_error_highlighted(
         await until(pilot, lambda: transcript(app) == [("tool", "✗ Bash(ls /nope)")], "result")
         assert tool.has_class("error")
         assert tool.collapsed
+        preview = tool.query_one(".tool-preview", Static)
+        assert str(preview.content) == "⎿ ls: cannot access '/nope'"
+        assert preview.display  # collapsed: the result at a glance
         tool.query_one("CollapsibleTitle").focus()
         await pilot.press("enter")
         assert not tool.collapsed
         output = str(tool.query_one(".tool-output", Static).content)
         assert output == "ls: cannot access '/nope'"
+        assert not preview.display  # expanded: the whole result instead
+
+
+async def test_typing_while_the_transcript_has_focus_goes_to_the_input(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.tool_start("t1", "Bash", {"command": "ls"}), ev.tool_result("t1", "a"))
+        await until(pilot, lambda: transcript(app) == [("tool", "✓ Bash(ls)")], "the tool")
+        app.query_one(ToolView).query_one("CollapsibleTitle").focus()
+        await pilot.press(*"jk next", "enter")
+        sent = await fake.next_request("message")
+        assert sent.message.content == "jk next"
 
 
 async def test_successful_tool_is_marked_done(client: DaemonClient, fake: FakeAgentService) -> None:
@@ -88,6 +105,7 @@ async def test_successful_tool_is_marked_done(client: DaemonClient, fake: FakeAg
         fake.publish(ev.tool_start("t1", "Read", {"file_path": "a.py"}), ev.tool_result("t1", "x"))
         await until(pilot, lambda: transcript(app) == [("tool", "✓ Read(a.py)")], "done")
         assert app.query_one(ToolView).has_class("done")
+        assert app.query_one(".tool-preview", Static).display
         assert isinstance(app.query_one(ToolView), Collapsible)
 
 

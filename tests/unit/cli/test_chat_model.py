@@ -16,7 +16,7 @@ from betcode.cli.chat.state import (
     ToolBlock,
     UserBlock,
 )
-from betcode.cli.chat.texts import status_line, tool_summary
+from betcode.cli.chat.texts import result_preview, status_line, tool_summary
 
 ME = "cli-me"
 
@@ -224,7 +224,36 @@ def test_ctrl_c(presses: list[tuple[float, bool]], expected: list[CtrlC]) -> Non
         ("Custom", {"n": 1}, '{"n":1}'),
         ("Custom", {}, ""),
         ("Bash", {"command": "x" * 200}, "x" * 79 + "…"),
+        (
+            "AskUserQuestion",
+            {"questions": [{"question": "Which DB?", "options": []}, {"question": "Why?"}]},
+            "Which DB? · Why?",
+        ),
     ],
 )
 def test_tool_summary(name: str, tool_input: dict[str, object], summary: str) -> None:
     assert tool_summary(name, tool_input) == summary
+
+
+@pytest.mark.parametrize(
+    ("output", "preview"),
+    [
+        ("made\n", "⎿ made"),
+        ("", "⎿ (no output)"),
+        ("1\n2\n3", "⎿ 1\n  2\n  3"),
+        ("1\n2\n3\n4\n5\n", "⎿ 1\n  2\n  3\n  … +2 lines"),
+    ],
+    ids=["one line", "empty", "three lines", "more lines"],
+)
+def test_result_preview(output: str, preview: str) -> None:
+    assert result_preview(output) == preview
+
+
+def test_attached_to_a_new_session_is_ready() -> None:
+    model = ChatModel(ME)
+    assert model.status.activity is Activity.STARTING
+    model.apply(ev.session_info("sess-1"))
+    assert model.status.activity is Activity.IDLE
+    model.apply(ev.status(ev.THINKING))
+    model.apply(ev.session_info("sess-1"))  # a later SessionInfo does not hide the turn
+    assert model.status.activity is Activity.THINKING

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
@@ -185,6 +185,15 @@ class ChatApp(App[None]):
         else:
             await self.stream.answer_question(question_id, answers)
         self._changed(self.model.answered(question_id))
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing goes to the message input wherever the focus was left on the main screen
+        (Tab moves it to the transcript and the tool calls)."""
+        main_screen = self.screen is self.screen_stack[0]
+        if main_screen and event.is_printable and self.focused is not self._input:
+            event.stop()
+            self._input.focus()
+            self._input.insert(event.character or "")
 
     @on(PromptArea.Submitted)
     async def _submit(self, message: PromptArea.Submitted) -> None:

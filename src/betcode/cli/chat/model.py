@@ -14,6 +14,7 @@ from google.protobuf.struct_pb2 import Struct
 from betcode.cli.chat.state import (
     ACTIVITY_OF_STATUS,
     TURN_RUNNING,
+    Activity,
     Block,
     Changes,
     Choice,
@@ -196,6 +197,8 @@ class ChatModel:
         self.status.session_id = info.session_id or self.status.session_id
         self.status.model = info.model or self.status.model
         self.status.working_directory = info.working_directory or self.status.working_directory
+        if self.status.activity is Activity.STARTING:  # attached; nothing has run yet
+            self.status.activity = Activity.IDLE
         changes.status = True
         if info.is_compacted:
             self._add(NoticeBlock(self._next_key(), "Earlier history was compacted."), changes)

@@ -35,6 +35,7 @@ ALLOW_SESSION = common_pb2.PERMISSION_DECISION_ALLOW_SESSION
 ALLOW_WITH_EDIT = common_pb2.PERMISSION_DECISION_ALLOW_WITH_EDIT
 DENY = common_pb2.PERMISSION_DECISION_DENY
 DENY_WITH_INTERRUPT = common_pb2.PERMISSION_DECISION_DENY_WITH_INTERRUPT
+QUESTION_KEYS = "Claude asks you. space picks · tab next field · ctrl+s submit · Esc decline"
 
 
 class PermissionScreen(ModalScreen[PermissionAnswer]):
@@ -194,6 +195,7 @@ class QuestionScreen(ModalScreen[dict[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="question", classes="dialog"):
+            yield Static(QUESTION_KEYS, classes="dialog-text")
             with VerticalScroll(classes="dialog-body"):
                 for index, question in enumerate(self.prompt.questions):
                     yield from self._compose_question(index, question)

@@ -9,21 +9,35 @@ from betcode.cli.chat.state import LOCK_REQUEST_KEY, Activity, Status
 
 SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
 SUMMARY_CHARS = 80
+PREVIEW_LINES = 3  # lines of a tool's result shown under its collapsed title
 
 
 def tool_summary(name: str, tool_input: dict[str, Any]) -> str:
-    """One line saying what a tool call does: its most telling input (the command, the path…)
-    or, failing that, its input as compact JSON, cut to fit a line."""
-    for key in SUMMARY_KEYS:
-        value = tool_input.get(key)
-        if isinstance(value, str) and value:
-            text = value
-            break
-    else:
+    """One line saying what a tool call does: its most telling input (the command, the path,
+    the questions asked…) or, failing that, its input as compact JSON, cut to fit a line."""
+    telling = [v for k in SUMMARY_KEYS if isinstance(v := tool_input.get(k), str) and v]
+    text = telling[0] if telling else _questions_summary(tool_input.get("questions"))
+    if not text and tool_input:
         text = json.dumps(tool_input, ensure_ascii=False, separators=(",", ":"))
-        text = "" if text == "{}" else text
     text = " ".join(text.split())
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _questions_summary(questions: Any) -> str:
+    """AskUserQuestion's input: its question texts, not its JSON."""
+    if not isinstance(questions, list):
+        return ""
+    texts = [q.get("question") for q in questions if isinstance(q, dict)]
+    return " · ".join(text for text in texts if isinstance(text, str) and text)
+
+
+def result_preview(output: str) -> str:
+    """A finished tool's result at a glance: its first lines under a ⎿, and how many more."""
+    lines = output.rstrip().splitlines() or ["(no output)"]
+    preview = "⎿ " + "\n  ".join(lines[:PREVIEW_LINES])
+    if len(lines) > PREVIEW_LINES:
+        preview += f"\n  … +{len(lines) - PREVIEW_LINES} lines"
+    return preview
 
 
 def status_line(status: Status) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Collapsible, Markdown, Static, TextArea
@@ -21,7 +21,7 @@ from betcode.cli.chat.state import (
     ToolBlock,
     UserBlock,
 )
-from betcode.cli.chat.texts import status_line, tool_summary
+from betcode.cli.chat.texts import result_preview, status_line, tool_summary
 
 MAX_SHOWN_OUTPUT = 20_000  # characters of a tool result drawn; the rest is summarised
 
@@ -31,12 +31,8 @@ def pretty_json(value: Any) -> str:
 
 
 class Transcript(VerticalScroll):
-    """The conversation, newest at the bottom; j/k scroll when it has focus."""
-
-    BINDINGS = [  # noqa: RUF012 (Textual's own declaration style)
-        Binding("j", "scroll_down", "down", show=False),
-        Binding("k", "scroll_up", "up", show=False),
-    ]
+    """The conversation, newest at the bottom; arrows and page keys scroll it when focused
+    (letters typed while it has focus go to the message input)."""
 
 
 class UserView(Static):
@@ -79,13 +75,19 @@ class AssistantView(Markdown):
 
 
 class ToolView(Collapsible):
-    """One tool call: a title line while it runs, then its result (collapsed by default)."""
+    """One tool call: a title line while it runs, then the first lines of its result under it;
+    expanding it shows the whole input and result."""
 
     def __init__(self, block: ToolBlock) -> None:
         self._input = Static(classes="tool-input")
         self._output = Static(classes="tool-output")
+        self._preview = Static(classes="tool-preview")
         super().__init__(self._input, self._output, title="", collapsed=True, classes="tool")
         self._draw(block)
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        yield self._preview
 
     async def sync(self, block: Block) -> None:
         assert isinstance(block, ToolBlock)
@@ -101,6 +103,7 @@ class ToolView(Collapsible):
         if block.output is None:
             self._output.update(Text("running…"))
             return
+        self._preview.update(Text(result_preview(block.output)))
         output = block.output
         if len(output) > MAX_SHOWN_OUTPUT:
             hidden = len(output) - MAX_SHOWN_OUTPUT

@@ -1,0 +1,161 @@
+"""`betcode chat` in a real terminal: tmux runs it against a real daemon (the pinned real CLI,
+the mock model); keys go in with send-keys, the screen comes back with capture-pane.
+
+One walk through what a user does first: ask for a tool, approve it, see its result and the
+answer, quit, reattach with `--continue` and find the whole conversation again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from harness.daemon import InProcessDaemon
+from harness.environment import Workspace
+
+pytestmark = [
+    pytest.mark.real_cli,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+COLUMNS, ROWS = 120, 40
+SCREEN_TIMEOUT_S = 30.0
+POLL_S = 0.1
+PROMPT = 'SCN:tool_bash {"command": "touch made-in-tmux.txt && echo made-by-tmux"} make a file'
+TOOL_TITLE = "✓ Bash(touch made-in-tmux.txt && echo made-by-tmux)"
+FINAL_TEXT = "ok: made-by-tmux"  # the mock model's answer quotes the tool result it received
+INPUT_PLACEHOLDER = "Message claude"
+SESSION = "chat"
+EXIT_MARK = "[chat exited: "
+
+
+class Terminal:
+    """A private tmux server (its own socket name, so no one else's tmux is touched); each
+    ``run`` opens a window of one session, and keys and screens go to the newest window."""
+
+    def __init__(self, server: str, config: Path) -> None:
+        self.server = server
+        self.config = config
+        self._started = False
+
+    async def tmux(self, *args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            "tmux", "-u", "-L", self.server, "-f", str(self.config), *args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"tmux {' '.join(args)} failed: {err.decode().strip()}")
+        return out.decode()
+
+    async def run(self, command: list[str], cwd: Path) -> None:
+        """Runs ``command`` in a new window. The shell around it prints its exit status and
+        keeps the window open (tmux 3.3's own remain-on-exit sometimes never notices a
+        pane's process ending)."""
+        shell = f'{shlex.join(command)}; echo "{EXIT_MARK}$?]"; exec sleep 600'
+        if self._started:
+            await self.tmux("new-window", "-t", SESSION, "-c", str(cwd), shell)
+            return
+        size = ["-x", str(COLUMNS), "-y", str(ROWS)]
+        await self.tmux("new-session", "-d", "-s", SESSION, *size, "-c", str(cwd), shell)
+        self._started = True
+
+    async def keys(self, *keys: str, literal: bool = False) -> None:
+        await self.tmux("send-keys", "-t", SESSION, *(["-l"] if literal else []), *keys)
+
+    async def screen(self, *, with_scrollback: bool = False) -> str:
+        start = ["-S", "-"] if with_scrollback else []
+        return await self.tmux("capture-pane", "-p", "-t", SESSION, *start)
+
+    async def wait_for(self, *texts: str, absent: str | None = None) -> str:
+        """Polls the screen until every text is on it (and ``absent`` is not); fails with the
+        last screen after SCREEN_TIMEOUT_S."""
+        deadline = asyncio.get_running_loop().time() + SCREEN_TIMEOUT_S
+        while True:
+            screen = await self.screen()
+            if all(text in screen for text in texts) and (absent is None or absent not in screen):
+                return screen
+            if asyncio.get_running_loop().time() > deadline:
+                missing = [text for text in texts if text not in screen]
+                raise AssertionError(f"never on screen: {missing} (absent: {absent})\n{screen}")
+            await asyncio.sleep(POLL_S)
+
+    async def wait_for_exit(self) -> tuple[int, str]:
+        """The command's exit status and everything it left in the window."""
+        screen = await self.wait_for(EXIT_MARK)
+        screen = await self.screen(with_scrollback=True)
+        status = re.search(re.escape(EXIT_MARK) + r"(\d+)\]", screen)
+        assert status is not None, screen
+        return int(status.group(1)), screen
+
+
+@pytest.fixture
+async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
+    config = tmp_path / "tmux.conf"
+    config.write_text("set -g status off\n")
+    terminal = Terminal(f"betcode-test-{uuid.uuid4().hex[:12]}", config)
+    try:
+        yield terminal
+    finally:
+        with contextlib.suppress(RuntimeError):  # no server: nothing was started
+            await terminal.tmux("kill-server")
+
+
+def chat_command(daemon: InProcessDaemon, tmp_path: Path, *args: str) -> list[str]:
+    environment = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "TERM": "xterm-256color",
+        "HOME": str(tmp_path / "client-home"),
+        "BETCODE_CONFIG_DIR": str(tmp_path / "client-config"),
+        "BETCODE_SOCKET": str(daemon.socket),
+    }
+    assignments = [f"{name}={value}" for name, value in environment.items()]
+    return ["env", "-i", *assignments, sys.executable, "-m", "betcode.cli.main", "chat", *args]
+
+
+async def test_approve_a_tool_quit_and_continue_with_the_history(
+    daemon: InProcessDaemon, workspace: Workspace, terminal: Terminal, tmp_path: Path
+) -> None:
+    await terminal.run(chat_command(daemon, tmp_path), workspace.repo)
+    await terminal.wait_for(INPUT_PLACEHOLDER, "ready")
+
+    await terminal.keys(PROMPT, literal=True)
+    await terminal.keys("Enter")
+    screen = await terminal.wait_for("Allow Bash?", "Allow once (y)", "waiting for you")
+    assert "touch made-in-tmux.txt && echo made-by-tmux" in screen  # the input, shown to judge
+    assert not (workspace.repo / "made-in-tmux.txt").exists()  # nothing runs before approval
+
+    await terminal.keys("y")
+    screen = await terminal.wait_for(TOOL_TITLE, "⎿ made-by-tmux", FINAL_TEXT, absent="Allow")
+    await terminal.wait_for("ready")
+    assert (workspace.repo / "made-in-tmux.txt").exists()  # the approved command really ran
+    assert screen.count(PROMPT) == 1
+
+    await terminal.keys("C-c")  # nothing is running: one Ctrl-C quits
+    status, screen = await terminal.wait_for_exit()
+    goodbye = " ".join(screen.split())
+    assert status == 0
+    assert "keeps running in the daemon" in goodbye
+    assert "betcode chat --continue" in goodbye
+
+    await terminal.run(chat_command(daemon, tmp_path, "--continue"), workspace.repo)
+    history = (PROMPT, TOOL_TITLE, "⎿ made-by-tmux", "Bash: allowed", FINAL_TEXT)
+    screen = await terminal.wait_for(*history)
+    for text in history:
+        assert screen.count(text) == 1, f"shown {screen.count(text)} times: {text}"
+    assert screen.index(PROMPT) < screen.index(TOOL_TITLE) < screen.index(FINAL_TEXT)
+
+    await terminal.keys("C-q")
+    status, _ = await terminal.wait_for_exit()
+    assert status == 0
