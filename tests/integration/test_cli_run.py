@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -199,7 +200,7 @@ async def test_yes_and_a_matching_allow_rule_approve_without_waiting(
     assert "approved (--allow Bash(python3:*))" in ruled.err
 
 
-async def test_timeout_leaves_the_request_pending_and_exits_3(
+async def test_timeout_or_ctrl_c_leave_the_request_pending(
     daemon: InProcessDaemon, workspace: Workspace
 ) -> None:
     repo = workspace.repo
@@ -216,6 +217,16 @@ async def test_timeout_leaves_the_request_pending_and_exits_3(
     not_a_question = await betcode(daemon.socket, repo, "permissions", "answer", request_id, "x")
     assert not_a_question.code == 5
     assert "is a Bash request, not a question" in not_a_question.err
+
+    # Ctrl-C: the run stops, its request stays pending too.
+    interrupted = await spawn(daemon.socket, repo, "run", BASH_PROMPT)
+    second_id = await stderr_until(interrupted, ALLOW_HINT)
+    interrupted.send_signal(signal.SIGINT)
+    stopped = await finish(interrupted)
+    assert stopped.code == 1
+    assert "the session goes on in the daemon: `betcode chat --session" in stopped.err
+    pending = await betcode(daemon.socket, repo, "permissions", "pending", "--json")
+    assert {row["request_id"] for row in json.loads(pending.out)} == {request_id, second_id}
 
 
 async def test_a_question_is_answered_from_the_cli_and_allow_refuses_it(

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -38,6 +38,7 @@ from betcode.cli.headless import (
 from betcode.cli.sessions_cmd import find_session
 from betcode.permissions.rules import InvalidRule
 from betcode.v1 import common_pb2
+from betcode.v1.agent_pb2 import SessionSummary
 
 ALLOW_ONCE = common_pb2.PermissionDecision.PERMISSION_DECISION_ALLOW_ONCE
 RECONNECT_GIVE_UP_SECONDS = 30.0  # a headless run is not left retrying a vanished daemon forever
@@ -54,7 +55,20 @@ class Target:
     model: str
 
 
-@click.command("run")
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  done
+  1  claude failed the turn (or it was cancelled, or did not finish within --timeout)
+  2  the daemon cannot be reached
+  3  a permission request was denied or expired, or not answered within --timeout
+  4  rate limited (stderr says when to retry)
+  5  invalid arguments
+  6  no such session
+  7  internal error (claude crashed, or a daemon failure)
+"""
+
+
+@click.command("run", epilog=EXIT_CODES_HELP)
 @click.argument("prompt")
 @click.option("--session", "session_ref", help="Continue this session (id or unique prefix).")
 @click.option("--continue", "continue_last", is_flag=True, help="Continue the latest session here.")
@@ -68,7 +82,14 @@ class Target:
     metavar="RULE",
     help="Approve requests this Claude Code rule allows, e.g. 'Bash(git status)' (repeatable).",
 )
-@click.option("--output", type=click.Choice(OUTPUTS), default="text", show_default=True)
+@click.option(
+    "--output",
+    type=click.Choice(OUTPUTS),
+    default="text",
+    show_default=True,
+    help="text: the answer as it streams; json: one object at the end (text, session_id, "
+    'usage, cost_usd, denials, ...); stream-json: one event per line, then {"result": ...}.',
+)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0),
@@ -125,12 +146,16 @@ async def _drive(follower: TurnFollower, target: Target, limit_seconds: float) -
 
 async def _follow(follower: TurnFollower, target: Target) -> None:
     async with await DaemonClient.connect(resolve_daemon_address(target.socket)) as client:
-        session_id = await _session_id(client, target)
-        stream = ConversationStream(
-            client, session_id=session_id, working_directory=target.cwd, model=target.model
-        )
-        if session_id:
-            follower.session_id = session_id
+        session = await _existing_session(client, target)
+        stream = ConversationStream(client, working_directory=target.cwd, model=target.model)
+        if session is not None:
+            stream.session_id = follower.session_id = session.id
+            # Path rules of --allow are relative to where the session runs.
+            follower.approver = replace(follower.approver, cwd=session.working_directory)
+            if target.model and target.model != session.model:
+                follower.streams.note(
+                    f"--model applies to new sessions; {session.id} keeps its own"
+                )
             async for _history in stream.catch_up():
                 pass  # a run shows its own turn only; this moves the stream to the live edge
         await stream.send_message(follower.prompt)
@@ -147,18 +172,19 @@ async def _follow(follower: TurnFollower, target: Target) -> None:
             follower.give_up(ExitCode.INTERNAL, "STREAM_ENDED", "the daemon ended the stream")
 
 
-async def _session_id(client: DaemonClient, target: Target) -> str:
+async def _existing_session(client: DaemonClient, target: Target) -> SessionSummary | None:
+    """The session to continue (--session, --continue), or None for a new one."""
     if target.session:
-        return (await find_session(client, target.session)).id
+        return await find_session(client, target.session)
     if not target.continue_last:
-        return ""
+        return None
     latest = await client.most_recent_session(target.cwd)
     if latest is None:
         raise SessionNotFound(
             f"no session in {target.cwd} to continue; start one with `betcode run PROMPT`",
             code="SESSION_NOT_FOUND",
         )
-    return latest.id
+    return latest
 
 
 def _connection_changed(
