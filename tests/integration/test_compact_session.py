@@ -46,7 +46,8 @@ async def test_compact_runs_claudes_own_compaction_between_turns(
 
     response = await compact(client, "holder")
     assert response.messages_before > 0
-    done = (await client.wait_for("turn_complete", 2)).turn_complete
+    done = await client.wait_for("turn_complete", 2)
+    await client.wait_for_sequence(done.sequence + 1)  # the IDLE status that follows it
     statuses = [event.status_change.status for event in client.of_kind("status_change")]
     assert Status.AGENT_STATUS_COMPACTING in statuses
     assert statuses[-1] == Status.AGENT_STATUS_IDLE

@@ -20,7 +20,7 @@ from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.server import convert
 from betcode.server.connected import ConnectedClients
-from betcode.server.converse import ConverseRequests
+from betcode.server.converse import ConverseRequests, note_activity
 from betcode.server.errors import BetCodeError, ErrorCode, handles_errors
 from betcode.server.framing import encode_event_batch
 from betcode.server.validation import (
@@ -342,7 +342,7 @@ class AgentService:
         except DOMAIN_REFUSALS as exc:
             raise domain_error(exc) from exc
         self._clients.seen(client_id)
-        await self._bridge.on_session_activity(session)
+        await note_activity(self._bridge, session)
         return session
 
 

@@ -68,7 +68,7 @@ class ConverseRequests:
     ) -> None:
         kind = request.WhichOneof("request")
         if kind is None:  # a heartbeat: the client is still there
-            await self._bridge.on_session_activity(session)
+            await note_activity(self._bridge, session)
         elif kind == "message":
             await self._user_message(session, client_id, request.message)
         elif kind == "permission":
@@ -94,7 +94,7 @@ class ConverseRequests:
         elif kind == "cancel":
             session.lock.check_input(client_id)
             await session.cancel_turn()
-            await self._bridge.on_session_activity(session)
+            await note_activity(self._bridge, session)
         else:
             raise BetCodeError(ErrorCode.INVALID_REQUEST, f"unexpected request `{kind}` mid-stream")
 
@@ -117,6 +117,15 @@ class ConverseRequests:
             if key:  # not delivered: a retry with this key must still be applied
                 await self._writer.call(lambda c: idempotency.forget_key(c, key))
             raise
+
+
+async def note_activity(bridge: PermissionBridge, session: Session) -> None:
+    """Client activity pushes back the expiry of the session's pending permissions. A store
+    that cannot take the write is logged (health reports it); the request itself goes on."""
+    try:
+        await bridge.on_session_activity(session)
+    except Exception:
+        log.exception("session %s: pending permissions not extended", session.id)
 
 
 def _transient_error(error: BetCodeError) -> bytes:
