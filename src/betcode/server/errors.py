@@ -9,6 +9,7 @@ so services stay thin.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import inspect
@@ -129,11 +130,14 @@ def handles_errors(handler: Handler) -> Handler:
 
         @functools.wraps(handler)
         async def stream(*args: Any) -> AsyncIterator[Any]:
-            try:
-                async for response in handler(*args):
-                    yield response
-            except BetCodeError as error:
-                await abort_with(args[-1], error)
+            # aclosing: the handler's own clean-up (detaching from a session) runs as soon as
+            # the call ends, not whenever the abandoned generator is collected.
+            async with contextlib.aclosing(handler(*args)) as responses:
+                try:
+                    async for response in responses:
+                        yield response
+                except BetCodeError as error:
+                    await abort_with(args[-1], error)
 
         return cast(Handler, stream)
     if not inspect.iscoroutinefunction(handler):
