@@ -13,14 +13,17 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from harness.daemon import InProcessDaemon
 from harness.environment import Workspace
+
+from betcode.cli.chat_cmd import START_DAEMON_QUESTION
 
 pytestmark = [
     pytest.mark.real_cli,
@@ -111,17 +114,26 @@ async def terminal(tmp_path: Path) -> AsyncIterator[Terminal]:
             await terminal.tmux("kill-server")
 
 
-def chat_command(daemon: InProcessDaemon, tmp_path: Path, *args: str) -> list[str]:
-    environment = {
+def client_environment(root: Path, socket: Path, **extra: str) -> dict[str, str]:
+    """All a `betcode` client process gets: nothing of the developer's own set-up."""
+    return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LANG": "C.UTF-8",
         "TERM": "xterm-256color",
-        "HOME": str(tmp_path / "client-home"),
-        "BETCODE_CONFIG_DIR": str(tmp_path / "client-config"),
-        "BETCODE_SOCKET": str(daemon.socket),
+        "HOME": str(root / "client-home"),
+        "BETCODE_CONFIG_DIR": str(root / "client-config"),
+        "BETCODE_SOCKET": str(socket),
+        **extra,
     }
+
+
+def betcode(environment: dict[str, str], *args: str) -> list[str]:
     assignments = [f"{name}={value}" for name, value in environment.items()]
-    return ["env", "-i", *assignments, sys.executable, "-m", "betcode.cli.main", "chat", *args]
+    return ["env", "-i", *assignments, sys.executable, "-m", "betcode.cli.main", *args]
+
+
+def chat_command(daemon: InProcessDaemon, tmp_path: Path, *args: str) -> list[str]:
+    return betcode(client_environment(tmp_path, daemon.socket), "chat", *args)
 
 
 async def test_approve_a_tool_quit_and_continue_with_the_history(
@@ -159,3 +171,51 @@ async def test_approve_a_tool_quit_and_continue_with_the_history(
     await terminal.keys("C-q")
     status, _ = await terminal.wait_for_exit()
     assert status == 0
+
+
+@pytest.fixture
+def no_daemon(
+    tmp_path_factory: pytest.TempPathFactory, claude_bin: Path
+) -> Iterator[dict[str, str]]:
+    """A client environment whose daemon socket nobody listens on; a daemon started from it
+    (detached, by `betcode chat`) is stopped at teardown."""
+    root = tmp_path_factory.mktemp("nd")  # short: a socket path holds at most 107 bytes
+    environment = client_environment(
+        root,
+        root / "run" / "daemon.sock",
+        BETCODE_DATA_DIR=str(root / "data"),
+        BETCODE_CLAUDE_BIN=str(claude_bin),
+    )
+    yield environment
+    subprocess.run(betcode(environment, "daemon", "stop"), capture_output=True, timeout=30)
+
+
+async def daemon_running(environment: dict[str, str]) -> bool:
+    argv = betcode(environment, "daemon", "status")
+    status = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.DEVNULL)
+    return await status.wait() == 0
+
+
+async def test_no_daemon_the_chat_offers_to_start_it(
+    no_daemon: dict[str, str], terminal: Terminal, tmp_path: Path
+) -> None:
+    await terminal.run(betcode(no_daemon, "chat"), tmp_path)
+    await terminal.wait_for("BetCode daemon is not running", f"{START_DAEMON_QUESTION} [Y/n]")
+    await terminal.keys("y", "Enter")
+    await terminal.wait_for(INPUT_PLACEHOLDER, "ready")  # attached to a new session
+    assert await daemon_running(no_daemon)
+    await terminal.keys("C-q")
+    status, _ = await terminal.wait_for_exit()
+    assert status == 0
+
+
+async def test_no_daemon_and_the_offer_declined_exits_2(
+    no_daemon: dict[str, str], terminal: Terminal, tmp_path: Path
+) -> None:
+    await terminal.run(betcode(no_daemon, "chat"), tmp_path)
+    await terminal.wait_for(f"{START_DAEMON_QUESTION} [Y/n]")
+    await terminal.keys("n", "Enter")
+    status, screen = await terminal.wait_for_exit()
+    assert status == 2
+    assert "betcode daemon start" in screen
+    assert not await daemon_running(no_daemon)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import click
 
 from betcode.cli.chat import ChatOptions, NoSessionToContinue, run_chat
-from betcode.cli.connection import DaemonError
+from betcode.cli.connection import DaemonError, DaemonUnavailable
+
+START_DAEMON_QUESTION = "Start the BetCode daemon now?"
 
 
 @click.command("chat")
@@ -24,12 +27,36 @@ def chat(
     model: str,
     socket_path: str | None,
 ) -> None:
-    """Chat with a session; quitting leaves it running in the daemon."""
+    """Chat with a session; quitting leaves it running in the daemon.
+
+    With no daemon running, it offers to start one (at a terminal; otherwise it exits 2)."""
     options = ChatOptions(
         socket=socket_path, session_id=session_id, continue_last=continue_last, cwd=cwd, model=model
     )
     try:
-        sys.exit(run_chat(options))
+        sys.exit(run_offering_to_start_daemon(options))
     except (DaemonError, NoSessionToContinue) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(getattr(error, "exit_code", 1))
+
+
+def run_offering_to_start_daemon(options: ChatOptions) -> int:
+    """Runs the chat. When no daemon listens, a person at a terminal is asked whether to start
+    one (then the chat opens); scripts get DaemonUnavailable (exit 2) as before."""
+    try:
+        return run_chat(options)
+    except DaemonUnavailable as error:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise
+        click.echo(str(error))
+        if not click.confirm(START_DAEMON_QUESTION, default=True) or not start_daemon(options):
+            return error.exit_code
+    return run_chat(options)
+
+
+def start_daemon(options: ChatOptions) -> bool:
+    """`betcode daemon start` (detached; back once it listens); it says itself how it went."""
+    argv = [sys.executable, "-m", "betcode.cli.main", "daemon", "start"]
+    if options.socket:
+        argv += ["--socket", options.socket]
+    return subprocess.run(argv, check=False).returncode == 0
