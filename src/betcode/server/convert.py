@@ -37,10 +37,11 @@ def session_summary(record: SessionRecord) -> agent_pb2.SessionSummary:
 
 
 def pending_permission(row: PendingPermission) -> agent_pb2.PendingPermission:
-    tool_input = json.loads(row.input)
+    stored = json.loads(row.input)
+    # claude always sends an object; anything else is shown as an empty input, never a crash.
+    tool_input = stored if isinstance(stored, dict) else {}
     struct = struct_pb2.Struct()
-    if isinstance(tool_input, dict):
-        struct.update(tool_input)
+    struct.update(tool_input)
     return agent_pb2.PendingPermission(
         request_id=row.request_id,
         session_id=row.session_id,
