@@ -239,6 +239,8 @@ async def test_a_question_is_answered_from_the_cli_and_allow_refuses_it(
     refused = await betcode(daemon.socket, repo, "permissions", "allow", question_id)
     assert refused.code == 5
     assert f"betcode permissions answer {question_id} ANSWER" in refused.err
+    listed = await betcode(daemon.socket, repo, "permissions", "pending")
+    assert f"options and answers: betcode permissions answer {question_id}" in listed.out
     shown = await betcode(daemon.socket, repo, "permissions", "answer", question_id)
     assert shown.code == 0
     assert "Nothing was sent" in shown.out

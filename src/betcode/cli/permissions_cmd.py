@@ -55,6 +55,8 @@ def pending(as_json: bool, socket_path: str | None) -> None:
         click.echo(f"{row.request_id}  {kind}  session {row.session_id}")
         click.echo(f"    {_what(row)}")
         click.echo(f"    waiting {waited}, denied automatically in {expires}")
+        if row.is_question:
+            click.echo(f"    options and answers: betcode permissions answer {row.request_id}")
 
 
 @permissions_group.command("allow")
