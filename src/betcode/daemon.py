@@ -222,6 +222,7 @@ class Daemon:
         if any(key == "daemon.log_level" for key, _, _ in changes):
             logging.getLogger().setLevel(PYTHON_LOG_LEVELS[fresh.settings.log_level])
         if self.bridge is not None:
+            self.bridge.apply_settings(fresh.permissions)
             self.bridge.reload()
         for key, old, new in changes:
             log.info(

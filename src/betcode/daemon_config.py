@@ -31,8 +31,7 @@ PYTHON_LOG_LEVELS = {
     "debug": logging.DEBUG,
     "trace": logging.DEBUG,
 }
-# When a reloaded setting takes effect; the longest matching key prefix wins. Permission timings
-# and the notify command are held by the permission bridge, which has no way to change them live.
+# When a reloaded setting takes effect; the longest matching key prefix wins.
 TAKES_EFFECT = {
     "daemon": "after a daemon restart",
     "daemon.log_level": "applied",
@@ -45,6 +44,9 @@ TAKES_EFFECT = {
     "daemon.subprocess": "applied",
     "daemon.subprocess.env_allowlist_extra": "for claude processes started from now on",
     "daemon.input_lock": "applied",
+    "daemon.permission": "from the next sweep",
+    "daemon.permission.ttl_seconds": "for requests from now on and on activity",
+    "daemon.permission.extend_on_activity": "applied",
 }
 
 

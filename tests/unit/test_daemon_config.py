@@ -147,7 +147,8 @@ def test_settings_changes_lists_each_changed_leaf() -> None:
         ("daemon.subprocess.env_allowlist_extra", "for claude processes started from now on"),
         ("daemon.crash_policy.initial_backoff_ms", "for restarts from now on"),
         ("daemon.crash_policy.max_crashes", "for sessions opened from now on"),
-        ("daemon.permission.ttl_seconds", "after a daemon restart"),
+        ("daemon.permission.ttl_seconds", "for requests from now on and on activity"),
+        ("daemon.permission.reminder_seconds", "from the next sweep"),
         ("daemon.log_level", "applied"),
     ],
 )

@@ -336,10 +336,17 @@ class PermissionBridge:
         """SIGHUP: permission rules are read again from the settings files when next needed."""
         self.rules.reload()
 
+    def apply_settings(self, settings: PermissionSettings) -> None:
+        """A settings reload: requests from now on get the new TTL; activity extends by it;
+        reminders, expiry and the sweep interval follow from the next sweep."""
+        self.settings = settings
+        self._notifier.command = settings.notify_command
+        self._sweeper.apply_settings(settings)
+
     async def run_sweeper(self, interval: float | None = None) -> None:
-        """Reminders and expiry, every `interval` seconds (default: the configured interval);
-        runs until cancelled."""
-        await self._sweeper.run(interval or self.settings.sweep_interval_seconds)
+        """Reminders and expiry, every `interval` seconds (default: the configured interval,
+        which a reload may change); runs until cancelled."""
+        await self._sweeper.run(interval)
 
     async def sweep_once(self) -> SweepReport:
         return await self._sweeper.sweep_once()

@@ -53,8 +53,12 @@ class PermissionSweeper:
         self._live = live
         self._notifier = notifier
         self._metrics = metrics
-        self._settings = settings
         self._clock = clock
+        self.apply_settings(settings)
+
+    def apply_settings(self, settings: PermissionSettings) -> None:
+        """New reminder ages, expiry text and interval (a reload), used from the next sweep."""
+        self._settings = settings
         ages = settings.reminder_seconds
         if len(ages) > len(REMINDER_FLAGS):
             log.warning(
@@ -64,16 +68,18 @@ class PermissionSweeper:
             )
         self._tiers = tuple(zip(REMINDER_FLAGS, ages, strict=False))
 
-    async def run(self, interval: float) -> None:
-        """Sweep now and then every `interval` seconds, until cancelled or the store closes."""
+    async def run(self, interval: float | None = None) -> None:
+        """Sweep now and then every `interval` seconds (default: the configured interval, read
+        again after each sweep), until cancelled or the store closes."""
         while True:
+            pause = interval or self._settings.sweep_interval_seconds
             try:
                 await self.sweep_once()
             except StoreClosed:
                 return
             except Exception:
-                log.exception("permission sweep failed; trying again in %g s", interval)
-            await asyncio.sleep(interval)
+                log.exception("permission sweep failed; trying again in %g s", pause)
+            await asyncio.sleep(pause)
 
     async def sweep_once(self) -> SweepReport:
         now = self._clock()

@@ -218,3 +218,18 @@ async def test_expiry_of_a_request_whose_process_is_gone_writes_nothing_to_claud
     assert (row.response_decision, row.delivered) == ("expired", True)
     assert w.answers_to(session_id, "r1") == []
     assert w.bridge.metrics.snapshot()["timeout"] == 1
+
+
+async def test_reloaded_settings_apply_to_the_next_sweep(world: WorldFactory) -> None:
+    w, session_id = await pending(world, settings=PermissionSettings(reminder_seconds=(HOUR,)))
+    w.clock.advance(61)
+    assert (await w.bridge.sweep_once()).reminded == 0
+    w.bridge.apply_settings(PermissionSettings(ttl_seconds=90, reminder_seconds=(60,)))
+    assert (await w.bridge.sweep_once()).reminded == 1
+    w.clock.advance(DAY)  # past the TTL stored with the request at first: 7 days still
+    assert (await w.bridge.sweep_once()).expired == 0
+    w.clock.advance(7 * DAY)
+    assert (await w.bridge.sweep_once()).expired == 1
+    [written] = await w.until("the soft deny", lambda: w.answers_to(session_id, "r1"))
+    # The expiry text names the TTL in force now.
+    assert written["response"]["message"].startswith("Permission request expired after 90 seconds")
