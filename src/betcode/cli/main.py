@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -16,10 +17,34 @@ PROG_NAME = "betcode"
 COMPLETE_VAR = "_BETCODE_COMPLETE"
 SHELLS = ("bash", "zsh", "fish")
 
+# Sub-commands are imported when used: every Tab press of shell completion runs `betcode`, and
+# the chat's Textual app alone takes ~0.15-0.4 s to import.
+LAZY_COMMANDS = {
+    "chat": ("betcode.cli.chat_cmd", "chat"),
+    "config": ("betcode.cli.config_cmd", "config_group"),
+    "daemon": ("betcode.cli.daemon_cmd", "daemon_group"),
+    "demo": ("betcode.cli.demo_cmd", "demo"),
+    "doctor": ("betcode.cli.doctor_cmd", "doctor"),
+    "ndjson": ("betcode.cli.ndjson_cmd", "ndjson"),
+    "permissions": ("betcode.cli.permissions_cmd", "permissions_group"),
+    "run": ("betcode.cli.run_cmd", "run"),
+    "sessions": ("betcode.cli.sessions_cmd", "sessions_group"),
+}
+
 
 class BetcodeGroup(click.Group):
-    """Exits with DIGEST §11.4's codes: a usage error is 5 (click's own 2 means "connection
-    failure" there)."""
+    """Loads LAZY_COMMANDS on first use, and exits with DIGEST §11.4's codes: a usage error is
+    5 (click's own 2 means "connection failure" there)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module_name, attribute = LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module_name), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def main(
         self,
@@ -66,27 +91,6 @@ def completion(shell: str) -> None:
     if completer is None:  # click knows every shell of SHELLS; this guards a future click
         raise click.UsageError(f"click has no completion for {shell}")
     click.echo(completer(cli, {}, PROG_NAME, COMPLETE_VAR).source())
-
-
-from betcode.cli.chat_cmd import chat  # noqa: E402
-from betcode.cli.config_cmd import config_group  # noqa: E402
-from betcode.cli.daemon_cmd import daemon_group  # noqa: E402
-from betcode.cli.demo_cmd import demo  # noqa: E402
-from betcode.cli.doctor_cmd import doctor  # noqa: E402
-from betcode.cli.ndjson_cmd import ndjson  # noqa: E402
-from betcode.cli.permissions_cmd import permissions_group  # noqa: E402
-from betcode.cli.run_cmd import run  # noqa: E402
-from betcode.cli.sessions_cmd import sessions_group  # noqa: E402
-
-cli.add_command(chat)
-cli.add_command(config_group)
-cli.add_command(daemon_group)
-cli.add_command(run)
-cli.add_command(demo)
-cli.add_command(doctor)
-cli.add_command(ndjson)
-cli.add_command(permissions_group)
-cli.add_command(sessions_group)
 
 
 def main() -> None:
