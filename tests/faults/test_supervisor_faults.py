@@ -7,12 +7,12 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from harness.conditions import until
 from harness.fake_claude import FakeClaude, resume_id
 
 from betcode.claude.backoff import SupervisorPolicy
@@ -106,13 +106,6 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path) -> World:
     return World(tmp_path)
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Poll for `condition`; the 20 s limit only guards against a hang, it measures nothing."""
-    async with asyncio.timeout(20.0):
-        while not condition():  # noqa: ASYNC110 - the conditions are plain state, not events
-            await asyncio.sleep(0.01)
 
 
 async def dies(pid: int) -> bool:

@@ -1,0 +1,150 @@
+"""The real CLI dying under the daemon: kill -9 mid-turn, and the watchdog killing a CLI whose
+model stream stalled. Each time the session goes RESTARTING → RUNNING with --resume, clients
+are told, and the next prompt is answered by the resumed CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+from harness.conditions import until
+from harness.daemon import Client, daemon_config
+from harness.environment import Workspace
+from harness.fake_claude import resume_id
+
+from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.supervisor import SupervisorState
+from betcode.daemon import Daemon
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.sessions.session import Session
+from betcode.v1 import agent_pb2, common_pb2
+
+pytestmark = pytest.mark.real_cli
+
+Status = common_pb2.AgentStatus
+MOCK_TEXT = "Hello from the mock model."
+
+
+class World:
+    """An in-process daemon (real CLI, mock model) with one client on one session."""
+
+    def __init__(self, daemon: Daemon, client: Client) -> None:
+        self.daemon = daemon
+        self.client = client
+
+    @property
+    def session(self) -> Session:
+        assert self.daemon.sessions is not None
+        [session] = self.daemon.sessions.live
+        return session
+
+    async def restarted_after(self, old_pid: int) -> list[str]:
+        """Wait until a new CLI runs the session; its argv."""
+        supervisor = self.session.supervisor
+        await until(
+            lambda: (
+                supervisor.state is SupervisorState.RUNNING
+                and supervisor.pid not in (None, old_pid)
+            )
+        )
+        assert supervisor.pid is not None
+        return psutil.Process(supervisor.pid).cmdline()
+
+    async def next_prompt_is_answered(self, mock_api: MockAnthropic, marker: str) -> None:
+        """A new prompt gets the mock's reply from the same (resumed) process, which was given
+        the conversation so far."""
+        pid = self.session.supervisor.pid
+        self.client.say("SCN:plain are you back?")
+        await self.client.wait_for("turn_complete")
+        text = "".join(e.text_delta.text for e in self.client.of_kind("text_delta"))
+        assert text.endswith(MOCK_TEXT)
+        assert self.session.supervisor.pid == pid
+        assert marker in json.dumps(mock_api.message_requests[-1].body["messages"])
+        assert self.client.sequences == list(range(1, len(self.client.sequences) + 1))
+
+
+StartWorld = Callable[[SupervisorPolicy], Awaitable[World]]
+
+
+@pytest.fixture
+async def world(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> AsyncIterator[StartWorld]:
+    """`await world(policy)`: a daemon with that supervisor policy and a client attached to a
+    new session; the client closes before the daemon stops."""
+    made: list[World] = []
+
+    async def start(policy: SupervisorPolicy) -> World:
+        config = daemon_config(
+            tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url), policy=policy
+        )
+        daemon = Daemon(config)
+        await daemon.start()
+        client = Client(config.socket_path, "one")
+        made.append(World(daemon, client))
+        client.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+        await client.wait_for("session_info")
+        return made[-1]
+
+    yield start
+    for started in made:
+        await started.client.close()
+        await started.daemon.stop()
+
+
+async def test_kill9_of_the_cli_mid_turn_restarts_it_with_resume(
+    world: StartWorld, mock_api: MockAnthropic
+) -> None:
+    started = await world(SupervisorPolicy(backoff_initial=0.1, idle_reap_seconds=None))
+    client = started.client
+    client.say('SCN:slow {"words": 400, "delay": 0.01} marker-kill9')
+    await client.wait_for("text_delta", 10)  # mid-turn
+    old_pid = started.session.supervisor.pid
+    assert old_pid is not None
+    os.killpg(old_pid, signal.SIGKILL)
+
+    crash = await client.wait_for("error")
+    assert crash.error.code == "SUBPROCESS_CRASHED"
+    assert "SIGKILL" in crash.error.message or "-9" in crash.error.message
+    restarting = await client.wait_for_status(Status.AGENT_STATUS_RESTARTING, crash.sequence)
+    assert "restarting with --resume" in restarting.status_change.message
+    argv = await started.restarted_after(old_pid)
+    assert started.session.claude_session_id is not None
+    assert resume_id(argv) == started.session.claude_session_id
+    await started.next_prompt_is_answered(mock_api, "marker-kill9")
+
+
+async def test_watchdog_kills_a_cli_whose_stream_stalled_and_resumes_it(
+    world: StartWorld, mock_api: MockAnthropic
+) -> None:
+    patient = SupervisorPolicy(backoff_initial=0.1, kill_grace_seconds=1.0, idle_reap_seconds=None)
+    started = await world(patient)
+    client = started.client
+    client.say('SCN:stall_mid_stream {"seconds": 120, "after_deltas": 2} marker-stall')
+    await client.wait_for("text_delta", 2)  # then the model stream stays silent
+    old_pid = started.session.supervisor.pid
+    assert old_pid is not None
+    # Only now a short watchdog (a reload does this to live sessions): the real CLI's start-up
+    # silence must not be what it catches.
+    sessions = started.daemon.sessions
+    assert sessions is not None
+    settings = started.daemon.config.sessions
+    sessions.apply_settings(settings, replace(patient, watchdog_seconds=0.5))
+
+    crash = await client.wait_for("error")
+    assert crash.error.code == "SUBPROCESS_CRASHED"
+    restarting = await client.wait_for_status(Status.AGENT_STATUS_RESTARTING, crash.sequence)
+    assert "no output for" in restarting.status_change.message
+    sessions.apply_settings(settings, patient)
+    argv = await started.restarted_after(old_pid)
+    assert started.session.claude_session_id is not None
+    assert resume_id(argv) == started.session.claude_session_id
+    await started.next_prompt_is_answered(mock_api, "marker-stall")
+    statuses = [e.status_change.status for e in client.of_kind("status_change")]
+    assert statuses.count(Status.AGENT_STATUS_RESTARTING) == 1
