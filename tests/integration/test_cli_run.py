@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness.daemon import DaemonProcess, InProcessDaemon, daemon_config, daemon_process_env
+from harness.daemon import Client, DaemonProcess, InProcessDaemon, daemon_config, daemon_process_env
 from harness.environment import Workspace
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic, Reply, ToolUseBlock
+from betcode.sessions.context import SessionSettings
+from betcode.v1 import agent_pb2
 
 pytestmark = pytest.mark.real_cli
 
@@ -364,3 +366,40 @@ async def test_a_waiting_run_outlives_kill_9_of_the_daemon_and_gets_its_answer(
     assert "lost the daemon" in done.err
     assert "reconnected to the daemon" in done.err
     assert done.err.count(f"betcode permissions allow {request_id}") == 0  # asked once, before
+
+
+async def test_a_run_asks_for_the_input_lock_another_client_holds(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    config = daemon_config(
+        tmp_path / "daemon",
+        claude_bin,
+        workspace.env(mock_api.base_url),
+        sessions=SessionSettings(lock_transfer_seconds=0.5),
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    desk = Client(config.socket_path, "desk")
+    try:
+        first = await betcode(
+            config.socket_path, workspace.repo, "run", "SCN:plain", "--output", "json"
+        )
+        session_id = json.loads(first.out)["session_id"]
+        desk.converse(agent_pb2.StartConversation(session_id=session_id))
+        seen = 1  # the history shows the first run holding the lock, then desk takes it
+        while (await desk.wait_for("input_lock", seen)).input_lock.holder_client_id != "desk":
+            seen += 1
+
+        taken = await betcode(
+            config.socket_path,
+            workspace.repo,
+            "run",
+            'SCN:plain {"text": "Mine now."}',
+            "--continue",
+        )
+    finally:
+        await desk.close()
+        await daemon.stop()
+    assert (taken.code, taken.out) == (0, "Mine now.\n"), taken.err
+    assert "desk holds the input lock of this session; asking for it" in taken.err
+    assert "got the input lock" in taken.err

@@ -38,9 +38,10 @@ from betcode.cli.headless import (
 from betcode.cli.sessions_cmd import find_session
 from betcode.permissions.rules import InvalidRule
 from betcode.v1 import common_pb2
-from betcode.v1.agent_pb2 import SessionSummary
+from betcode.v1.agent_pb2 import AgentEvent, ErrorEvent, SessionSummary
 
 ALLOW_ONCE = common_pb2.PermissionDecision.PERMISSION_DECISION_ALLOW_ONCE
+NO_INPUT_LOCK = "NO_INPUT_LOCK"
 RECONNECT_GIVE_UP_SECONDS = 30.0  # a headless run is not left retrying a vanished daemon forever
 
 
@@ -160,16 +161,46 @@ async def _follow(follower: TurnFollower, target: Target) -> None:
                 pass  # a run shows its own turn only; this moves the stream to the live edge
         await stream.send_message(follower.prompt)
         lost_since: float | None = None
+        asked_for_lock = False
         async for item in stream.items():
             if isinstance(item, ConnectionChange):
                 lost_since = _connection_changed(item, lost_since, follower)
                 continue
+            if not asked_for_lock and _refused_for_lock(item, follower):
+                asked_for_lock = True
+                if await _ask_for_lock(client, stream, follower, item.error):
+                    continue
             for request_id in follower.on_event(item):
                 await stream.answer_permission(request_id, ALLOW_ONCE)
             if follower.done:
                 return
         if not follower.done:
             follower.give_up(ExitCode.INTERNAL, "STREAM_ENDED", "the daemon ended the stream")
+
+
+def _refused_for_lock(event: AgentEvent, follower: TurnFollower) -> bool:
+    """Our message was refused because another client holds the session's input lock."""
+    return (
+        not follower.started
+        and event.sequence == 0
+        and event.WhichOneof("event") == "error"
+        and event.error.code == NO_INPUT_LOCK
+    )
+
+
+async def _ask_for_lock(
+    client: DaemonClient, stream: ConversationStream, follower: TurnFollower, refusal: ErrorEvent
+) -> bool:
+    """Asks for the input lock (its holder keeps it by typing in the meantime) and sends the
+    message again once granted; False when the holder kept it."""
+    holder = refusal.details.get("holder_client_id") or "another client"
+    follower.streams.note(f"{holder} holds the input lock of this session; asking for it")
+    if not (await client.request_input_lock(stream.session_id)).granted:
+        follower.streams.note(f"{holder} kept the input lock (they were typing)")
+        return False
+    follower.streams.note("got the input lock")
+    await stream.send_message(follower.prompt)
+    return True
 
 
 async def _existing_session(client: DaemonClient, target: Target) -> SessionSummary | None:
