@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -121,7 +122,7 @@ def run(
     except InvalidRule as error:
         raise click.BadParameter(f"{error.text!r}: {error.reason}", param_hint="--allow") from None
     work_dir = os.path.realpath(cwd or os.getcwd())
-    hint = f" --socket {socket_path}" if socket_path else ""
+    hint = f" --socket {shlex.quote(socket_path)}" if socket_path else ""
     streams = Streams(sys.stdout, sys.stderr, output, hint)
     approver = Approver(yes, rules, work_dir, str(Path.home()))
     follower = TurnFollower(text, approver, streams)
