@@ -165,7 +165,7 @@ async def _follow(follower: TurnFollower, target: Target) -> None:
         asked_for_lock = False
         async for item in stream.items():
             if isinstance(item, ConnectionChange):
-                lost_since = _connection_changed(item, lost_since, follower)
+                lost_since = connection_changed(item, lost_since, follower, time.monotonic())
                 continue
             if not asked_for_lock and _refused_for_lock(item, follower):
                 asked_for_lock = True
@@ -219,15 +219,15 @@ async def _existing_session(client: DaemonClient, target: Target) -> SessionSumm
     return latest
 
 
-def _connection_changed(
-    change: ConnectionChange, lost_since: float | None, follower: TurnFollower
+def connection_changed(
+    change: ConnectionChange, lost_since: float | None, follower: TurnFollower, now: float
 ) -> float | None:
-    """When the connection was lost (None: connected); gives up after a while."""
+    """When the connection was lost (None: connected); raises DaemonUnavailable once it has
+    been lost for RECONNECT_GIVE_UP_SECONDS."""
     if change.connected:
         if lost_since is not None:
             follower.streams.note("reconnected to the daemon")
         return None
-    now = time.monotonic()
     if lost_since is None:
         follower.streams.note(f"lost the daemon ({change.reason}); reconnecting")
         return now
