@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sqlite3
 import stat
 import time
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness.daemon import Client, DaemonProcess, daemon_process_env
+from harness.daemon import Client, DaemonProcess, accepts_connections, daemon_process_env
 from harness.environment import Workspace
 from harness.fake_claude import FakeClaude, resume_id
 
@@ -208,6 +209,18 @@ async def test_kill9_of_the_daemon_mid_flood_then_replay_and_resume(
     assert resume_id(first) is None
     assert restarted.before.claude_session_id is not None
     assert resume_id(second) == restarted.before.claude_session_id
+
+
+def test_a_dead_daemons_socket_file_does_not_count_as_listening(tmp_path: Path) -> None:
+    path = tmp_path / "daemon.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(os.fspath(path))
+        listener.listen()
+        assert accepts_connections(path)
+    # Closed without unlinking, as a kill -9 leaves it: the file is there, nobody answers.
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    assert not accepts_connections(path)
+    assert not accepts_connections(tmp_path / "missing.sock")
 
 
 @pytest.mark.real_cli

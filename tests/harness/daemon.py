@@ -24,6 +24,7 @@ import psutil
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import Daemon, DaemonConfig
+from betcode.server.binding import lock_path_for
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 Decision = common_pb2.PermissionDecision
@@ -66,8 +67,9 @@ class DaemonProcess:
         return Path(self.env["BETCODE_SOCKET"])
 
     def start(self, timeout: float = 30.0) -> None:
-        """Start the daemon; return once it accepts connections. The socket file a killed
-        daemon left behind does not count: the new daemon replaces it after taking the lock."""
+        """Start the daemon; return once it serves. Neither the socket file a killed daemon
+        left behind nor another daemon's live socket counts: ours holds the lock (its pid is
+        in the lock file) and accepts connections."""
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"],
@@ -80,10 +82,18 @@ class DaemonProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"daemon exited: {self.log_path.read_text()[-2000:]}")
-            if accepts_connections(self.socket):
+            if self._serving():
                 return
             time.sleep(0.05)
         raise TimeoutError(f"daemon did not start: {self.log_path.read_text()[-2000:]}")
+
+    def _serving(self) -> bool:
+        assert self.process is not None
+        try:
+            holder = lock_path_for(self.socket).read_text().strip()
+        except FileNotFoundError:
+            return False
+        return holder == str(self.process.pid) and accepts_connections(self.socket)
 
     def kill9(self) -> None:
         """SIGKILL the daemon as a crash would. Its claude children run in sessions of their
