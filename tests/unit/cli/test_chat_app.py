@@ -3,8 +3,11 @@ Ctrl-C, history and reconnection. Prompts are in test_chat_prompts.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import chat_events as ev
-from chat_fake_daemon import SESSION_ID, FakeAgentService
+import grpc.aio
+from chat_fake_daemon import SESSION_ID, FakeAgentService, serve
 from chat_pilot import showing, status_text, transcript, until
 from textual.widgets import Collapsible, Static
 from textual.widgets._markdown import MarkdownH1
@@ -77,13 +80,13 @@ async def test_tool_call_shown_at_start_then_completed_with_error_highlighted(
         assert tool.collapsed
         preview = tool.query_one(".tool-preview", Static)
         assert str(preview.content) == "⎿ ls: cannot access '/nope'"
-        assert preview.display  # collapsed: the result at a glance
+        await until(pilot, lambda: preview.display, "collapsed: the result at a glance")
         tool.query_one("CollapsibleTitle").focus()
         await pilot.press("enter")
         assert not tool.collapsed
         output = str(tool.query_one(".tool-output", Static).content)
         assert output == "ls: cannot access '/nope'"
-        assert not preview.display  # expanded: the whole result instead
+        await until(pilot, lambda: not preview.display, "expanded: the whole result instead")
 
 
 async def test_typing_while_the_transcript_has_focus_goes_to_the_input(
@@ -105,7 +108,8 @@ async def test_successful_tool_is_marked_done(client: DaemonClient, fake: FakeAg
         fake.publish(ev.tool_start("t1", "Read", {"file_path": "a.py"}), ev.tool_result("t1", "x"))
         await until(pilot, lambda: transcript(app) == [("tool", "✓ Read(a.py)")], "done")
         assert app.query_one(ToolView).has_class("done")
-        assert app.query_one(".tool-preview", Static).display
+        preview = app.query_one(".tool-preview", Static)
+        await until(pilot, lambda: preview.display, "the result at a glance")
         assert isinstance(app.query_one(ToolView), Collapsible)
 
 
@@ -127,6 +131,35 @@ async def test_status_bar_follows_session_activity_tokens_and_cost(
         assert "ready" in status_text(app)
         fake.publish(ev.status(ev.RESTARTING))
         await until(pilot, lambda: "claude is restarting" in status_text(app), "restarting")
+        fake.publish(ev.status(ev.CRASHED))
+        crashed = "claude crashed; send a message to restart it"
+        await until(pilot, lambda: crashed in status_text(app), "crashed")
+        fake.publish(ev.status(ev.ERROR, "claude exited with code 1"))
+        await until(pilot, lambda: "│  error" in status_text(app), "error")
+        assert ("notice", "claude exited with code 1") in transcript(app)
+
+
+async def test_status_bar_says_while_the_daemon_is_gone(
+    client: DaemonClient, fake: FakeAgentService, server: grpc.aio.Server, socket_path: Path
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        await fake.wait_attached()
+        fake.publish(ev.user_input("before"))
+        await until(pilot, lambda: transcript(app) == [("user", "before")], "live")
+        await server.stop(grace=0)
+        await until(pilot, lambda: "disconnected (" in status_text(app), "disconnected")
+        assert "retrying in" in status_text(app)
+        assert app.query_one(StatusBar).has_class("disconnected")
+        fake.publish(ev.user_input("while away"))
+        restarted = await serve(fake, socket_path)
+        try:
+            await until(pilot, lambda: "disconnected" not in status_text(app), "reconnected")
+            assert not app.query_one(StatusBar).has_class("disconnected")
+            expected = [("user", "before"), ("user", "while away")]
+            await until(pilot, lambda: transcript(app) == expected, "the missed event, once")
+        finally:
+            await restarted.stop(grace=0)
 
 
 async def test_read_only_until_the_lock_is_requested_and_granted(
@@ -145,6 +178,34 @@ async def test_read_only_until_the_lock_is_requested_and_granted(
         await until(pilot, lambda: showing(app, PermissionScreen), "prompt shown")
         assert fake.unary == [("RequestInputLock", ("cli-me", fake.unary[0][1][1]))]
         assert fake.unary[0][1][1].session_id == SESSION_ID
+        assert "read-only" not in status_text(app)
+
+
+async def test_holder_of_the_lock_answers_prompts(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.input_lock("cli-me"), ev.permission("req-1", "Bash", {"command": "ls"}))
+        await until(pilot, lambda: showing(app, PermissionScreen), "prompt shown")
+        assert "read-only" not in status_text(app)
+        assert not app.query_one(StatusBar).has_class("read-only")
+
+
+async def test_lock_requested_but_not_granted_waits_for_the_handover(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    fake.grant_lock = False  # the holder is asked first; the lock moves later, or not
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.input_lock("cli-phone"), ev.permission("req-1", "Bash", {"command": "ls"}))
+        await until(pilot, lambda: "read-only" in status_text(app), "read-only")
+        await pilot.press("ctrl+l")
+        await until(pilot, lambda: len(fake.unary) == 1, "lock requested")
+        assert "read-only: cli-phone" in status_text(app)
+        assert not isinstance(app.screen, PermissionScreen)
+        fake.publish(ev.input_lock("cli-me"))  # the handover
+        await until(pilot, lambda: showing(app, PermissionScreen), "prompt once the lock moved")
         assert "read-only" not in status_text(app)
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import chat_events as ev
 import pytest
 from chat_fake_daemon import FakeAgentService
 from chat_pilot import showing, transcript, until
 from test_chat_app import make_app
 from textual.pilot import Pilot
-from textual.widgets import Input, RadioSet, SelectionList, Static, TextArea
+from textual.screen import Screen
+from textual.widgets import Button, Input, RadioSet, SelectionList, Static, TextArea
 
 from betcode.cli.chat.app import ChatApp
 from betcode.cli.chat.screens import (
@@ -50,6 +53,7 @@ async def answered(
         (["a"], ALLOW_SESSION),
         (["2"], ALLOW_SESSION),
         (["x"], DENY_WITH_INTERRUPT),
+        (["5"], DENY_WITH_INTERRUPT),
         (["escape"], DENY),
     ],
 )
@@ -67,6 +71,36 @@ async def test_permission_key_sends_its_decision(
         response = await answered(pilot, app, fake)
         assert response.decision == decision
         assert not response.HasField("updated_input")
+
+
+async def test_buttons_answer_like_their_keys(client: DaemonClient, fake: FakeAgentService) -> None:
+    app = make_app(client)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show_permission(pilot, app, fake)
+        button = app.screen.query_one("#allow_session", Button)
+        await until(pilot, lambda: button.region.width > 0, "the buttons laid out")
+        await pilot.click(button)
+        assert (await answered(pilot, app, fake)).decision == ALLOW_SESSION
+
+
+@pytest.mark.parametrize(
+    ("key", "dialog"),
+    [
+        ("e", EditInputScreen),
+        ("3", EditInputScreen),
+        ("n", DenyMessageScreen),
+        ("4", DenyMessageScreen),
+    ],
+)
+async def test_keys_that_open_a_dialog(
+    client: DaemonClient, fake: FakeAgentService, key: str, dialog: type[Screen[Any]]
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        await show_permission(pilot, app, fake)
+        await pilot.press(key)
+        await until(pilot, lambda: showing(app, dialog), dialog.__name__)
+        assert fake.requests.empty()  # nothing answered until the dialog is
 
 
 async def test_deny_with_a_message(client: DaemonClient, fake: FakeAgentService) -> None:
