@@ -1,20 +1,26 @@
 """Daemon figures with a fake-claude flood, through real gRPC on a Unix socket.
 
-    .venv/bin/python benchmarks/run.py [--quick] [--json]
+    .venv/bin/python benchmarks/run.py [--quick] [--json] [--profile DIR]
 
-The daemon runs in this process and event loop (as `tests/` do), so its clients share the
-CPU with it: every figure is a lower bound for the daemon alone, and rss_mb includes the
-clients' memory too.
+The daemon runs as its own process (bench_daemon.py: what `betcode daemon start --foreground`
+runs, with fake claude children);
+the watching clients run in separate processes (benchmarks/bench_clients.py), this driver in
+another. So the figures are the daemon's, on a machine whose cores it shares with its clients.
+A turn is sent over Converse, which is closed as soon as the daemon has recorded the message.
 
 * ingest_lines_per_s: one session, a full-speed flood of text_delta lines; lines / time from
-  sending the message to its TurnComplete reaching the Converse client (all persisted);
+  sending the message until its TurnComplete (published only after commit, so every line is
+  persisted) reaches one batched client;
 * broadcast_events_per_s: the same flood watched by 1/10/100 per-event ResumeSession streams;
   events delivered to all clients / time (the best of the three client counts is the headline);
 * batched_events_per_s: the same on ResumeSessionBatched;
-* latency_p50_ms / p99_ms: 1,000 lines/s with 10 clients; each line carries the fake's
+* latency_p50_ms / p99_ms: 1,000 lines/s with 10 per-event clients; each line carries the fake's
   CLOCK_MONOTONIC write time, matched to the event via events.message_sequence;
-* replay_100k_s: a 100,000-event session replayed from 0 on the batched stream;
-* rss_mb: process RSS with 20 sessions (one claude each) and 100 attached clients.
+* replay_100k_s: a 100,000-event session replayed from 0 on the batched stream (scaled from the
+  20,000 events of --quick);
+* rss_mb: the daemon's RSS with 20 sessions (one claude each) and 100 attached clients.
+
+`--profile DIR` runs each daemon under cProfile and leaves DIR/<phase>.prof.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import sqlite3
 import statistics
 import sys
@@ -37,168 +44,300 @@ from typing import Any
 import grpc
 import psutil
 
-from betcode.claude.backoff import SupervisorPolicy
-from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 
-POLICY = SupervisorPolicy(idle_reap_seconds=None, watchdog_seconds=600.0)
+CLIENTS_SCRIPT = Path(__file__).with_name("bench_clients.py")
+DAEMON_SCRIPT = Path(__file__).with_name("bench_daemon.py")
+CLIENT_PROCESSES = 2
+LIVE_EDGE = 2**62  # a from_sequence beyond the log: only what comes next
+WARM_UP_TURN = [{"do": "text", "text": "ready"}]
+START_TIMEOUT_S = 30.0
+DAEMON_EVENTS = frozenset({"input_lock", "status_change", "user_input"})
 
 
-class Bench:
-    """One daemon whose fake claude answers every message with `turn`."""
+class DaemonProcess:
+    """`betcode daemon start --foreground` in a child process, with a fake claude."""
 
-    def __init__(self, root: Path, daemon: Daemon) -> None:
+    def __init__(self, root: Path, turn: list[dict[str, Any]], profile: Path | None) -> None:
         self.root = root
+        self.socket = root / "sock" / "daemon.sock"
+        (root / "repo").mkdir(parents=True)
+        # Turn 0 starts claude untimed; every later turn is the measured one.
+        fake = make_fake_claude(root / "fake", {"turns": [WARM_UP_TURN, turn]})
+        argv = [sys.executable]
+        if profile is not None:
+            argv += ["-m", "cProfile", "-o", str(profile / f"{root.name}.prof")]
+        self.argv = [
+            *argv,
+            str(DAEMON_SCRIPT),
+            str(self.socket),
+            str(root / "data"),
+            str(root / "config"),
+            str(fake),
+        ]
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        log = self.root / "daemon.log"
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            self.process = await asyncio.create_subprocess_exec(*self.argv, stdout=fd, stderr=fd)
+        finally:
+            os.close(fd)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.socket.exists():
+            if self.process.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the daemon did not start; see {log}")
+            await asyncio.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    async def stop(self) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), 20)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+
+
+class Driver:
+    """This process's client: creates sessions, sends messages, times turns."""
+
+    def __init__(self, daemon: DaemonProcess) -> None:
         self.daemon = daemon
-        self.channel = grpc.aio.insecure_channel(f"unix:{daemon.config.socket_path}")
+        options = (("grpc.max_receive_message_length", 64 * 1024 * 1024),)
+        self.channel = grpc.aio.insecure_channel(f"unix:{daemon.socket}", options=options)
         self.stub = agent_pb2_grpc.AgentServiceStub(self.channel)
-        self.last_seq = 0  # the last event seq the driver saw
 
-    async def open_session(self) -> tuple[asyncio.Queue[agent_pb2.AgentRequest], Any, str]:
-        self.last_seq = 0
-        outbox: asyncio.Queue[agent_pb2.AgentRequest] = asyncio.Queue()
-        start = agent_pb2.StartConversation(working_directory=str(self.root / "repo"))
-        outbox.put_nowait(agent_pb2.AgentRequest(start=start))
-
-        async def requests() -> AsyncIterator[agent_pb2.AgentRequest]:
-            while True:
-                yield await outbox.get()
-
-        call = self.stub.Converse(requests(), metadata=(("x-client-id", "driver"),))
-        async for event in call:
-            if event.WhichOneof("event") == "session_info":
-                return outbox, call, event.session_info.session_id
-        raise RuntimeError("Converse ended before session_info")
-
-    async def turn(self, outbox: Any, call: Any) -> float:
-        """Send one message; seconds until its TurnComplete reaches the driver."""
-        started = time.perf_counter()
-        outbox.put_nowait(agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content="go")))
-        async for event in call:
-            self.last_seq = max(self.last_seq, event.sequence)
-            if event.WhichOneof("event") == "turn_complete":
-                return time.perf_counter() - started
-        raise RuntimeError("Converse ended before turn_complete")
-
-
-@asynccontextmanager
-async def bench_daemon(root: Path, turn: list[dict[str, Any]]) -> AsyncIterator[Bench]:
-    (root / "repo").mkdir(parents=True)
-    fake = make_fake_claude(root / "fake", {"turns": [turn]})
-    config = DaemonConfig(
-        data_dir=root / "data",
-        socket_path=root / "sock" / "daemon.sock",
-        claude_bin=str(fake),
-        environ={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root)},
-        policy=POLICY,
-    )
-    daemon = Daemon(config)
-    await daemon.start()
-    bench = Bench(root, daemon)
-    try:
-        yield bench
-    finally:
-        await bench.channel.close()
-        await daemon.stop()
-
-
-async def watch(stub: Any, session_id: str, after: int, batched: bool, ready: Any) -> int:
-    """Count events after `after` until a TurnComplete; `ready` is set once attached."""
-    request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=after)
-    method = stub.ResumeSessionBatched if batched else stub.ResumeSession
-    call = method(request)
-    await call.wait_for_connection()
-    ready()
-    count = 0
-    async for message in call:
-        events = message.events if batched else [message]
-        count += len(events)
-        if any(e.WhichOneof("event") == "turn_complete" for e in events):
+    async def _converse(self, start: agent_pb2.StartConversation, send: bool) -> Any:
+        """Converse until the answer's first sign: session_info, or with `send` the first
+        event claude produced for the message (cancelling earlier could cancel its delivery)."""
+        requests = [agent_pb2.AgentRequest(start=start)]
+        if send:
+            message = agent_pb2.UserMessage(content="go")
+            requests.append(agent_pb2.AgentRequest(message=message))
+        call = self.stub.Converse(iter(requests), metadata=(("x-client-id", "driver"),))
+        sent = not send
+        try:
+            async for event in call:
+                kind = event.WhichOneof("event")
+                if kind == "user_input":
+                    sent = True
+                elif sent and kind not in DAEMON_EVENTS:
+                    return event
+            raise RuntimeError("Converse ended before claude answered")
+        finally:
             call.cancel()
-            return count
-    return count
 
+    async def new_session(self) -> str:
+        start = agent_pb2.StartConversation(working_directory=str(self.daemon.root / "repo"))
+        event = await self._converse(start, send=False)
+        return str(event.session_info.session_id)
 
-async def fan_out(bench: Bench, lines: int, clients: int, batched: bool) -> float:
-    outbox, call, session_id = await bench.open_session()
-    await bench.turn(outbox, call)  # claude started: the timed turn measures streaming only
-    after = bench.last_seq
-    attached = asyncio.Semaphore(0)
-    watchers = [
-        asyncio.create_task(watch(bench.stub, session_id, after, batched, attached.release))
-        for _ in range(clients)
-    ]
-    for _ in range(clients):
-        await attached.acquire()
-    started = time.perf_counter()
-    await bench.turn(outbox, call)
-    counts = await asyncio.gather(*watchers)
-    elapsed = time.perf_counter() - started
-    call.cancel()
-    return sum(counts) / elapsed
+    async def send(self, session_id: str) -> None:
+        """Returns once claude answered the message."""
+        start = agent_pb2.StartConversation(session_id=session_id, from_sequence=LIVE_EDGE)
+        await self._converse(start, send=True)
 
+    async def turn(self, session_id: str) -> tuple[int, float]:
+        """(TurnComplete seq, seconds from sending to it arriving on a batched stream)."""
+        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=LIVE_EDGE)
+        stream = self.stub.ResumeSessionBatched(request)
+        try:
+            batches = stream.__aiter__()
+            while (await anext(batches)).events:  # the empty batch: subscribed, at the edge
+                pass
+            started = time.perf_counter()
+            await self.send(session_id)
+            async for batch in batches:
+                for event in batch.events:
+                    if event.WhichOneof("event") == "turn_complete":
+                        return event.sequence, time.perf_counter() - started
+            raise RuntimeError("the stream ended before turn_complete")
+        finally:
+            stream.cancel()
 
-async def ingest_and_replay(root: Path, lines: int) -> tuple[float, float, int]:
-    async with bench_daemon(root, [{"do": "flood", "lines": lines, "text": "x"}]) as bench:
-        outbox, call, session_id = await bench.open_session()
-        ingest = lines / await bench.turn(outbox, call)
-        call.cancel()
+    async def replay(self, session_id: str) -> tuple[int, float]:
+        """(events, seconds) to replay a whole session on the batched stream."""
         started = time.perf_counter()
-        replayed = 0
         request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=0)
-        replay = bench.stub.ResumeSessionBatched(request)
-        async for batch in replay:
+        stream = self.stub.ResumeSessionBatched(request)
+        replayed = 0
+        async for batch in stream:
             if not batch.events:  # the live edge
                 break
             replayed += len(batch.events)
-        replay.cancel()
-        return ingest, time.perf_counter() - started, replayed
+        stream.cancel()
+        return replayed, time.perf_counter() - started
 
 
-async def broadcast(root: Path, lines: int, counts: list[int]) -> dict[str, float]:
+class ClientProcesses:
+    """bench_clients.py processes; each job's streams are spread over them."""
+
+    def __init__(self, socket: Path, count: int) -> None:
+        self.socket = socket
+        self.count = count
+        self.processes: list[asyncio.subprocess.Process] = []
+        self.busy: list[asyncio.subprocess.Process] = []
+
+    async def start(self) -> None:
+        for _ in range(self.count):
+            self.processes.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    str(CLIENTS_SCRIPT),
+                    str(self.socket),
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    limit=256 * 1024 * 1024,
+                )
+            )
+
+    async def attach(self, job: dict[str, Any], streams: int) -> None:
+        """Send `job` with a share of `streams`; return once every stream is subscribed."""
+        self.busy = []
+        for index, process in enumerate(self.processes):
+            share = streams // self.count + (1 if index < streams % self.count else 0)
+            if share:
+                self._send(process, {**job, "streams": share})
+                self.busy.append(process)
+        for process in self.busy:
+            await self._reply(process)
+
+    async def results(self) -> list[dict[str, Any]]:
+        return [await self._reply(process) for process in self.busy]
+
+    async def release(self) -> None:
+        for process in self.busy:
+            self._send(process, {"op": "release"})
+
+    async def stop(self) -> None:
+        for process in self.processes:
+            assert process.stdin is not None
+            process.stdin.close()
+        for process in self.processes:
+            await process.wait()
+
+    @staticmethod
+    def _send(process: asyncio.subprocess.Process, job: dict[str, Any]) -> None:
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(job).encode() + b"\n")
+
+    @staticmethod
+    async def _reply(process: asyncio.subprocess.Process) -> dict[str, Any]:
+        assert process.stdout is not None
+        line = await process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"benchmark client {process.pid} exited")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+
+@asynccontextmanager
+async def bench_daemon(
+    root: Path, turn: list[dict[str, Any]], profile: Path | None
+) -> AsyncIterator[tuple[DaemonProcess, Driver, ClientProcesses]]:
+    daemon = DaemonProcess(root, turn, profile)
+    await daemon.start()
+    driver = Driver(daemon)
+    clients = ClientProcesses(daemon.socket, CLIENT_PROCESSES)
+    await clients.start()
+    try:
+        yield daemon, driver, clients
+    finally:
+        await clients.stop()
+        await driver.channel.close()
+        await daemon.stop()
+
+
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+async def ingest_and_replay(root: Path, lines: int, profile: Path | None) -> dict[str, float]:
+    turn = [{"do": "flood", "lines": lines, "text": "x"}]
+    async with bench_daemon(root, turn, profile) as (daemon, driver, _):
+        session_id = await driver.new_session()
+        await driver.turn(session_id)
+        cpu = cpu_seconds(daemon.pid)
+        _, elapsed = await driver.turn(session_id)
+        cpu = cpu_seconds(daemon.pid) - cpu
+        replayed, replay_s = await driver.replay(session_id)
+    return {
+        "ingest_lines_per_s": lines / elapsed,
+        "ingest_daemon_cpu_percent": 100 * cpu / elapsed,
+        "replay_100k_s": replay_s * 100_000 / replayed,
+        "replayed_events": replayed,
+    }
+
+
+async def fan_out(
+    driver: Driver, clients: ClientProcesses, session_id: str, count: int, batched: bool
+) -> float:
+    after, _ = await driver.turn(session_id)  # the previous turn's end is the baseline
+    job = {"op": "watch", "session": session_id, "after": after, "batched": batched}
+    await clients.attach(job, count)
+    started = time.monotonic_ns()
+    await driver.send(session_id)
+    results = await clients.results()
+    events = sum(result["events"] for result in results)
+    done = max(result["done_ns"] for result in results)
+    return events / ((done - started) / 1e9)
+
+
+async def broadcast(
+    root: Path, lines: int, counts: list[int], profile: Path | None
+) -> dict[str, float]:
+    # Every turn floods: fan_out's baseline turn is one more flood, untimed.
     figures: dict[str, float] = {}
-    async with bench_daemon(root, [{"do": "flood", "lines": lines, "text": "x"}]) as bench:
+    turn = [{"do": "flood", "lines": lines, "text": "x"}]
+    async with bench_daemon(root, turn, profile) as (_, driver, clients):
+        session_id = await driver.new_session()
         for batched in (False, True):
-            for clients in counts:
-                name = f"{'batched' if batched else 'broadcast'}_{clients}_clients_events_per_s"
-                figures[name] = await fan_out(bench, lines, clients, batched)
+            for count in counts:
+                name = f"{'batched' if batched else 'broadcast'}_{count}_clients_events_per_s"
+                figures[name] = await fan_out(driver, clients, session_id, count, batched)
     return figures
 
 
-async def latency(root: Path, lines: int) -> tuple[float, float]:
+async def latency(
+    root: Path, lines: int, clients_count: int, profile: Path | None
+) -> dict[str, float]:
     turn = [{"do": "flood", "lines": lines, "text": "x", "rate": 1000, "stamp": True}]
-    async with bench_daemon(root, turn) as bench:
-        outbox, call, session_id = await bench.open_session()
-        await bench.turn(outbox, call)
-        after = bench.last_seq
-        received: dict[int, int] = {}
-        attached = asyncio.Semaphore(0)
-
-        async def timed_watch() -> None:
-            request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=after)
-            stream = bench.stub.ResumeSession(request)
-            await stream.wait_for_connection()
-            attached.release()
-            async for event in stream:
-                received.setdefault(event.sequence, time.monotonic_ns())
-                if event.WhichOneof("event") == "turn_complete":
-                    stream.cancel()
-                    return
-
-        watchers = [asyncio.create_task(timed_watch()) for _ in range(10)]
-        for _ in range(10):
-            await attached.acquire()
-        await bench.turn(outbox, call)
-        await asyncio.gather(*watchers)
-        call.cancel()
-        written = line_write_times(bench.root / "data" / "daemon.db", session_id)
+    async with bench_daemon(root, turn, profile) as (daemon, driver, clients):
+        session_id = await driver.new_session()
+        after, _ = await driver.turn(session_id)
+        job = {"op": "watch", "session": session_id, "after": after, "batched": False}
+        await clients.attach({**job, "stamps": True}, clients_count)
+        cpu = cpu_seconds(daemon.pid)
+        started = time.perf_counter()
+        await driver.send(session_id)
+        results = await clients.results()
+        cpu_percent = 100 * (cpu_seconds(daemon.pid) - cpu) / (time.perf_counter() - started)
+        db_path = daemon.root / "data" / "daemon.db"
+        written = line_write_times(db_path, session_id)
+        source_lines = dict(event_source_lines(db_path, session_id))
     delays = sorted(
-        (received[seq] - written[line]) / 1e6
-        for seq, line in written_events(bench, session_id)
-        if seq in received and line in written
+        (arrived - written[source_lines[seq]]) / 1e6
+        for result in results
+        for seq, arrived in result["arrivals"]
+        if source_lines.get(seq) in written
     )
-    return statistics.median(delays), delays[int(len(delays) * 0.99)]
+    return {
+        "latency_p50_ms": statistics.median(delays),
+        "latency_p99_ms": delays[int(len(delays) * 0.99)],
+        "latency_max_ms": delays[-1],
+        "latency_samples": len(delays),
+        "latency_daemon_cpu_percent": cpu_percent,
+    }
 
 
 def line_write_times(db_path: Path, session_id: str) -> dict[int, int]:
@@ -210,8 +349,8 @@ def line_write_times(db_path: Path, session_id: str) -> dict[int, int]:
     return {seq: json.loads(payload)["fake_ts_ns"] for seq, payload in rows}
 
 
-def written_events(bench: Bench, session_id: str) -> list[tuple[int, int]]:
-    with sqlite3.connect(bench.root / "data" / "daemon.db") as db:
+def event_source_lines(db_path: Path, session_id: str) -> list[tuple[int, int]]:
+    with sqlite3.connect(db_path) as db:
         return db.execute(
             "SELECT sequence, message_sequence FROM events"
             " WHERE session_id = ? AND message_sequence IS NOT NULL",
@@ -219,28 +358,17 @@ def written_events(bench: Bench, session_id: str) -> list[tuple[int, int]]:
         ).fetchall()
 
 
-async def resident_memory(root: Path, sessions: int, clients: int) -> float:
-    async with bench_daemon(root, [{"do": "text", "text": "hi"}]) as bench:
-        calls = []
-        ids = []
-        for _ in range(sessions):
-            outbox, call, session_id = await bench.open_session()
-            await bench.turn(outbox, call)
-            calls.append(call)
-            ids.append(session_id)
-        attached = asyncio.Semaphore(0)
-        watchers = [
-            asyncio.create_task(watch(bench.stub, ids[i % sessions], 0, False, attached.release))
-            for i in range(clients)
-        ]
-        for _ in range(clients):
-            await attached.acquire()
-        rss = psutil.Process().memory_info().rss / 2**20
-        for task in watchers:
-            task.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
-        for call in calls:
-            call.cancel()
+async def resident_memory(root: Path, sessions: int, count: int, profile: Path | None) -> float:
+    async with bench_daemon(root, [{"do": "text", "text": "hi"}], profile) as (
+        daemon,
+        driver,
+        clients,
+    ):
+        ids = [await driver.new_session() for _ in range(sessions)]
+        await asyncio.gather(*(driver.turn(session_id) for session_id in ids))
+        await clients.attach({"op": "hold", "sessions": ids}, count)
+        rss = psutil.Process(daemon.pid).memory_info().rss / 2**20
+        await clients.release()
         return rss
 
 
@@ -249,41 +377,48 @@ def machine() -> dict[str, Any]:
         "uname": " ".join(platform.uname()),
         "cpu_count": os.cpu_count(),
         "python": sys.version.split()[0],
+        "load_average_before": os.getloadavg(),
     }
 
 
-async def run(quick: bool) -> dict[str, Any]:
+async def run(quick: bool, profile: Path | None) -> dict[str, Any]:
     lines = 20_000 if quick else 100_000
     fan_lines = 2_000 if quick else 10_000
+    about = machine()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        ingest, replay_s, replayed = await ingest_and_replay(root / "ingest", lines)
-        fan = await broadcast(root / "fan", fan_lines, [1, 10, 100])
-        p50, p99 = await latency(root / "latency", 1_000 if quick else 5_000)
-        rss = await resident_memory(root / "rss", 20, 100)
+        ingest = await ingest_and_replay(root / "ingest", lines, profile)
+        fan = await broadcast(root / "fanout", fan_lines, [1, 10, 100], profile)
+        delays = await latency(root / "latency", 2_000 if quick else 5_000, 10, profile)
+        rss = await resident_memory(root / "rss", 20, 100, profile)
     per_event = [v for k, v in fan.items() if k.startswith("broadcast_")]
     batched = [v for k, v in fan.items() if k.startswith("batched_")]
-    return {
-        "ingest_lines_per_s": round(ingest),
-        "broadcast_events_per_s": round(max(per_event)),
-        "batched_events_per_s": round(max(batched)),
-        "latency_p50_ms": round(p50, 3),
-        "latency_p99_ms": round(p99, 3),
-        "replay_100k_s": round(replay_s * 100_000 / replayed, 3),
-        "rss_mb": round(rss, 1),
-        "replayed_events": replayed,
-        "quick": quick,
-        **{k: round(v) for k, v in fan.items()},
-        "machine": machine(),
+    figures = {
+        "ingest_lines_per_s": ingest["ingest_lines_per_s"],
+        "broadcast_events_per_s": max(per_event),
+        "batched_events_per_s": max(batched),
+        "latency_p50_ms": delays["latency_p50_ms"],
+        "latency_p99_ms": delays["latency_p99_ms"],
+        "replay_100k_s": ingest["replay_100k_s"],
+        "rss_mb": rss,
+        **ingest,
+        **delays,
+        **fan,
     }
+    rounded = {k: round(v, 3) if v < 100 else round(v) for k, v in figures.items()}
+    return {**rounded, "quick": quick, "machine": about}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs, under a minute")
     parser.add_argument("--json", action="store_true", help="end with one JSON object")
+    parser.add_argument("--profile", type=Path, help="run the daemons under cProfile, into DIR")
     args = parser.parse_args()
-    figures = asyncio.run(run(args.quick))
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        args.profile = args.profile.absolute()
+    figures = asyncio.run(run(args.quick, args.profile))
     for key, value in figures.items():
         if key != "machine":
             print(f"{key:45} {value}")

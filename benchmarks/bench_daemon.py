@@ -1,0 +1,35 @@
+"""The daemon under benchmark, in its own process: run_daemon() as `betcode daemon start
+--foreground` runs it, with idle reaping off so no claude is reaped mid-run.
+
+    .venv/bin/python benchmarks/bench_daemon.py SOCKET DATA_DIR CONFIG_DIR CLAUDE_BIN
+
+Runs until SIGTERM/SIGINT; logs warnings and errors to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from betcode.claude.backoff import SupervisorPolicy
+from betcode.daemon import DaemonConfig, run_daemon
+
+
+def main(socket: str, data_dir: str, config_dir: str, claude_bin: str) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    config = DaemonConfig(
+        data_dir=Path(data_dir),
+        socket_path=Path(socket),
+        claude_bin=claude_bin,
+        config_dir=Path(config_dir),
+        environ={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": config_dir},
+        policy=SupervisorPolicy(idle_reap_seconds=None, watchdog_seconds=600.0),
+    )
+    return asyncio.run(run_daemon(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:5]))
