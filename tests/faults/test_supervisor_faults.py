@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,48 @@ async def test_a_hung_claude_ignoring_sigterm_is_killed_and_restarted(world: Wor
     assert len(restarting) == 1
     assert "no output for" in restarting[0]
     assert resume_id(world.starts()[1]) == session.claude_session_id
+    session.turn = False
+    await supervisor.stop()
+
+
+GRACEFUL_CLAUDE = """#!/bin/sh
+# A claude that answers SIGTERM by exiting 0, and goes silent after its init line (until
+# the end of its input).
+trap 'exit 0' TERM
+echo "$@" >> "$0.starts"
+read -r line
+echo '{"type":"system","subtype":"init","session_id":"6f1c2d3e-0000-4000-8000-000000000001"}'
+while read -r line; do :; done
+"""
+
+
+def graceful_claude(directory: Path) -> tuple[Path, Callable[[], list[list[str]]]]:
+    """The script above as a binary, and a reader of the argv of its starts."""
+    binary = directory / "graceful-claude"
+    binary.write_text(GRACEFUL_CLAUDE)
+    binary.chmod(0o755)
+    log = directory / "graceful-claude.starts"
+    return binary, lambda: [line.split() for line in log.read_text().splitlines()]
+
+
+async def test_a_watchdog_kill_that_exits_0_is_still_a_crash_and_resumes(
+    world: World, tmp_path: Path
+) -> None:
+    policy = SupervisorPolicy(
+        backoff_initial=0.02, watchdog_seconds=0.3, kill_grace_seconds=2.0, idle_reap_seconds=None
+    )
+    binary, starts = graceful_claude(tmp_path)
+    supervisor, session = world.supervisor([], policy)
+    supervisor.binary = ClaudeBinary(binary, BinarySource.FLAG)
+    session.turn = True
+    await supervisor.send(USER_LINE)
+    await until(lambda: len(session.exits) == 1 and supervisor.state is S.RUNNING)
+    assert session.exits[0][0] == 0  # SIGTERM was honoured...
+    restarting = [detail for state, detail in session.states if state is S.RESTARTING]
+    assert len(restarting) == 1  # ...and the kill still counts as a crash
+    assert "no output for" in restarting[0]
+    first, second = starts()
+    assert (resume_id(first), resume_id(second)) == (None, "6f1c2d3e-0000-4000-8000-000000000001")
     session.turn = False
     await supervisor.stop()
 
