@@ -9,7 +9,8 @@ For each request, in order (the first that applies decides):
 4. allow rules, or allow rules together with session grants, cover the call → allowed at once;
 5. otherwise → forwarded. AskUserQuestion is always forwarded.
 
-Automatic decisions produce no client event. A forwarded request is stored in
+Automatic decisions produce no client event. Every decision is audited (`decisions.*_audit`),
+an answer or expiry in the transaction that stores it. A forwarded request is stored in
 `pending_permissions` BEFORE any client sees it, then shown to every client of the session; an
 unanswered request for the same call whose process is gone (claude asks again after a restart)
 is withdrawn at the same time, so the user never answers one question twice.
@@ -35,6 +36,8 @@ from betcode.permissions.decisions import (
     AnswerOutcome,
     ClientAnswer,
     Reply,
+    answer_audit,
+    auto_audit,
     build_reply,
     outcome_of,
 )
@@ -52,6 +55,7 @@ from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import pending as pending_rows
+from betcode.storage.audit import AuditRecorder, AuditRow
 from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
@@ -73,6 +77,7 @@ class PermissionBridge:
         rules: RuleBook,
         settings: PermissionSettings | None = None,
         notifier: Notifier | None = None,
+        audit: AuditRecorder | None = None,
         clock: Clock = time.time,
     ) -> None:
         self._writer = writer
@@ -81,12 +86,13 @@ class PermissionBridge:
         self.settings = settings if settings is not None else PermissionSettings()
         self._clock = clock
         self.metrics = DecisionCounters()
+        self._audit = audit if audit is not None else AuditRecorder(writer, clock=clock)
         self._live = LiveRequests()
         self._notifier = (
             notifier if notifier is not None else Notifier(self.settings.notify_command)
         )
         self._sweeper = PermissionSweeper(
-            writer, self._live, self._notifier, self.metrics, self.settings, clock
+            writer, self._live, self._notifier, self.metrics, self.settings, clock, self._audit
         )
 
     # ---- from claude ----
@@ -120,26 +126,34 @@ class PermissionBridge:
             home=self.rules.home,
             grants=[SessionGrant(g.tool_name, g.pattern, GrantAction(g.action)) for g in grants],
         )
-        rule = decision.rules[0].describe() if decision.rules else ""
+        rules = "; ".join(rule.describe() for rule in decision.rules)
         if decision.behavior is Behavior.DENY:
             line = stdin.permission_deny(
                 request.request_id, decision.message, dialect=request.dialect
             )
-            await self._auto(session, request, line, DecisionKind.AUTO_DENY, rule)
+            await self._auto(session, request, tool, line, DecisionKind.AUTO_DENY, rules)
             return True
         if await self._use_one_shot(session, request, tool, undelivered):
             return True
         if decision.behavior is Behavior.ALLOW:
             line = stdin.permission_allow(request.request_id, dialect=request.dialect)
-            await self._auto(session, request, line, DecisionKind.AUTO_ALLOW, rule)
+            await self._auto(session, request, tool, line, DecisionKind.AUTO_ALLOW, rules)
             return True
         return False
 
     async def _auto(
-        self, session: Session, request: ControlRequest, line: bytes, kind: DecisionKind, rule: str
+        self,
+        session: Session,
+        request: ControlRequest,
+        tool: CanUseTool,
+        line: bytes,
+        kind: DecisionKind,
+        reason: str,
     ) -> None:
         self.metrics.count(kind)
-        log.info("session %s: %s %s by %s", session.id, request.request_id, kind.value, rule)
+        log.info("session %s: %s %s by %s", session.id, request.request_id, kind.value, reason)
+        allowed = kind is DecisionKind.AUTO_ALLOW
+        self._audit.record(auto_audit(session.id, request.request_id, tool, allowed, reason))
         await session.write_control(line)
 
     async def _use_one_shot(
@@ -160,15 +174,13 @@ class PermissionBridge:
             return False
         if not await self._writer.call(lambda c: orphans.claim_delivery(c, grant.request_id)):
             return False  # consumed by a concurrent identical call
-        log.info(
-            "session %s: %s allowed by the user's approval of %s (one-shot, now used)",
-            session.id,
-            request.request_id,
-            grant.request_id,
-        )
         line = stdin.permission_allow(
             request.request_id, updated_input=orphans.approved_input(grant), dialect=request.dialect
         )
+        # Counted once already, as the user's answer; audited again as the call it let run.
+        reason = f"the user's approval of {grant.request_id} (one-shot, now used)"
+        log.info("session %s: %s allowed by %s", session.id, request.request_id, reason)
+        self._audit.record(auto_audit(session.id, request.request_id, tool, True, reason))
         await session.write_control(line)
         return True
 
@@ -268,8 +280,9 @@ class PermissionBridge:
         live = self._live.get(session.id, request_id)
         reply = build_reply(row, answer, live.tool.permission_suggestions if live else ())
         waiting = self._live.waiting(session, request_id)
+        audit = self._audit.row(answer_audit(row, reply, answer))
         if not await self._writer.call(
-            lambda c: self._record(c, session, row, reply, now, waiting)
+            lambda c: self._record(c, session, row, reply, now, waiting, audit)
         ):
             current = await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
             return _duplicate(current or row)
@@ -302,10 +315,11 @@ class PermissionBridge:
         reply: Reply,
         now: float,
         waiting: bool,
+        audit: AuditRow,
     ) -> bool:
         """One transaction: the answer (if first), its session grant, `delivered` when the
-        asking process is alive (claimed before writing: an approval runs at most once), and
-        the TTL extension that any answer is."""
+        asking process is alive (claimed before writing: an approval runs at most once), the
+        TTL extension that any answer is, and its audit row."""
         payload = reply.line.decode()
         if not pending_rows.answer(
             conn, row.request_id, decision=reply.decision, payload=payload, now=now
@@ -320,6 +334,7 @@ class PermissionBridge:
             pending_rows.mark_delivered(conn, row.request_id)
         if self.settings.extend_on_activity:
             pending_rows.extend_ttl(conn, session.id, now, self.settings.ttl_seconds)
+        self._audit.insert(conn, audit)
         return True
 
     async def list_pending(self, session_id: str | None) -> list[PendingPermission]:

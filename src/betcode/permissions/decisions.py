@@ -2,19 +2,22 @@
 
 A client's answer to a pending request (`build_reply`), an expiry (`expiry_reply`) and the
 bridge's own automatic decisions each become exactly one control_response line, in the NDJSON
-dialect the request came in.
+dialect the request came in, and one audit event (`answer_audit`, `expiry_audit`,
+`auto_audit`): permission_grant / permission_deny by the user, permission_deny with outcome
+timeout by the sweeper, auto_approve_tool_call / permission_deny by the rules.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from betcode.permissions.grants import SessionGrant, grant_from_request
 from betcode.protocol import writer as stdin
-from betcode.protocol.messages import Dialect
+from betcode.protocol.messages import CanUseTool, Dialect
+from betcode.storage.audit import AuditEvent, input_hash
 from betcode.storage.pending import PendingPermission
 from betcode.v1 import common_pb2
 
@@ -23,6 +26,11 @@ DEFAULT_DENY_MESSAGE = "The user denied this tool use."
 EXPIRED = "expired"
 # response_decision values that let the tool run (a question's answers included).
 ALLOWING_DECISIONS = frozenset({"allow_once", "allow_session", "allow_with_edit"})
+DENYING_DECISIONS = frozenset({"deny", "deny_interrupt", EXPIRED})
+# Audit actors that are not a client: the rule engine and the expiry sweep.
+RULES_ACTOR = "permission-rules"
+SWEEPER_ACTOR = "permission-sweeper"
+UNKNOWN_CLIENT = "unknown-client"
 
 
 class AnswerError(Exception):
@@ -130,6 +138,70 @@ def expiry_reply(row: PendingPermission, ttl_seconds: float) -> Reply:
     )
     line = stdin.permission_deny(row.request_id, message, dialect=Dialect(row.dialect))
     return Reply(EXPIRED, EXPIRED, line, message=message)
+
+
+def answer_audit(row: PendingPermission, reply: Reply, answer: ClientAnswer) -> AuditEvent:
+    """The audit event of a client's answer: a grant (allow, allow for the session, allow with
+    an edit, a question answered) or a deny."""
+    granted = reply.decision not in DENYING_DECISIONS
+    context = {"request_id": row.request_id, "decision": reply.decision}
+    if reply.grant is not None:
+        context["session_grant"] = reply.grant.rule_text
+    if answer.updated_input is not None and reply.decision == "allow_with_edit":
+        context["edited_input_hash"] = input_hash(answer.updated_input)
+    if reply.message:
+        context["message"] = reply.message
+    return AuditEvent(
+        event_type="permission_grant" if granted else "permission_deny",
+        actor_type="user",
+        actor_id=answer.client_id or UNKNOWN_CLIENT,
+        outcome="success" if granted else "denied",
+        session_id=row.session_id,
+        tool_name=row.tool_name,
+        tool_input=stored_input(row),
+        context=context,
+    )
+
+
+def expiry_audit(row: PendingPermission, reply: Reply) -> AuditEvent:
+    """The audit event of a request nobody answered in time: a deny by timeout."""
+    return AuditEvent(
+        event_type="permission_deny",
+        actor_type="system",
+        actor_id=SWEEPER_ACTOR,
+        outcome="timeout",
+        severity="warn",
+        session_id=row.session_id,
+        tool_name=row.tool_name,
+        tool_input=stored_input(row),
+        error_code="PERMISSION_TIMEOUT",
+        error_message=reply.message,
+        context={"request_id": row.request_id, "decision": reply.decision},
+    )
+
+
+def auto_audit(
+    session_id: str, request_id: str, tool: CanUseTool, allowed: bool, reason: str
+) -> AuditEvent:
+    """The audit event of a decision nobody was asked for: a rule (or session grant, or an
+    approval given earlier) allowed or denied the call; `reason` says which."""
+    return AuditEvent(
+        event_type="auto_approve_tool_call" if allowed else "permission_deny",
+        actor_type="daemon",
+        actor_id=RULES_ACTOR,
+        outcome="success" if allowed else "denied",
+        session_id=session_id,
+        tool_name=tool.tool_name,
+        tool_input=tool.input,
+        context={"request_id": request_id, "reason": reason},
+    )
+
+
+def stored_input(row: PendingPermission) -> Mapping[str, Any]:
+    """The request's tool input as claude sent it (an input that is not an object is wrapped,
+    so it is still hashed and previewed)."""
+    value = json.loads(row.input)
+    return value if isinstance(value, dict) else {"input": value}
 
 
 def outcome_of(decision: str | None) -> str:

@@ -4,7 +4,8 @@ Every `interval` seconds (5 min by default): each unanswered request older than 
 age (1 h and 24 h by default) gets that reminder once (a request overdue for both gets only
 the later one); each unanswered request past its expiry gets the soft deny
 "Permission request expired after {TTL}. User can retry the operation.", recorded as
-`expired`, counted as a timeout, and announced to the session's clients.
+`expired`, counted as a timeout, audited (permission_deny, outcome timeout) in the same
+transaction, and announced to the session's clients.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from betcode.config.settings import PermissionSettings
-from betcode.permissions.decisions import expiry_reply
+from betcode.permissions.decisions import expiry_audit, expiry_reply
 from betcode.permissions.live import LiveRequests
 from betcode.permissions.metrics import DecisionCounters, DecisionKind
 from betcode.permissions.notifier import Notifier, ReminderNotice
 from betcode.sessions import translate
 from betcode.storage import pending as pending_rows
+from betcode.storage.audit import AuditRecorder
 from betcode.storage.errors import StoreClosed
 from betcode.storage.pending import PendingPermission, Reminder
 from betcode.storage.writer import StoreWriter
@@ -48,8 +50,10 @@ class PermissionSweeper:
         metrics: DecisionCounters,
         settings: PermissionSettings,
         clock: Clock,
+        audit: AuditRecorder,
     ) -> None:
         self._writer = writer
+        self._audit = audit
         self._live = live
         self._notifier = notifier
         self._metrics = metrics
@@ -123,14 +127,18 @@ class PermissionSweeper:
         reply = expiry_reply(row, self._settings.ttl_seconds)
         session = self._live.session(row.session_id)
         waiting = session is not None and self._live.waiting(session, row.request_id)
+        audit = self._audit.row(expiry_audit(row, reply))
 
         def record(conn: sqlite3.Connection) -> bool:
             won = pending_rows.answer(
                 conn, row.request_id, decision=reply.decision, payload=reply.line.decode(), now=now
             )
+            if not won:
+                return False
+            self._audit.insert(conn, audit)
             # Delivered either way: written below to the process that waits, or nobody waits
             # (a process resuming the conversation found the call interrupted).
-            return won and pending_rows.mark_delivered(conn, row.request_id)
+            return pending_rows.mark_delivered(conn, row.request_id)
 
         if not await self._writer.call(record):
             return 0  # answered meanwhile: the answer won

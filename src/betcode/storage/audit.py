@@ -84,6 +84,9 @@ REQUIRED_COLUMNS = frozenset(
 )
 
 Clock = Callable[[], float]
+# Context members holding ids and hashes are kept as they are (a SHA-256 looks like a key to
+# `redact`); every other context value is free text and is redacted.
+_IDENTIFIER_SUFFIXES = ("_id", "_hash")
 
 
 class AuditLogMissing(StorageError):
@@ -104,7 +107,7 @@ class AuditEvent:
     tool_input: Mapping[str, Any] | None = None
     error_code: str | None = None
     error_message: str | None = None
-    context: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, str] = field(default_factory=dict)  # stored as a JSON object
 
 
 class AuditRow(NamedTuple):
@@ -156,7 +159,10 @@ def audit_row(event: AuditEvent, now: float) -> AuditRow:
     """The stored form of `event` made at `now` (pure apart from the event id's random bits)."""
     tool_input = event.tool_input
     error = event.error_message
-    context = {key: redact(value) for key, value in event.context.items()}
+    context = {
+        key: value if key.endswith(_IDENTIFIER_SUFFIXES) else redact(value)
+        for key, value in event.context.items()
+    }
     return AuditRow(
         event_id=uuid7(now),
         event_type=event.event_type,

@@ -116,9 +116,16 @@ def test_error_messages_are_redacted_and_capped_at_1_kb() -> None:
     assert row.error_message.endswith("…")
 
 
-def test_context_values_are_redacted_too() -> None:
-    row = audit_row(grant(context={"message": "no, use token=abc123secret instead"}), NOW)
-    assert row.context == json.dumps({"message": "no, use token=[REDACTED] instead"})
+def test_context_free_text_is_redacted_but_ids_and_hashes_are_kept() -> None:
+    digest = input_hash({"command": "echo edited"})
+    context = {
+        "message": "no, use token=abc123secret instead",
+        "edited_input_hash": digest,
+        "request_id": "toolu_01AbCdEfGhIjKlMnOpQrStUvWx",
+    }
+    row = audit_row(grant(context=context), NOW)
+    assert row.context is not None
+    assert json.loads(row.context) == {**context, "message": "no, use token=[REDACTED] instead"}
 
 
 SECRETS = [
