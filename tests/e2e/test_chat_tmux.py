@@ -219,3 +219,17 @@ async def test_no_daemon_and_the_offer_declined_exits_2(
     assert status == 2
     assert "betcode daemon start" in screen
     assert not await daemon_running(no_daemon)
+
+
+@pytest.mark.usefixtures("claude_bin")  # the demo runs the pinned CLI: fail if it is missing
+async def test_demo_in_the_chat_is_one_approval_away(terminal: Terminal, tmp_path: Path) -> None:
+    """README's quick start after set-up: `betcode demo --chat`, press y, see the result."""
+    environment = client_environment(tmp_path, tmp_path / "unused.sock")
+    await terminal.run(betcode(environment, "demo", "--chat"), tmp_path)
+    await terminal.wait_for("Allow Bash?", 'python3 -c \\"print(6 * 7)\\"', "Allow once (y)")
+    await terminal.keys("y")
+    await terminal.wait_for('✓ Bash(python3 -c "print(6 * 7)")', "⎿ 42", "ok: 42", "ready")
+    await terminal.keys("C-c")
+    status, screen = await terminal.wait_for_exit()
+    assert status == 0
+    assert "daemon stopped" in screen

@@ -15,23 +15,31 @@ START_DAEMON_QUESTION = "Start the BetCode daemon now?"
 
 
 @click.command("chat")
+@click.argument("prompt", required=False, default="")
 @click.option("--session", "session_id", help="Attach to this session.")
 @click.option("--continue", "continue_last", is_flag=True, help="Reattach the latest session here.")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--model", default="", help="Model for a new session.")
 @click.option("--socket", "socket_path", help="Daemon socket.")
 def chat(
+    prompt: str,
     session_id: str | None,
     continue_last: bool,
     cwd: Path | None,
     model: str,
     socket_path: str | None,
 ) -> None:
-    """Chat with a session; quitting leaves it running in the daemon.
+    """Chat with a session, sending PROMPT first if given; quitting leaves the session running
+    in the daemon.
 
     With no daemon running, it offers to start one (at a terminal; otherwise it exits 2)."""
     options = ChatOptions(
-        socket=socket_path, session_id=session_id, continue_last=continue_last, cwd=cwd, model=model
+        socket=socket_path,
+        session_id=session_id,
+        continue_last=continue_last,
+        cwd=cwd,
+        model=model,
+        first_message=prompt,
     )
     try:
         sys.exit(run_offering_to_start_daemon(options))

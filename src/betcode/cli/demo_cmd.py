@@ -1,5 +1,6 @@
 """`betcode demo`: the whole flow offline — the daemon, the pinned real Claude Code CLI and the
 bundled mock model: streamed text, a tool call, a permission prompt answered, then a replay.
+With --chat the same prompt opens in `betcode chat`, and the user answers the prompt.
 
 Everything lives in a temporary folder (HOME, data, socket); nothing of the user's is touched.
 """
@@ -19,6 +20,7 @@ import click
 import grpc
 
 from betcode.claude.locate import find_claude_binary
+from betcode.cli.chat import ChatOptions, run_chat
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
@@ -28,7 +30,8 @@ TURN_TIMEOUT_S = 120.0
 
 
 @click.command("demo")
-def demo() -> None:
+@click.option("--chat", "in_chat", is_flag=True, help="Answer the tool call yourself, in the chat.")
+def demo(in_chat: bool) -> None:
     """Run the daemon with the real Claude Code CLI against the offline mock model."""
     binary = find_claude_binary(None, {"PATH": ""})  # the project's pinned copy, never a global one
     with tempfile.TemporaryDirectory(prefix="betcode-demo-") as scratch, MockAnthropic() as mock:
@@ -50,7 +53,10 @@ def demo() -> None:
             click.secho(
                 f"▶ daemon pid {daemon.pid} on {socket} (claude at {binary.path})", fg="cyan"
             )
-            asyncio.run(_conversation(socket, work))
+            if in_chat:
+                run_chat(ChatOptions(socket=str(socket), cwd=work, first_message=DEMO_PROMPT))
+            else:
+                asyncio.run(_conversation(socket, work))
         finally:
             daemon.terminate()
             daemon.wait(timeout=15)

@@ -22,6 +22,7 @@ class ChatOptions:
     continue_last: bool = False  # --continue
     cwd: Path | None = None  # --cwd; None: the current directory
     model: str = ""  # --model; empty: the daemon's default
+    first_message: str = ""  # PROMPT: sent as soon as the conversation is open
 
 
 async def pick_session(client: DaemonClient, options: ChatOptions, cwd: Path) -> str:
@@ -52,6 +53,8 @@ async def chat(options: ChatOptions) -> int:
             working_directory=str(cwd),
             model=options.model,
         )
+        if options.first_message:
+            await stream.send_message(options.first_message)  # written once the stream opens
         app = ChatApp(client, stream)
         await app.run_async()
     return app.return_code or 0
