@@ -233,3 +233,4 @@ async def test_demo_in_the_chat_is_one_approval_away(terminal: Terminal, tmp_pat
     status, screen = await terminal.wait_for_exit()
     assert status == 0
     assert "daemon stopped" in screen
+    assert "keeps running" not in screen  # the demo's daemon ends with it: no reattach hint

@@ -54,7 +54,10 @@ def demo(in_chat: bool) -> None:
                 f"▶ daemon pid {daemon.pid} on {socket} (claude at {binary.path})", fg="cyan"
             )
             if in_chat:
-                run_chat(ChatOptions(socket=str(socket), cwd=work, first_message=DEMO_PROMPT))
+                options = ChatOptions(
+                    socket=str(socket), cwd=work, first_message=DEMO_PROMPT, reattach_hint=False
+                )
+                run_chat(options)
             else:
                 asyncio.run(_conversation(socket, work))
         finally:

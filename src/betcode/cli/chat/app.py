@@ -59,8 +59,10 @@ class ChatApp(App[None]):
         stream: ConversationStream,
         *,
         clock: Callable[[], float] = time.monotonic,
+        reattach_hint: bool = True,
     ) -> None:
         super().__init__()
+        self.reattach_hint = reattach_hint  # False when the daemon ends with the chat (demo)
         self.client = client
         self.stream = stream
         self.model = ChatModel(client.client_id)
@@ -223,7 +225,7 @@ class ChatApp(App[None]):
         goodbye = (
             f"Session {session_id} keeps running in the daemon; reattach with "
             f"`betcode chat --session {session_id}` or `betcode chat --continue`."
-            if session_id
+            if session_id and self.reattach_hint
             else None
         )
         self.exit(message=goodbye)

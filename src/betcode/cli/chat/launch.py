@@ -23,6 +23,7 @@ class ChatOptions:
     cwd: Path | None = None  # --cwd; None: the current directory
     model: str = ""  # --model; empty: the daemon's default
     first_message: str = ""  # PROMPT: sent as soon as the conversation is open
+    reattach_hint: bool = True  # say on quitting how to reattach (not when the daemon ends too)
 
 
 async def pick_session(client: DaemonClient, options: ChatOptions, cwd: Path) -> str:
@@ -55,7 +56,7 @@ async def chat(options: ChatOptions) -> int:
         )
         if options.first_message:
             await stream.send_message(options.first_message)  # written once the stream opens
-        app = ChatApp(client, stream)
+        app = ChatApp(client, stream, reattach_hint=options.reattach_hint)
         await app.run_async()
     return app.return_code or 0
 
