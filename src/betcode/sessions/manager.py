@@ -1,5 +1,13 @@
 """The registry of sessions: create, load on demand (seeding seqs from SQLite), list, delete;
-it also starts each session's input-lock idle timer and applies reloaded settings to them all."""
+it also starts each session's input-lock idle timer and applies reloaded settings to them all.
+
+`daemon.max_sessions` bounds the sessions in use at once: a session is in use while it has a
+claude process (running, starting or restarting) or an attached client. Creating one more is
+refused (`SessionLimitReached`); attaching to, or sending to, an existing session never is.
+
+Audited (storage.audit): session_create (also when refused), session_resume (a claude process
+spawned with --resume) and session_error (claude crashed too often: CRASHED).
+"""
 
 from __future__ import annotations
 
@@ -11,13 +19,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.supervisor import SupervisorState
 from betcode.sessions import translate
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.session import Session
 from betcode.storage import sessions as session_rows
+from betcode.storage.audit import AuditEvent, AuditRecorder
 from betcode.v1 import agent_pb2
 
 MAX_SESSION_ID_CHARS = 128
+SUPERVISOR_ACTOR = "claude-supervisor"
+UNKNOWN_CLIENT = "unknown-client"
+# Supervisor states in which a session holds no claude process.
+_WITHOUT_PROCESS = frozenset({SupervisorState.IDLE, SupervisorState.CRASHED})
 
 
 class SessionNotFound(LookupError):
@@ -28,6 +42,68 @@ class SessionNotFound(LookupError):
 
 class InvalidSessionRequest(ValueError):
     """A create/attach request that can never succeed as given."""
+
+
+class SessionLimitReached(Exception):
+    """Creating a session would exceed daemon.max_sessions (sessions in use at once)."""
+
+    def __init__(self, limit: int, in_use: int) -> None:
+        super().__init__(
+            f"cannot start a new session: {in_use} sessions are in use (with a claude process "
+            f"or a connected client) and daemon.max_sessions is {limit}. Close a session's "
+            "clients, delete a session, or raise daemon.max_sessions (settings.json, "
+            "BETCODE_MAX_SESSIONS or `betcode daemon start --set max_sessions=N`, 1-1000)"
+        )
+        self.limit = limit
+        self.in_use = in_use
+
+
+class AuditedSession(Session):
+    """A Session whose claude lifecycle is also written to the audit log."""
+
+    def __init__(
+        self,
+        record: session_rows.SessionRecord,
+        context: SessionContext,
+        audit: AuditRecorder,
+        *,
+        line_seq: int,
+        event_seq: int,
+        allowed_tools: Sequence[str] = (),
+    ) -> None:
+        self._audit = audit
+        super().__init__(
+            record, context, line_seq=line_seq, event_seq=event_seq, allowed_tools=allowed_tools
+        )
+
+    def on_state(self, state: SupervisorState, detail: str) -> None:
+        super().on_state(state, detail)
+        resumed = self.resume_session_id()
+        if state is SupervisorState.RUNNING and resumed is not None:
+            # The process that just started was given --resume (the id is read at spawn).
+            self._audit.record(
+                AuditEvent(
+                    event_type="session_resume",
+                    actor_type="daemon",
+                    actor_id=SUPERVISOR_ACTOR,
+                    outcome="success",
+                    session_id=self.id,
+                    context={"claude_session_id": resumed},
+                )
+            )
+        elif state is SupervisorState.CRASHED:
+            self._audit.record(
+                AuditEvent(
+                    event_type="session_error",
+                    actor_type="daemon",
+                    actor_id=SUPERVISOR_ACTOR,
+                    outcome="failure",
+                    severity="error",
+                    session_id=self.id,
+                    error_code="SUBPROCESS_CRASHED",
+                    error_message=detail,
+                )
+            )
 
 
 def validate_session_id(session_id: str) -> None:
@@ -53,14 +129,34 @@ def validate_working_directory(path: str) -> str:
 
 
 class SessionManager:
-    def __init__(self, context: SessionContext) -> None:
+    """`max_sessions`: how many sessions may be in use at once (None: no limit); a reload may
+    change it, and it applies to sessions created from then on."""
+
+    def __init__(
+        self,
+        context: SessionContext,
+        *,
+        audit: AuditRecorder | None = None,
+        max_sessions: int | None = None,
+    ) -> None:
         self._ctx = context
+        self._audit = audit if audit is not None else AuditRecorder(context.writer)
+        self.max_sessions = max_sessions
         self._sessions: dict[str, Session] = {}
         self._loading = asyncio.Lock()
+        self._creating = 0
 
     @property
     def live(self) -> list[Session]:
         return list(self._sessions.values())
+
+    def in_use(self) -> int:
+        """Sessions with a claude process or an attached client (what max_sessions bounds)."""
+        return sum(
+            1
+            for session in self._sessions.values()
+            if len(session.hub) or session.supervisor.state not in _WITHOUT_PROCESS
+        )
 
     async def create(
         self,
@@ -70,22 +166,34 @@ class SessionManager:
         worktree_id: str | None = None,
         allowed_tools: Sequence[str] = (),
         name: str = "",
+        client_id: str | None = None,
     ) -> Session:
+        """A new session; raises InvalidSessionRequest for a bad working directory and
+        SessionLimitReached when max_sessions are in use. `client_id`: who asked (audit)."""
         cwd = validate_working_directory(working_directory)
+        self._check_capacity(client_id, cwd)
         session_id = str(uuid.uuid4())
-        record = await self._ctx.writer.call(
-            lambda c: session_rows.create_session(
-                c,
-                session_id=session_id,
-                model=model,
-                working_directory=cwd,
-                now=time.time(),
-                worktree_id=worktree_id,
-                name=name,
+        # Counted as in use from here: a create waiting on the writer holds its place.
+        self._creating += 1
+        try:
+            record = await self._ctx.writer.call(
+                lambda c: session_rows.create_session(
+                    c,
+                    session_id=session_id,
+                    model=model,
+                    working_directory=cwd,
+                    now=time.time(),
+                    worktree_id=worktree_id,
+                    name=name,
+                )
             )
+        finally:
+            self._creating -= 1
+        session = AuditedSession(
+            record, self._ctx, self._audit, line_seq=0, event_seq=0, allowed_tools=allowed_tools
         )
-        session = Session(record, self._ctx, line_seq=0, event_seq=0, allowed_tools=allowed_tools)
         self._register(session)
+        self._audit_create(client_id, session_id, {"working_directory": cwd}, None)
         # Clients learn the new session's id from this first event.
         session.emit(
             [
@@ -114,9 +222,44 @@ class SessionManager:
             if record is None:
                 raise SessionNotFound(session_id)
             line_seq, event_seq = await self._ctx.reader.max_sequences(session_id)
-            session = Session(record, self._ctx, line_seq=line_seq, event_seq=event_seq)
+            session = AuditedSession(
+                record, self._ctx, self._audit, line_seq=line_seq, event_seq=event_seq
+            )
             self._register(session)
             return session
+
+    def _check_capacity(self, client_id: str | None, cwd: str) -> None:
+        limit = self.max_sessions
+        if limit is None:
+            return
+        in_use = self.in_use() + self._creating
+        if in_use < limit:
+            return
+        refusal = SessionLimitReached(limit, in_use)
+        context = {"working_directory": cwd, "max_sessions": str(limit)}
+        self._audit_create(client_id, None, context, refusal)
+        raise refusal
+
+    def _audit_create(
+        self,
+        client_id: str | None,
+        session_id: str | None,
+        context: dict[str, str],
+        refusal: SessionLimitReached | None,
+    ) -> None:
+        self._audit.record(
+            AuditEvent(
+                event_type="session_create",
+                actor_type="user",
+                actor_id=client_id or UNKNOWN_CLIENT,
+                outcome="success" if refusal is None else "denied",
+                severity="info" if refusal is None else "warn",
+                session_id=session_id,
+                error_code=None if refusal is None else "POOL_EXHAUSTED",
+                error_message=None if refusal is None else str(refusal),
+                context=context,
+            )
+        )
 
     def _register(self, session: Session) -> None:
         def announce(holder: str) -> None:
