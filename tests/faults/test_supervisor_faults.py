@@ -244,7 +244,7 @@ async def test_a_watchdog_kill_that_exits_0_is_still_a_crash_and_resumes(
     binary, starts = graceful_claude(tmp_path)
     supervisor, session = world.supervisor([], policy)
     supervisor.binary = ClaudeBinary(binary, BinarySource.FLAG)
-    session.turn = True
+    session.turn = True  # and it stays so: the session never hears the turn end
     await supervisor.send(USER_LINE)
     await until(lambda: len(session.exits) == 1 and supervisor.state is S.RUNNING)
     assert session.exits[0][0] == 0  # SIGTERM was honoured...
@@ -253,6 +253,12 @@ async def test_a_watchdog_kill_that_exits_0_is_still_a_crash_and_resumes(
     assert "no output for" in restarting[0]
     first, second = starts()
     assert (resume_id(first), resume_id(second)) == (None, "6f1c2d3e-0000-4000-8000-000000000001")
+    # The respawned process was given no input: it runs no turn, so its silence is no fault.
+    resumed_pid = supervisor.pid
+    await asyncio.sleep(4 * policy.watchdog_seconds)
+    assert (supervisor.pid, supervisor.state, len(session.exits)) == (resumed_pid, S.RUNNING, 1)
+    await supervisor.send(USER_LINE)  # a turn for this process: now silence counts again
+    await until(lambda: len(session.exits) == 2)
     session.turn = False
     await supervisor.stop()
 

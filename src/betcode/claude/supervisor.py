@@ -7,8 +7,10 @@
 
 An exit we asked for (stop, idle reaping) is never a crash: at EOF the CLI exits 1 when the
 last result was an error (CLAUDE_CLI.md §1). The watchdog only counts silence while a turn is
-running and no permission request is waiting for a human. Each supervisor owns its process,
-tasks and crash window: one session's crashes never touch another's.
+running and no permission request is waiting for a human; a process that was given no input
+yet runs no turn, whatever the session believes (a respawned one waits for its next message).
+Each supervisor owns its process, tasks and crash window: one session's crashes never touch
+another's.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class ClaudeSupervisor:
         self._stop_requested: ClaudeProcess | None = None
         self._kill_reason: tuple[ClaudeProcess, str] | None = None
         self._last_input_at = time.monotonic()
+        self._given_input: ClaudeProcess | None = None  # the process that was written to
 
     # -- public -----------------------------------------------------------------------------
     @property
@@ -127,6 +130,7 @@ class ClaudeSupervisor:
                 await self._exit_handled(process)
             else:
                 self._last_input_at = time.monotonic()
+                self._given_input = process
                 return
 
     async def stop(self) -> None:
@@ -278,7 +282,9 @@ class ClaudeSupervisor:
             if self._state is not SupervisorState.RUNNING or self._process is not process:
                 return
             now = time.monotonic()
-            turn = self._query("turn_in_progress", self._hooks.turn_in_progress, default=True)
+            turn = self._given_input is process and self._query(
+                "turn_in_progress", self._hooks.turn_in_progress, default=True
+            )
             waiting = self._query(
                 "permission_pending", self._hooks.permission_pending, default=True
             )
