@@ -30,7 +30,7 @@ from betcode.protocol.messages import (
     Result,
     SystemInit,
 )
-from betcode.protocol.reader import ProtocolReader
+from betcode.protocol.reader import ProtocolReader, ReaderStats
 from betcode.sessions import translate
 from betcode.sessions.attach import replay_then_live
 from betcode.sessions.fanout import FanoutHub, Frame
@@ -46,6 +46,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Status = common_pb2.AgentStatus
+
+# Rows of one writer append while ingesting: a line waits at most this many rows' work before
+# its commit starts, and a subscriber is offered at most about this many frames at once.
+MAX_ROWS_PER_COMMIT = 256
+
+
+class _LogBatch:
+    """Rows and frames recorded together: one writer append, one publish after its commit."""
+
+    __slots__ = ("frames", "now", "rows", "stamp")
+
+    def __init__(self) -> None:
+        now_ns = time.time_ns()
+        self.now = now_ns / 1e9
+        self.stamp = Timestamp()
+        self.stamp.FromNanoseconds(now_ns)
+        self.rows: list[LogRow] = []
+        self.frames: list[Frame] = []
 
 
 class Session:
@@ -98,36 +116,50 @@ class Session:
         on_published: Callable[[], None] | None = None,
     ) -> list[Frame]:
         """Stamps, serializes and stores events (+ their source line), publishing after commit."""
-        now = time.time()
-        stamp = Timestamp()
-        stamp.FromNanoseconds(time.time_ns())
-        rows: list[LogRow] = [message] if message is not None else []
-        frames: list[Frame] = []
-        source = message.sequence if message is not None else None
+        batch = _LogBatch()
+        self._record(batch, events, message)
+        self._commit(batch, on_published)
+        return batch.frames
+
+    def _record(
+        self,
+        batch: _LogBatch,
+        events: Sequence[agent_pb2.AgentEvent],
+        message: MessageRow | None,
+    ) -> None:
+        """Gives the events their seqs and adds them (and their source line) to `batch`."""
+        rows, frames, now, stamp = batch.rows, batch.frames, batch.now, batch.stamp
+        source = None
+        if message is not None:
+            rows.append(message)
+            source = message.sequence
         for event in events:
+            kind = translate.kind_of(event)  # raises before any state changes
             self._event_seq += 1
             event.sequence = self._event_seq
             event.timestamp.CopyFrom(stamp)
             data = event.SerializeToString()
             frames.append((self._event_seq, data))
-            rows.append(
-                EventRow(self.id, self._event_seq, source, translate.kind_of(event), data, now)
-            )
-        if rows:
+            rows.append(EventRow(self.id, self._event_seq, source, kind, data, now))
 
-            def publish(ok: bool) -> None:
-                if not ok:
-                    log.error(
-                        "session %s: events %s not stored; delivered live only",
-                        self.id,
-                        [seq for seq, _ in frames],
-                    )
-                self.hub.publish(frames)
-                if on_published is not None:
-                    on_published()
+    def _commit(self, batch: _LogBatch, on_published: Callable[[], None] | None = None) -> None:
+        """One writer append for the whole batch; its frames are published once committed."""
+        if not batch.rows:
+            return
+        frames = batch.frames
 
-            self._ctx.writer.append(rows, publish)
-        return frames
+        def publish(ok: bool) -> None:
+            if not ok:
+                log.error(
+                    "session %s: events %s not stored; delivered live only",
+                    self.id,
+                    [seq for seq, _ in frames],
+                )
+            self.hub.publish(frames)
+            if on_published is not None:
+                on_published()
+
+        self._ctx.writer.append(batch.rows, publish)
 
     def _message_row(self, direction: str, kind: str, payload: bytes) -> MessageRow:
         self._line_seq += 1
@@ -138,35 +170,76 @@ class Session:
     def on_lines(self, lines: list[Line]) -> None:
         self._lines.put_nowait(lines)
 
+    @property
+    def line_stats(self) -> ReaderStats:
+        """What claude's stdout held so far: lines, invalid, truncated, unknown types."""
+        return self._reader.stats
+
     async def _consume(self) -> None:
         while True:
             lines = await self._lines.get()
             if lines is None:
                 return
-            for line in lines:
-                try:
-                    await self._ingest(line)
-                except Exception:
-                    # One bad line must never stop the session; it is stored raw regardless.
-                    log.exception("session %s: failed to process a line", self.id)
+            await self._ingest(lines)
 
-    async def _ingest(self, line: Line) -> None:
-        message = self._reader.decode(line.data)
+    async def _ingest(self, lines: Sequence[Line]) -> None:
+        """Records and translates a batch of stdout lines with as few commits as possible.
+
+        Rows accumulate while nothing can interleave (no await); they are committed before a
+        control message is handed to the permission bridge (which persists and emits on its
+        own) and whenever the batch reaches its cap, which bounds how long a line waits.
+        """
+        batch = _LogBatch()
+        for line in lines:
+            try:
+                control = self._ingest_line(batch, line)
+            except Exception:
+                # One bad line must never stop the session.
+                log.exception("session %s: failed to process a line", self.id)
+                continue
+            if control is not None:
+                self._commit(batch)
+                batch = _LogBatch()
+                await self._react_to_control(control)
+            elif len(batch.rows) >= MAX_ROWS_PER_COMMIT:
+                self._commit(batch)
+                batch = _LogBatch()
+        self._commit(batch)
+
+    def _ingest_line(
+        self, batch: _LogBatch, line: Line
+    ) -> ControlRequest | ControlCancelRequest | None:
+        """Records one line (stored raw whatever happens) and its events into `batch`;
+        returns it if it is a control message the permission bridge must see."""
+        message = self._reader.decode_line(line)
         row = self._message_row("out", line_type(message), line.data)
-        events = self.translator.translate(message) if message is not None else []
-        self.emit(events, row)
+        events: list[agent_pb2.AgentEvent] = []
         if message is not None:
-            await self._react(message)
+            try:
+                events = self.translator.translate(message)
+            except Exception:
+                log.exception("session %s: failed to translate line %d", self.id, row.sequence)
+        self._record(batch, events, row)
+        if isinstance(message, ControlRequest | ControlCancelRequest):
+            return message
+        if message is not None:
+            self._react(message)
+        return None
 
-    async def _react(self, message: Message) -> None:
+    def _react(self, message: Message) -> None:
         if isinstance(message, SystemInit):
             self._note_claude_session(message.session_id)
         elif isinstance(message, Result):
             self._finish_turn()
-        elif isinstance(message, ControlRequest):
-            await self._ctx.permissions.on_control_request(self, message)
-        elif isinstance(message, ControlCancelRequest):
-            await self._ctx.permissions.on_cancel(self, message.request_id)
+
+    async def _react_to_control(self, message: ControlRequest | ControlCancelRequest) -> None:
+        try:
+            if isinstance(message, ControlRequest):
+                await self._ctx.permissions.on_control_request(self, message)
+            else:
+                await self._ctx.permissions.on_cancel(self, message.request_id)
+        except Exception:
+            log.exception("session %s: the permission bridge failed on a control line", self.id)
 
     def _note_claude_session(self, claude_session_id: str) -> None:
         if claude_session_id and claude_session_id != self.claude_session_id:

@@ -202,6 +202,29 @@ async def test_payload_is_stored_verbatim_as_text(
     ).fetchone() == ("result",)
 
 
+async def test_one_large_append_is_stored_whole_in_order_with_every_value(
+    writer: StoreWriter, conn: sqlite3.Connection
+) -> None:
+    # 777 lines + 1554 events: more rows than one multi-row statement takes, in odd sizes.
+    add_session(conn)
+    rows = [row for line in range(1, 778) for row in line_and_events("s1", line, 2 * line - 1)]
+    outcomes: list[bool] = []
+    writer.append(rows, outcomes.append)
+    await flush(writer)
+
+    assert outcomes == [True]
+    messages = conn.execute(
+        "SELECT session_id, sequence, direction, message_type, CAST(payload AS BLOB), created_at"
+        " FROM messages ORDER BY sequence"
+    ).fetchall()
+    events = conn.execute(
+        "SELECT session_id, sequence, message_sequence, kind, payload, created_at"
+        " FROM events ORDER BY sequence"
+    ).fetchall()
+    assert [MessageRow(*row) for row in messages] == [r for r in rows if type(r) is MessageRow]
+    assert [EventRow(*row) for row in events] == [r for r in rows if type(r) is EventRow]
+
+
 async def test_close_commits_everything_queued_and_checkpoints(database: Database) -> None:
     writer = StoreWriter(database)
     await writer.call(lambda c: add_session(c))

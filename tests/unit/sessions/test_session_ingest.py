@@ -1,0 +1,158 @@
+"""Session ingest: claude's stdout lines recorded once, in order, published only after commit,
+with few commits, and the permission bridge's own events ordered after the request's line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.locate import BinarySource, ClaudeBinary
+from betcode.devtools import fake_claude_messages as fake
+from betcode.protocol.framing import Line
+from betcode.protocol.messages import ControlRequest
+from betcode.sessions import translate
+from betcode.sessions.context import SessionContext, SessionSettings
+from betcode.sessions.fanout import Frame
+from betcode.sessions.session import Session
+from betcode.storage import StoreReader, StoreWriter, open_database
+from betcode.storage.sessions import create_session
+from betcode.v1 import common_pb2
+
+
+class RecordingGate:
+    """Stands in for the permission bridge: answers a request by emitting an event of its own."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        self.emitted: list[Frame] = []
+
+    async def on_control_request(self, session: Session, request: ControlRequest) -> None:
+        self.requests.append(request.request_id)
+        status = translate.status_event(common_pb2.AgentStatus.AGENT_STATUS_WAITING_FOR_USER)
+        self.emitted.extend(session.emit([status]))
+
+    async def on_cancel(self, session: Session, request_id: str) -> None:
+        raise AssertionError("no cancel in these tests")
+
+    async def on_session_activity(self, session: Session) -> None:
+        return None
+
+    async def replay_frames(self, session: Session, last_seq: int) -> list[Frame]:
+        return []
+
+    def has_pending(self, session_id: str) -> bool:
+        return False
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[tuple[Session, RecordingGate, StoreWriter, Path]]:
+    database = open_database(tmp_path / "daemon.db")
+    writer = StoreWriter(database)
+    reader = StoreReader(database)
+    record = await writer.call(
+        lambda c: create_session(
+            c, session_id="s1", model="m", working_directory=str(tmp_path), now=1.0
+        )
+    )
+    gate = RecordingGate()
+    context = SessionContext(
+        writer=writer,
+        reader=reader,
+        claude_binary=ClaudeBinary(tmp_path / "claude-never-started", BinarySource.FLAG),
+        child_env=dict,
+        process_policy=SupervisorPolicy(),
+        permissions=gate,
+        settings=SessionSettings(),
+    )
+    session = Session(record, context, line_seq=0, event_seq=0)
+    yield session, gate, writer, database.path
+    await session.close()
+    await writer.close()
+    reader.close()
+
+
+def line(message: dict[str, Any]) -> Line:
+    data = json.dumps({**message, "session_id": "c1", "uuid": "u"}).encode()
+    return Line(data, len(data))
+
+
+def a_turn(deltas_before: int, deltas_after: int) -> list[Line]:
+    delta = fake.stream_event(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}}
+    )
+    start = {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}
+    return [
+        line(fake.system_init("m", "default", "2.1.330")),
+        line(fake.stream_event(fake.message_start("msg1", "m"))),
+        line(fake.stream_event(start)),
+        *[line(delta) for _ in range(deltas_before)],
+        line(fake.can_use_tool("req-1", "Bash", {"command": "ls"}, "tool-1")),
+        *[line(delta) for _ in range(deltas_after)],
+    ]
+
+
+async def test_lines_are_stored_once_in_order_and_published_only_after_commit(
+    world: tuple[Session, RecordingGate, StoreWriter, Path],
+) -> None:
+    session, gate, writer, db_path = world
+    observer = sqlite3.connect(db_path)
+    turn = a_turn(deltas_before=300, deltas_after=50)
+    big = b'{"type":"assistant","message":{"content":[]},"note":"[truncated]"}'
+    tail = [Line(big, 20_000_000, truncated=True), Line(b"not json", 8)]
+    tail.append(line(fake.result("done", 5, 10)))
+    published: list[Frame] = []
+    publishes = 0
+    all_read = asyncio.Event()
+    publish = session.hub.publish
+
+    def checking_publish(frames: list[Frame]) -> None:
+        nonlocal publishes
+        (committed,) = observer.execute("SELECT MAX(sequence) FROM events").fetchone()
+        assert committed >= frames[-1][0], "frames published before their commit"
+        published.extend(frames)
+        publishes += 1
+        publish(frames)
+        # Once every line was read, the last batch is already queued on the writer.
+        if session.line_stats.lines == len(turn + tail):
+            all_read.set()
+
+    session.hub.publish = checking_publish  # type: ignore[method-assign]
+    subscriber = session.hub.subscribe("watcher", 4096)
+    batches_before = writer.health().batches_committed
+
+    session.on_lines(turn)
+    session.on_lines(tail)
+    await all_read.wait()
+    await writer.call(lambda _c: None)  # every earlier commit and its publishing are done
+
+    stored_lines = observer.execute(
+        "SELECT sequence, CAST(payload AS BLOB) FROM messages ORDER BY sequence"
+    ).fetchall()
+    assert stored_lines == [(seq, sent.data) for seq, sent in enumerate(turn + tail, 1)]
+    stored_events = observer.execute(
+        "SELECT sequence, payload FROM events ORDER BY sequence"
+    ).fetchall()
+    assert [seq for seq, _ in stored_events] == list(range(1, len(stored_events) + 1))
+    # Every event published exactly once, in seq order, with the stored bytes.
+    assert published == stored_events
+    assert subscriber.take(10_000, 1 << 30) == stored_events
+    # The bridge saw the request after the lines before it, and its event took the next seq.
+    assert gate.requests == ["req-1"]
+    (request_line_seq,) = [seq for seq, sent in enumerate(turn, 1) if b"req-1" in sent.data]
+    (last_before,) = observer.execute(
+        "SELECT MAX(sequence) FROM events WHERE message_sequence <= ?", (request_line_seq,)
+    ).fetchone()
+    assert [seq for seq, _ in gate.emitted] == [last_before + 1]
+    # A handful of appends (and publishes, i.e. client wake-ups) for ~360 lines, not one per line.
+    assert publishes <= 8
+    assert writer.health().batches_committed - batches_before <= 8
+    assert session.line_stats.truncated == 1
+    assert session.line_stats.invalid == 1
+    observer.close()
