@@ -2,7 +2,8 @@
 
 Startup order (DAEMON.md): config (`daemon_config.load_daemon_config`; `betcode daemon start`
 then offers the first-run import) → claude version check (exit 72 missing, 78 too old) →
-database + migrations → reconciliation in one transaction → sessions and services → bind.
+database + migrations, and the audit log must be there (exit 74 otherwise) → reconciliation in
+one transaction → sessions and services → bind.
 
 SIGHUP reloads the configuration: the daemon settings are read again (files, environment, the
 start's flags) and validated as a whole; a bad value is logged (file, key, value, allowed range)
@@ -42,7 +43,9 @@ from betcode.server.health import ComponentReport, HealthMonitor, permission_che
 from betcode.server.version_service import ServerCapabilities, VersionService
 from betcode.sessions.context import SessionContext
 from betcode.sessions.manager import SessionManager
-from betcode.storage.database import open_database
+from betcode.storage.audit import AuditRecorder, require_audit_log
+from betcode.storage.database import Database, open_database
+from betcode.storage.errors import StorageError
 from betcode.storage.reader import StoreReader
 from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
@@ -55,6 +58,7 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_SECONDS = 5.0
 HEALTH_INTERVAL_SECONDS = 5.0
 EXIT_CANNOT_LISTEN = 69  # EX_UNAVAILABLE: another daemon serves the socket, or a bad address
+EXIT_STORAGE_UNUSABLE = 74  # EX_IOERR: the database is corrupt or lacks its audit_log
 
 
 class DaemonStartupError(Exception):
@@ -77,6 +81,8 @@ class Daemon:
         self._health_task: asyncio.Task[None] | None = None
         self.bridge: PermissionBridge | None = None
         self._sweeper_task: asyncio.Task[None] | None = None
+        self._audit: AuditRecorder | None = None
+        self._retention_task: asyncio.Task[None] | None = None
         self._reloads = 0
         self._reload_problem: str | None = None
 
@@ -85,16 +91,19 @@ class Daemon:
     async def start(self) -> None:
         binary = await self._check_claude()
         self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        database = await asyncio.to_thread(open_database, self.config.data_dir / "daemon.db")
+        database = await self._open_database()
         self._writer = writer = StoreWriter(database)
         self._reader = reader = StoreReader(database)
         report = await writer.call(lambda c: reconcile(c, time.time()))
         log.info("reconciled stored state: %s", report)
+        self._audit = audit = AuditRecorder(writer)
+        self._retention_task = asyncio.create_task(audit.run_retention(), name="audit-retention")
         self.bridge = bridge = PermissionBridge(
             writer,
             reader,
             rules=RuleBook(self.config.config_dir),
             settings=self.config.permissions,
+            audit=audit,
         )
         self._sweeper_task = asyncio.create_task(bridge.run_sweeper(), name="permission-sweeper")
         scratch = self.config.data_dir / "claude-scratch"
@@ -107,7 +116,9 @@ class Daemon:
             permissions=bridge,
             settings=self.config.sessions,
         )
-        self.sessions = SessionManager(context)
+        self.sessions = SessionManager(
+            context, audit=audit, max_sessions=self.config.settings.max_sessions
+        )
         health = HealthMonitor(server_version=__version__, claude_code=lambda: self._claude_report)
         health.add_component("storage", self._storage_report, critical=True)
         health.add_component("sessions", self._sessions_report, critical=False)
@@ -158,6 +169,14 @@ class Daemon:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
         log.info("betcode daemon %s serving on %s", __version__, self.config.socket_path)
+
+    async def _open_database(self) -> Database:
+        try:
+            database = await asyncio.to_thread(open_database, self.config.data_dir / "daemon.db")
+            await asyncio.to_thread(require_audit_log, database)
+        except StorageError as exc:
+            raise DaemonStartupError(str(exc), EXIT_STORAGE_UNUSABLE) from exc
+        return database
 
     async def _check_claude(self) -> ClaudeBinary:
         try:
@@ -219,6 +238,7 @@ class Daemon:
         self.config = fresh
         if self.sessions is not None:
             self.sessions.apply_settings(fresh.sessions, fresh.policy)
+            self.sessions.max_sessions = fresh.settings.max_sessions
         if any(key == "daemon.log_level" for key, _, _ in changes):
             logging.getLogger().setLevel(PYTHON_LOG_LEVELS[fresh.settings.log_level])
         if self.bridge is not None:
@@ -258,14 +278,17 @@ class Daemon:
         """Stop accepting, stop every claude (SIGTERM, grace, SIGKILL), flush, close."""
         if self._health_task is not None:
             self._health_task.cancel()
-        if self._sweeper_task is not None:
-            self._sweeper_task.cancel()
+        for task in (self._sweeper_task, self._retention_task):
+            if task is not None:
+                task.cancel()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
         if self.sessions is not None:
             await self.sessions.shutdown()
         if self.bridge is not None:
             await self.bridge.close()
+        if self._audit is not None:
+            await self._audit.flush()
         if self._writer is not None:
             await self._writer.close()
         if self._reader is not None:
