@@ -35,7 +35,7 @@ from betcode.server.validation import (
     input_object,
 )
 from betcode.sessions.input_lock import NoInputLock
-from betcode.sessions.manager import InvalidSessionRequest, SessionManager, SessionNotFound
+from betcode.sessions.manager import SessionManager, SessionNotFound
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage.grants import GrantAction
@@ -122,8 +122,9 @@ class AgentService:
                 model=check_id(start.model, "model", required=False),
                 worktree_id=check_id(start.worktree_id, "worktree_id", required=False) or None,
                 allowed_tools=list(start.allowed_tools),
+                client_id=client_id,
             )
-        except InvalidSessionRequest as exc:
+        except DOMAIN_REFUSALS as exc:
             raise domain_error(exc) from exc
 
     @handles_errors

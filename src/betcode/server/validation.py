@@ -20,7 +20,12 @@ from betcode.claude.supervisor import SupervisorCrashed
 from betcode.permissions.decisions import AnswerError
 from betcode.server.errors import BetCodeError, ErrorCode
 from betcode.sessions.input_lock import NoInputLock
-from betcode.sessions.manager import MAX_SESSION_ID_CHARS, InvalidSessionRequest, SessionNotFound
+from betcode.sessions.manager import (
+    MAX_SESSION_ID_CHARS,
+    InvalidSessionRequest,
+    SessionLimitReached,
+    SessionNotFound,
+)
 from betcode.storage.clients import ClientType
 
 MAX_ID_CHARS = MAX_SESSION_ID_CHARS
@@ -33,6 +38,7 @@ DEFAULT_CLIENT_TYPE: ClientType = "cli"
 DOMAIN_REFUSALS = (
     SessionNotFound,
     InvalidSessionRequest,
+    SessionLimitReached,
     NoInputLock,
     AnswerError,
     SupervisorCrashed,
@@ -47,6 +53,9 @@ def domain_error(exc: Exception) -> BetCodeError:
         return BetCodeError(ErrorCode.SESSION_NOT_FOUND, str(exc), {"session_id": exc.session_id})
     if isinstance(exc, InvalidSessionRequest):
         return BetCodeError(ErrorCode.INVALID_REQUEST, str(exc))
+    if isinstance(exc, SessionLimitReached):
+        details = {"max_sessions": str(exc.limit), "in_use": str(exc.in_use)}
+        return BetCodeError(ErrorCode.POOL_EXHAUSTED, str(exc), details)
     if isinstance(exc, NoInputLock):
         return BetCodeError(
             ErrorCode.NO_INPUT_LOCK, str(exc), {"holder_client_id": exc.holder or ""}

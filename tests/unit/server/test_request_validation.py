@@ -22,7 +22,7 @@ from betcode.server.validation import (
     input_object,
 )
 from betcode.sessions.input_lock import NoInputLock
-from betcode.sessions.manager import InvalidSessionRequest, SessionNotFound
+from betcode.sessions.manager import InvalidSessionRequest, SessionLimitReached, SessionNotFound
 from betcode.v1 import agent_pb2
 
 MiB = MAX_TEXT_BYTES
@@ -146,6 +146,11 @@ def test_an_empty_value_is_json_null() -> None:
     ("exc", "code", "details"),
     [
         (SessionNotFound("s1"), ErrorCode.SESSION_NOT_FOUND, {"session_id": "s1"}),
+        (
+            SessionLimitReached(2, 2),
+            ErrorCode.POOL_EXHAUSTED,
+            {"max_sessions": "2", "in_use": "2"},
+        ),
         (InvalidSessionRequest("bad cwd"), ErrorCode.INVALID_REQUEST, {}),
         (NoInputLock("me", "you"), ErrorCode.NO_INPUT_LOCK, {"holder_client_id": "you"}),
         (AnswerError.not_found("r1"), ErrorCode.PERMISSION_NOT_FOUND, {}),
