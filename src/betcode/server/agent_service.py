@@ -21,11 +21,10 @@ from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.server import convert
 from betcode.server.connected import ConnectedClients
 from betcode.server.converse import ConverseRequests, note_activity
-from betcode.server.errors import BetCodeError, ErrorCode, handles_errors
+from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
 from betcode.server.framing import encode_event_batch
 from betcode.server.validation import (
     DEFAULT_CLIENT_TYPE,
-    DOMAIN_REFUSALS,
     check_answers,
     check_client_type,
     check_id,
@@ -54,6 +53,9 @@ OUTBOX_BATCHES = 4  # small, so a slow client backs up into its lag-detecting qu
 
 RAW_RESPONSE_METHODS = frozenset({"Converse", "ResumeSession", "ResumeSessionBatched"})
 
+# Every method: a BetCodeError or a domain refusal ends the call with its status and message.
+serves = translates_errors(domain_error)
+
 
 def client_id_of(context: grpc.aio.ServicerContext) -> str:
     for key, value in context.invocation_metadata() or ():
@@ -79,7 +81,7 @@ class AgentService:
 
     # ---- streams ----
 
-    @handles_errors
+    @serves
     async def Converse(
         self, requests: AsyncIterator[agent_pb2.AgentRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
@@ -116,18 +118,15 @@ class AgentService:
     async def _open(self, start: agent_pb2.StartConversation, client_id: str) -> Session:
         if start.session_id:
             return await self._session(start.session_id, client_id)
-        try:
-            return await self._sessions.create(
-                working_directory=start.working_directory,
-                model=check_id(start.model, "model", required=False),
-                worktree_id=check_id(start.worktree_id, "worktree_id", required=False) or None,
-                allowed_tools=list(start.allowed_tools),
-                client_id=client_id,
-            )
-        except DOMAIN_REFUSALS as exc:
-            raise domain_error(exc) from exc
+        return await self._sessions.create(
+            working_directory=start.working_directory,
+            model=check_id(start.model, "model", required=False),
+            worktree_id=check_id(start.worktree_id, "worktree_id", required=False) or None,
+            allowed_tools=list(start.allowed_tools),
+            client_id=client_id,
+        )
 
-    @handles_errors
+    @serves
     async def ResumeSession(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
@@ -145,7 +144,7 @@ class AgentService:
                 for _, data in batch:
                     yield data
 
-    @handles_errors
+    @serves
     async def ResumeSessionBatched(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
@@ -166,7 +165,7 @@ class AgentService:
 
     # ---- unary ----
 
-    @handles_errors
+    @serves
     async def ListSessions(
         self, request: agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListSessionsResponse:
@@ -181,17 +180,14 @@ class AgentService:
             total=page.total,
         )
 
-    @handles_errors
+    @serves
     async def CancelTurn(
         self, request: agent_pb2.CancelTurnRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.CancelTurnResponse:
         session = await self._session(request.session_id, client_id_of(context))
-        try:
-            return agent_pb2.CancelTurnResponse(was_active=await session.cancel_turn())
-        except DOMAIN_REFUSALS as exc:
-            raise domain_error(exc) from exc
+        return agent_pb2.CancelTurnResponse(was_active=await session.cancel_turn())
 
-    @handles_errors
+    @serves
     async def RequestInputLock(
         self, request: agent_pb2.InputLockRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.InputLockResponse:
@@ -201,28 +197,25 @@ class AgentService:
         granted = await session.request_input_lock(client_id)
         return agent_pb2.InputLockResponse(granted=granted, previous_holder=previous)
 
-    @handles_errors
+    @serves
     async def RenameSession(
         self, request: agent_pb2.RenameSessionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.RenameSessionResponse:
         name = check_name(request.name, "name")
         session = await self._session(request.session_id, client_id_of(context))
-        try:
-            await self._sessions.rename(session.id, name)
-        except SessionNotFound as exc:  # deleted meanwhile
-            raise domain_error(exc) from exc
+        await self._sessions.rename(session.id, name)
         return agent_pb2.RenameSessionResponse()
 
-    @handles_errors
+    @serves
     async def DeleteSession(
         self, request: agent_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.DeleteSessionResponse:
         session_id = check_id(request.session_id, "session_id")
         if not await self._sessions.delete(session_id):
-            raise domain_error(SessionNotFound(session_id))
+            raise SessionNotFound(session_id)
         return agent_pb2.DeleteSessionResponse(deleted=True)
 
-    @handles_errors
+    @serves
     async def CompactSession(
         self, request: agent_pb2.CompactSessionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.CompactSessionResponse:
@@ -233,7 +226,7 @@ class AgentService:
         before = (await self._sessions.record(session.id)).message_count
         holder = session.lock.holder
         if holder is not None and holder != client_id:
-            raise domain_error(NoInputLock(client_id, holder))
+            raise NoInputLock(client_id, holder)
         if session.turn_active:
             raise BetCodeError(
                 ErrorCode.SESSION_ACTIVE,
@@ -246,13 +239,10 @@ class AgentService:
                 "the session has no conversation to compact yet; send a message first",
                 {"session_id": session.id},
             )
-        try:
-            await session.send_user_message(holder, COMPACT_COMMAND)
-        except DOMAIN_REFUSALS as exc:
-            raise domain_error(exc) from exc
+        await session.send_user_message(holder, COMPACT_COMMAND)
         return agent_pb2.CompactSessionResponse(messages_before=before, messages_after=before)
 
-    @handles_errors
+    @serves
     async def ListSessionGrants(
         self, request: agent_pb2.ListSessionGrantsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListSessionGrantsResponse:
@@ -270,7 +260,7 @@ class AgentService:
             ]
         )
 
-    @handles_errors
+    @serves
     async def ClearSessionGrants(
         self, request: agent_pb2.ClearSessionGrantsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ClearSessionGrantsResponse:
@@ -279,7 +269,7 @@ class AgentService:
         await self._writer.call(lambda c: grant_rows.clear_grants(c, session.id, tool))
         return agent_pb2.ClearSessionGrantsResponse()
 
-    @handles_errors
+    @serves
     async def SetSessionGrant(
         self, request: agent_pb2.SetSessionGrantRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.SetSessionGrantResponse:
@@ -291,7 +281,7 @@ class AgentService:
         )
         return agent_pb2.SetSessionGrantResponse()
 
-    @handles_errors
+    @serves
     async def ListPendingPermissions(
         self, request: agent_pb2.ListPendingPermissionsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListPendingPermissionsResponse:
@@ -303,7 +293,7 @@ class AgentService:
             pending=[convert.pending_permission(row) for row in rows]
         )
 
-    @handles_errors
+    @serves
     async def AnswerPermission(
         self, request: agent_pb2.AnswerPermissionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.AnswerPermissionResponse:
@@ -323,12 +313,9 @@ class AgentService:
             await self._session(named, client_id)
         row = await self._bridge.find_request(answer.request_id)
         if row is None or (named and row.session_id != named):
-            raise domain_error(AnswerError.not_found(answer.request_id))
+            raise AnswerError.not_found(answer.request_id)
         session = await self._session(row.session_id, client_id)
-        try:
-            outcome = await self._bridge.answer(session, answer)
-        except DOMAIN_REFUSALS as exc:
-            raise domain_error(exc) from exc
+        outcome = await self._bridge.answer(session, answer)
         return agent_pb2.AnswerPermissionResponse(
             accepted=outcome.accepted, duplicate=outcome.duplicate, outcome=outcome.outcome
         )
@@ -338,10 +325,7 @@ class AgentService:
     async def _session(self, session_id: str, client_id: str) -> Session:
         """The session a request names, checked and loaded. Every request in a session is
         client activity: it pushes back the expiry of the session's pending permissions."""
-        try:
-            session = await self._sessions.get(check_id(session_id, "session_id"))
-        except DOMAIN_REFUSALS as exc:
-            raise domain_error(exc) from exc
+        session = await self._sessions.get(check_id(session_id, "session_id"))
         self._clients.seen(client_id)
         await note_activity(self._bridge, session)
         return session

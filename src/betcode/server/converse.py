@@ -17,7 +17,6 @@ from betcode.permissions.decisions import ClientAnswer
 from betcode.server.connected import ConnectedClients
 from betcode.server.errors import BetCodeError, ErrorCode
 from betcode.server.validation import (
-    DOMAIN_REFUSALS,
     check_answers,
     check_id,
     check_text,
@@ -53,15 +52,17 @@ class ConverseRequests:
             self._clients.seen(client_id)
             try:
                 await self._handle(session, client_id, request)
-            except BetCodeError as error:
-                await outbox.put([_transient_error(error)])
-            except DOMAIN_REFUSALS as exc:
-                await outbox.put([_transient_error(domain_error(exc))])
             except Exception as exc:
-                # A bug must not silently end the handling of this client's requests.
-                log.exception("session %s: request from %s failed", session.id, client_id)
-                failure = BetCodeError(ErrorCode.INTERNAL, f"the daemon failed the request: {exc}")
-                await outbox.put([_transient_error(failure)])
+                await outbox.put([_transient_error(self._error_for(exc, session, client_id))])
+
+    def _error_for(self, exc: Exception, session: Session, client_id: str) -> BetCodeError:
+        if isinstance(exc, BetCodeError):
+            return exc
+        if (refusal := domain_error(exc)) is not None:
+            return refusal
+        # A bug must not silently end the handling of this client's requests.
+        log.error("session %s: request from %s failed", session.id, client_id, exc_info=exc)
+        return BetCodeError(ErrorCode.INTERNAL, f"the daemon failed the request: {exc}")
 
     async def _handle(
         self, session: Session, client_id: str, request: agent_pb2.AgentRequest

@@ -9,6 +9,7 @@ accepted, so a service reads `check_id(request.session_id, "session_id")` inline
 from __future__ import annotations
 
 import math
+import sqlite3
 from collections.abc import Mapping
 from typing import Any, get_args
 
@@ -27,6 +28,7 @@ from betcode.sessions.manager import (
     SessionNotFound,
 )
 from betcode.storage.clients import ClientType
+from betcode.storage.errors import StorageError
 
 MAX_ID_CHARS = MAX_SESSION_ID_CHARS
 MAX_TEXT_BYTES = 1024 * 1024  # a prompt, a deny message, an edited tool input, answers
@@ -34,21 +36,9 @@ MAX_NAME_CHARS = 256
 DEFAULT_CLIENT_TYPE: ClientType = "cli"
 
 
-# What the domain raises when a request cannot be carried out; `domain_error` maps each.
-DOMAIN_REFUSALS = (
-    SessionNotFound,
-    InvalidSessionRequest,
-    SessionLimitReached,
-    NoInputLock,
-    AnswerError,
-    SupervisorCrashed,
-    ClaudeStartError,
-    ClaudeStdinClosed,
-)
-
-
-def domain_error(exc: Exception) -> BetCodeError:
-    """Maps domain exceptions onto the wire's error codes."""
+def domain_error(exc: Exception) -> BetCodeError | None:
+    """The wire error for a domain refusal (the request cannot be carried out, the client is
+    told why); None for any other exception, which is a bug."""
     if isinstance(exc, SessionNotFound):
         return BetCodeError(ErrorCode.SESSION_NOT_FOUND, str(exc), {"session_id": exc.session_id})
     if isinstance(exc, InvalidSessionRequest):
@@ -74,7 +64,9 @@ def domain_error(exc: Exception) -> BetCodeError:
         )
     if isinstance(exc, ClaudeStartError | ClaudeStdinClosed):
         return BetCodeError(ErrorCode.SUBPROCESS_CRASHED, f"claude did not take the input: {exc}")
-    raise exc
+    if isinstance(exc, sqlite3.Error | StorageError):
+        return BetCodeError(ErrorCode.SQLITE_ERROR, f"the daemon's database failed: {exc}")
+    return None
 
 
 def invalid(message: str) -> BetCodeError:

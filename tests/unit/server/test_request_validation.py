@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -163,9 +164,18 @@ def test_domain_refusals_map_onto_wire_codes(
     exc: Exception, code: ErrorCode, details: dict[str, str]
 ) -> None:
     error = domain_error(exc)
+    assert error is not None
     assert (error.code, error.details, error.message) == (code, details, str(exc))
 
 
 def test_an_unexpected_exception_is_not_disguised() -> None:
-    with pytest.raises(KeyError):
-        domain_error(KeyError("bug"))
+    assert domain_error(KeyError("bug")) is None
+
+
+def test_a_database_failure_is_named() -> None:
+    error = domain_error(sqlite3.OperationalError("disk I/O error"))
+    assert error is not None
+    assert (error.code, error.message) == (
+        ErrorCode.SQLITE_ERROR,
+        "the daemon's database failed: disk I/O error",
+    )
