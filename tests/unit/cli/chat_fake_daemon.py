@@ -36,6 +36,7 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
     pending: list[agent_pb2.AgentEvent] = field(default_factory=list)  # re-sent on attach
     sessions: list[agent_pb2.SessionSummary] = field(default_factory=list)
     grant_lock: bool = True
+    lock_answer: asyncio.Event | None = None  # set: RequestInputLock answers once it is set
     starts: list[tuple[str, agent_pb2.StartConversation]] = field(default_factory=list)
     resumes: list[agent_pb2.ResumeSessionRequest] = field(default_factory=list)
     unary: list[tuple[str, Any]] = field(default_factory=list)  # (method, request)
@@ -138,6 +139,8 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.InputLockRequest, context: Any
     ) -> agent_pb2.InputLockResponse:
         self.unary.append(("RequestInputLock", (client_id_of(context), request)))
+        if self.lock_answer is not None:  # the holder's answer window, like the daemon's 10 s
+            await self.lock_answer.wait()
         if self.grant_lock:
             lock = agent_pb2.InputLockChange(holder_client_id=client_id_of(context))
             self.publish(agent_pb2.AgentEvent(input_lock=lock))

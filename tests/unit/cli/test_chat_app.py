@@ -3,6 +3,7 @@ Ctrl-C, history and reconnection. Prompts are in test_chat_prompts.py."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import chat_events as ev
@@ -207,6 +208,24 @@ async def test_lock_requested_but_not_granted_waits_for_the_handover(
         fake.publish(ev.input_lock("cli-me"))  # the handover
         await until(pilot, lambda: showing(app, PermissionScreen), "prompt once the lock moved")
         assert "read-only" not in status_text(app)
+
+
+async def test_the_screen_stays_live_while_the_holder_may_answer(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    fake.lock_answer = asyncio.Event()
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.input_lock("cli-phone"))
+        await until(pilot, lambda: "read-only" in status_text(app), "read-only")
+        await pilot.press("ctrl+l")
+        await until(pilot, lambda: len(fake.unary) == 1, "lock requested")
+        fake.publish(ev.user_input("typed on the phone"))
+        await pilot.press(*"draft")
+        await until(pilot, lambda: ("user", "typed on the phone") in transcript(app), "live")
+        assert app.query_one("#prompt").text == "draft"  # type: ignore[attr-defined]
+        fake.lock_answer.set()
+        await until(pilot, lambda: "read-only" not in status_text(app), "the lock moved")
 
 
 async def test_ctrl_c_once_cancels_the_turn_twice_quits(

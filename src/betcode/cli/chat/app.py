@@ -230,11 +230,17 @@ class ChatApp(App[None]):
         )
         self.exit(message=goodbye)
 
-    async def action_request_lock(self) -> None:
+    def action_request_lock(self) -> None:
         session_id = self.stream.session_id
         if not session_id:
             self.notify("There is no session yet: send a message first.")
             return
+        holder = self.model.status.lock_holder or "the holder"
+        self.notify(f"Asked {holder} for the input lock; it moves to you unless they keep typing.")
+        # The daemon answers once the holder had its say (seconds): the screen stays live.
+        self.run_worker(self._request_lock(session_id), group="input-lock", exclusive=True)
+
+    async def _request_lock(self, session_id: str) -> None:
         try:
             response = await self.client.request_input_lock(session_id)
         except DaemonError as error:
@@ -245,4 +251,4 @@ class ChatApp(App[None]):
             self.notify("You have the input lock.")
         else:
             holder = response.previous_holder or "the holder"
-            self.notify(f"Asked {holder} for the input lock; it moves to you unless they answer.")
+            self.notify(f"{holder} kept the input lock.", severity="warning")
