@@ -108,14 +108,18 @@ async def test_five_crashes_in_the_window_end_in_crashed(tmp_path: Path) -> None
         client = world.client("one")
         await client.wait_for("session_info")
         client.say("hello")
-        await client.wait_for("status_change", within_s=20)
-        while Status.AGENT_STATUS_CRASHED not in statuses(client):
-            await client.wait_for("status_change", len(client.of_kind("status_change")) + 1, 20)
+        await client.wait_for_status(Status.AGENT_STATUS_CRASHED, within_s=20)
+        until_crashed = statuses(client)
+        # Once CRASHED, a message is refused with what to do, and nothing is started.
+        errors = len(client.of_kind("error"))
+        client.say("again")
+        refused = (await client.wait_for("error", errors + 1)).error
+    assert refused.code == "SUBPROCESS_CRASHED"
+    assert "start a new session" in refused.message
     assert len(world.starts()) == 5
     # Every restart is announced, even one right after another with the same message.
-    assert statuses(client).count(Status.AGENT_STATUS_RESTARTING) == 4
-    assert statuses(client)[-1] == Status.AGENT_STATUS_CRASHED
-    assert any(e.error.code == "SUBPROCESS_CRASHED" for e in client.of_kind("error"))
+    assert until_crashed.count(Status.AGENT_STATUS_RESTARTING) == 4
+    assert until_crashed[-1] == Status.AGENT_STATUS_CRASHED
 
 
 async def test_hung_claude_is_killed_by_the_watchdog_and_restarted(tmp_path: Path) -> None:
