@@ -257,3 +257,16 @@ def test_attached_to_a_new_session_is_ready() -> None:
     model.apply(ev.status(ev.THINKING))
     model.apply(ev.session_info("sess-1"))  # a later SessionInfo does not hide the turn
     assert model.status.activity is Activity.THINKING
+
+
+def test_an_edited_input_replaces_the_one_the_tool_call_shows() -> None:
+    model = fed(
+        ev.tool_start("toolu_1", "Bash", {"command": "rm -rf build"}),
+        ev.permission("req-1", "Bash", {"command": "rm -rf build"}, tool_use_id="toolu_1"),
+    )
+    [tool] = model.blocks.values()
+    changes = model.answered("req-1", {"command": "rm -rf build/tmp"})
+    assert isinstance(tool, ToolBlock)
+    assert tool.input == {"command": "rm -rf build/tmp"}
+    assert list(changes.blocks) == [tool.key]
+    assert not model.prompts

@@ -178,7 +178,7 @@ class ChatApp(App[None]):
         await self.stream.answer_permission(
             request_id, answer.decision, message=answer.message, updated_input=answer.updated_input
         )
-        self._changed(self.model.answered(request_id))
+        self._changed(self.model.answered(request_id, answer.updated_input))
 
     async def _question_answered(self, question_id: str, answers: dict[str, str] | None) -> None:
         self._prompt_screen = None

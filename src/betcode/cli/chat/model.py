@@ -73,10 +73,17 @@ class ChatModel:
         self._add(NoticeBlock(self._next_key(), text, is_error), changes)
         return changes
 
-    def answered(self, request_id: str) -> Changes:
+    def answered(self, request_id: str, updated_input: dict[str, Any] | None = None) -> Changes:
         """This client answered: the prompt goes now. If the answer is lost on the way, the
-        daemon re-sends the request (is_replay) and the prompt comes back."""
+        daemon re-sends the request (is_replay) and the prompt comes back. An edited input
+        replaces the one the tool call shows (it is what runs)."""
         changes = Changes()
+        prompt = self.prompts.get(request_id)
+        if updated_input is not None and isinstance(prompt, PermissionPrompt):
+            block = self._tools.get(prompt.tool_use_id)
+            if block is not None:
+                block.input = updated_input
+                changes.touch(block.key)
         self._drop_prompt(request_id, changes)
         return changes
 
