@@ -6,7 +6,6 @@ resumed with --resume. Once with a fake claude flooding, once with the real CLI 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import sqlite3
@@ -21,6 +20,7 @@ import pytest
 from harness.daemon import Client, DaemonProcess, accepts_connections, daemon_process_env
 from harness.environment import Workspace
 from harness.fake_claude import FakeClaude, resume_id
+from harness.mock_model import conversation_sent_with
 
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.v1 import agent_pb2
@@ -239,5 +239,4 @@ async def test_kill9_of_the_daemon_mid_turn_with_the_real_cli(
     assert restarted.before.claude_session_id is not None
     assert resume_id(claude) == restarted.before.claude_session_id
     # --resume gave the new process the interrupted conversation.
-    last = mock_api.message_requests[-1].body
-    assert "kill-marker-7f3a" in json.dumps(last["messages"])
+    assert "kill-marker-7f3a" in conversation_sent_with(mock_api, "are you back?")

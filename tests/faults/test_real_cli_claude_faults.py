@@ -4,7 +4,6 @@ are told, and the next prompt is answered by the resumed CLI."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,6 +16,7 @@ from harness.conditions import until
 from harness.daemon import Client, daemon_config
 from harness.environment import Workspace
 from harness.fake_claude import resume_id
+from harness.mock_model import conversation_sent_with
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.supervisor import SupervisorState
@@ -65,7 +65,7 @@ class World:
         text = "".join(e.text_delta.text for e in self.client.of_kind("text_delta"))
         assert text.endswith(MOCK_TEXT)
         assert self.session.supervisor.pid == pid
-        assert marker in json.dumps(mock_api.message_requests[-1].body["messages"])
+        assert marker in conversation_sent_with(mock_api, "are you back?")
         assert self.client.sequences == list(range(1, len(self.client.sequences) + 1))
 
 
