@@ -25,6 +25,7 @@ from betcode.cli.connection import DaemonClient, daemon_error
 from betcode.v1 import agent_pb2, common_pb2
 
 CLIENT_TYPE = "cli"
+DROP_REASON_CHARS = 80
 RETRYABLE_STATUS = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -45,6 +46,18 @@ def reconnect_delays(
     while True:
         yield min(delay, cap)
         delay *= factor
+
+
+def drop_reason(status: grpc.StatusCode, details: str) -> str:
+    """Why the stream dropped, short enough for a status bar: the daemon's own reason, but not
+    gRPC's connect failures (they spell out socket addresses and resolver internals)."""
+    text = " ".join(details.split())
+    if not text or text.startswith("failed to connect"):
+        if status == grpc.StatusCode.UNAVAILABLE:
+            return "the daemon is not reachable"
+        name: str = status.name
+        return name.lower().replace("_", " ")
+    return text if len(text) <= DROP_REASON_CHARS else text[: DROP_REASON_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -181,7 +194,7 @@ class ConversationStream:
             except grpc.aio.AioRpcError as error:
                 if error.code() not in RETRYABLE_STATUS:
                     raise daemon_error(error, self._client.address) from None
-                reason = error.details() or error.code().name
+                reason = drop_reason(error.code(), error.details() or "")
             except asyncio.InvalidStateError:
                 pass  # the call ended between two writes; the reason above stands
             finally:

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import AsyncIterator
 
 import chat_events as ev
+import grpc
 import pytest
 from chat_fake_daemon import SESSION_ID, FakeAgentService
 
@@ -16,6 +17,7 @@ from betcode.cli.conversation import (
     ConnectionChange,
     ConversationStream,
     StreamItem,
+    drop_reason,
     reconnect_delays,
 )
 from betcode.v1 import agent_pb2, common_pb2
@@ -173,3 +175,22 @@ class TestConversationStream:
         assert (answer.question_id, dict(answer.answers)) == ("q-1", {"Which?": "A"})
         await fake.next_request("cancel")
         await items.aclose()
+
+
+@pytest.mark.parametrize(
+    ("status", "details", "reason"),
+    [
+        (
+            grpc.StatusCode.UNAVAILABLE,
+            "failed to connect to all addresses; last error: UNKNOWN: unix:/x.sock: No such file",
+            "the daemon is not reachable",
+        ),
+        (grpc.StatusCode.UNAVAILABLE, "", "the daemon is not reachable"),
+        (grpc.StatusCode.INTERNAL, "", "internal"),
+        (grpc.StatusCode.UNAVAILABLE, "daemon shutting down", "daemon shutting down"),
+        (grpc.StatusCode.ABORTED, "x" * 100, "x" * 79 + "…"),
+    ],
+    ids=["connect failure", "no details", "other status", "daemon's reason", "long"],
+)
+def test_drop_reason(status: grpc.StatusCode, details: str, reason: str) -> None:
+    assert drop_reason(status, details) == reason
