@@ -55,7 +55,7 @@ from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import pending as pending_rows
-from betcode.storage.audit import AuditRecorder, AuditRow
+from betcode.storage.audit import AuditEvent, AuditRecorder
 from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
@@ -280,7 +280,7 @@ class PermissionBridge:
         live = self._live.get(session.id, request_id)
         reply = build_reply(row, answer, live.tool.permission_suggestions if live else ())
         waiting = self._live.waiting(session, request_id)
-        audit = self._audit.row(answer_audit(row, reply, answer))
+        audit = answer_audit(row, reply, answer)
         if not await self._writer.call(
             lambda c: self._record(c, session, row, reply, now, waiting, audit)
         ):
@@ -315,7 +315,7 @@ class PermissionBridge:
         reply: Reply,
         now: float,
         waiting: bool,
-        audit: AuditRow,
+        audit: AuditEvent,
     ) -> bool:
         """One transaction: the answer (if first), its session grant, `delivered` when the
         asking process is alive (claimed before writing: an approval runs at most once), the

@@ -127,7 +127,7 @@ class PermissionSweeper:
         reply = expiry_reply(row, self._settings.ttl_seconds)
         session = self._live.session(row.session_id)
         waiting = session is not None and self._live.waiting(session, row.request_id)
-        audit = self._audit.row(expiry_audit(row, reply))
+        audit = expiry_audit(row, reply)
 
         def record(conn: sqlite3.Connection) -> bool:
             won = pending_rows.answer(

@@ -7,9 +7,10 @@ looks like a secret has been cut (`audit_text.redact`). Error texts are redacted
 deletes expired rows every hour.
 
 Rows are written by the single store writer, never on the event loop: `AuditRecorder.record`
-queues a row and returns at once; a caller that already holds a writer transaction (a
-permission answer and its audit row commit together) makes the row with `row` and inserts it
-with `insert`. Every stored row is also logged (logger `betcode.audit`) without its preview.
+queues the event and returns at once; a caller that already holds a writer transaction (a
+permission answer and its audit row commit together) calls `insert` in it. Either way the row
+is made on the writer thread. Every stored row is also logged (logger `betcode.audit`) without
+its preview.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from betcode.storage.audit_text import cap_utf8, preview_of, redact
+from betcode.storage.audit_text import SCAN_CHARS, cap_utf8, preview_of, redact
 from betcode.storage.database import Database
 from betcode.storage.errors import StorageError, StoreClosed
 from betcode.storage.writer import StoreWriter
@@ -61,7 +62,7 @@ DAY = 86_400
 # today falls under that floor.
 RETENTION_SECONDS = 90 * DAY
 RETENTION_INTERVAL_SECONDS = 3600.0
-MAX_ERROR_MESSAGE_BYTES = 1024
+MAX_ERROR_MESSAGE_BYTES = 1024  # and each free-text context value
 # Columns a usable audit_log must have (the daemon refuses to start without them, STO-05).
 REQUIRED_COLUMNS = frozenset(
     {
@@ -160,7 +161,7 @@ def audit_row(event: AuditEvent, now: float) -> AuditRow:
     tool_input = event.tool_input
     error = event.error_message
     context = {
-        key: value if key.endswith(_IDENTIFIER_SUFFIXES) else redact(value)
+        key: value if key.endswith(_IDENTIFIER_SUFFIXES) else _clean(value)
         for key, value in event.context.items()
     }
     return AuditRow(
@@ -175,11 +176,16 @@ def audit_row(event: AuditEvent, now: float) -> AuditRow:
         tool_input_preview=None if tool_input is None else preview_of(tool_input),
         outcome=event.outcome,
         error_code=event.error_code,
-        error_message=None if error is None else cap_utf8(redact(error), MAX_ERROR_MESSAGE_BYTES),
+        error_message=None if error is None else _clean(error),
         context=json.dumps(context, sort_keys=True, ensure_ascii=False) if context else None,
         created_at=now,
         expires_at=now + RETENTION_SECONDS,
     )
+
+
+def _clean(text: str) -> str:
+    """Free text for a row: redacted (only its start is looked at) and at most 1 KB."""
+    return cap_utf8(redact(text[:SCAN_CHARS]), MAX_ERROR_MESSAGE_BYTES)
 
 
 def insert_audit(conn: sqlite3.Connection, row: AuditRow) -> None:
@@ -220,12 +226,10 @@ class AuditRecorder:
         self._clock = clock
         self._in_flight: set[asyncio.Task[None]] = set()
 
-    def row(self, event: AuditEvent) -> AuditRow:
-        """The row for `event`, made now, for a caller to `insert` in its own transaction."""
-        return audit_row(event, self._clock())
-
-    def insert(self, conn: sqlite3.Connection, row: AuditRow) -> None:
-        """Insert `row` (on the writer thread, in the caller's transaction) and log it."""
+    def insert(self, conn: sqlite3.Connection, event: AuditEvent) -> AuditRow:
+        """Make `event`'s row now and insert it (on the writer thread, in the caller's
+        transaction: hashing and redaction never run on the event loop), and log it."""
+        row = audit_row(event, self._clock())
         insert_audit(conn, row)
         log.info(
             "audit %s %s: %s%s by %s:%s%s (event %s)",
@@ -238,25 +242,25 @@ class AuditRecorder:
             f" [{row.error_code}]" if row.error_code else "",
             row.event_id,
         )
+        return row
 
     def record(self, event: AuditEvent) -> None:
-        """Queue the event's row on the writer; never blocks, never raises."""
-        row = self.row(event)
+        """Queue the event on the writer; never blocks, never raises."""
         try:
-            task = asyncio.ensure_future(self._write(row))
+            task = asyncio.ensure_future(self._write(event))
         except RuntimeError:
-            log.error("audit event %s not stored: no event loop", row.event_id)
+            log.error("audit %s not stored: no event loop", event.event_type)
             return
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def _write(self, row: AuditRow) -> None:
+    async def _write(self, event: AuditEvent) -> None:
         try:
-            await self._writer.call(lambda conn: self.insert(conn, row))
+            await self._writer.call(lambda conn: self.insert(conn, event))
         except StoreClosed:
-            log.error("audit event %s not stored: the store is closed", row.event_id)
+            log.error("audit %s not stored: the store is closed", event.event_type)
         except Exception as exc:
-            log.error("audit event %s not stored: %s", row.event_id, exc)
+            log.error("audit %s not stored: %s", event.event_type, exc)
 
     async def flush(self) -> None:
         """Wait until every row queued so far is written (or has failed)."""

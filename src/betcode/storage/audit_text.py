@@ -27,6 +27,8 @@ SCAN_CHARS = 4096
 # Glob/Grep, WebFetch, WebSearch, Task. Without one, the whole input (as JSON) is previewed.
 SUBJECT_KEYS = ("command", "file_path", "notebook_path", "path", "url", "pattern", "query")
 
+# Each pattern that starts with a repeated class is anchored at the start of a run of that
+# class (a lookbehind): tried at every position inside a long word, it would cost O(n²).
 _SECRET_NAME = (
     r"[\w.-]*(?:secret|token|passw(?:or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key"
     r"|credential|auth)[\w.-]*"
@@ -50,12 +52,15 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(?i)\b((?:proxy-)?authorization\s*[:=]\s*)[^\n\"']+"), rf"\1{REDACTED}"),
     (re.compile(r"(?i)\b(bearer|basic|token)\s+[\w.~+/=-]{8,}"), rf"\1 {REDACTED}"),
-    (re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), rf"\1{REDACTED}@"),
     (
-        re.compile(rf"(?i)({_SECRET_NAME}[\"']?\s*[:=]\s*){_VALUE}"),
+        re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"),
+        rf"\1{REDACTED}@",
+    ),
+    (
+        re.compile(rf"(?i)((?<![\w.-]){_SECRET_NAME}[\"']?\s*[:=]\s*){_VALUE}"),
         rf"\1{REDACTED}",
     ),
-    (re.compile(rf"(?i)(--?{_SECRET_NAME}\s+)(?!-){_VALUE}"), rf"\1{REDACTED}"),
+    (re.compile(rf"(?i)((?<![\w-])--?{_SECRET_NAME}\s+)(?!-){_VALUE}"), rf"\1{REDACTED}"),
     (re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z]*[0-9])(?=[0-9]*[A-Za-z])[A-Za-z0-9]{32,}"), REDACTED),
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

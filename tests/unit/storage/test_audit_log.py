@@ -272,6 +272,7 @@ async def test_retention_deletes_expired_rows_only(database: Database, writer: S
     now = [NOW]
     recorder = AuditRecorder(writer, clock=lambda: now[0])
     recorder.record(grant(actor_id="old"))
+    await recorder.flush()  # the row is made, and stamped, on the writer thread
     now[0] = NOW + 30 * DAY
     recorder.record(grant(actor_id="newer"))
     await recorder.flush()
