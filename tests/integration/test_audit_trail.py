@@ -1,7 +1,7 @@
-"""The audit trail and the session limit through a real daemon process (fake claude, real
-socket, real database file): daemon.max_sessions=2 refuses a third session with
-RESOURCE_EXHAUSTED; sessions and decisions land in audit_log; a database without audit_log
-stops the daemon at startup (STO-05)."""
+"""The audit trail and the session limit through a real daemon (fake claude, real socket, real
+database file): daemon.max_sessions=2 refuses a third session with RESOURCE_EXHAUSTED;
+sessions and decisions land in audit_log (also with the real CLI); a database without
+audit_log stops the daemon at startup (STO-05)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,18 @@ from typing import Any
 
 import grpc
 import pytest
-from harness.daemon import Client, DaemonProcess, accepts_connections, daemon_process_env
+from harness.daemon import (
+    Client,
+    DaemonProcess,
+    accepts_connections,
+    daemon_config,
+    daemon_process_env,
+)
+from harness.environment import Workspace
 
-from betcode.daemon import EXIT_STORAGE_UNUSABLE
+from betcode.daemon import EXIT_STORAGE_UNUSABLE, Daemon
 from betcode.devtools.fake_claude import make_fake_claude
+from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.server.errors import error_details_of
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
@@ -56,7 +64,11 @@ class World:
         return client
 
     def audit(self) -> list[dict[str, Any]]:
-        conn = sqlite3.connect(self.db_path)
+        return self.read_audit(self.db_path)
+
+    @staticmethod
+    def read_audit(db_path: Path) -> list[dict[str, Any]]:
+        conn = sqlite3.connect(db_path)
         conn.row_factory = sqlite3.Row
         try:
             return [dict(row) for row in conn.execute("SELECT * FROM audit_log ORDER BY id")]
@@ -160,3 +172,36 @@ def test_a_database_without_audit_log_stops_the_daemon_at_startup(tmp_path: Path
     assert f"the database {w.db_path} has no audit_log table" in done.stderr
     assert "Traceback" not in done.stderr
     assert not accepts_connections(w.daemon.socket)
+
+
+@pytest.mark.real_cli
+async def test_real_cli_a_call_allowed_by_rule_is_audited_with_its_command(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "settings.json").write_text(
+        json.dumps({"permissions": {"allow": ["Bash(python3:*)"]}})
+    )
+    config = daemon_config(
+        tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url), config_dir=config_dir
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    client = Client(config.socket_path, "real-client")
+    try:
+        client.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+        client.say("SCN:tool_bash run it")
+        await client.wait_for("turn_complete")
+        session_id = client.session_id
+    finally:
+        await client.close()
+        await daemon.stop()
+    rows = World.read_audit(config.data_dir / "daemon.db")
+    [create] = [r for r in rows if r["event_type"] == "session_create"]
+    assert (create["actor_id"], create["session_id"]) == ("real-client", session_id)
+    [allowed] = [r for r in rows if r["event_type"] == "auto_approve_tool_call"]
+    assert (allowed["session_id"], allowed["tool_name"]) == (session_id, "Bash")
+    assert allowed["tool_input_preview"] == "python3 -c \"print('hello-from-bash')\""
+    assert len(allowed["tool_input_hash"]) == 64
+    assert json.loads(allowed["context"])["reason"].startswith("Bash(python3:*) (from ")
