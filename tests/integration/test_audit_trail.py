@@ -153,6 +153,17 @@ async def test_max_sessions_2_refuses_a_third_session_and_leaves_the_others_work
     assert json.loads(grant["context"])["decision"] == "allow_once"
 
 
+def start_foreground(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_a_database_without_audit_log_stops_the_daemon_at_startup(tmp_path: Path) -> None:
     w = World(tmp_path)
     w.daemon.start()
@@ -160,18 +171,21 @@ def test_a_database_without_audit_log_stops_the_daemon_at_startup(tmp_path: Path
     conn = sqlite3.connect(w.db_path)
     conn.execute("DROP TABLE audit_log")
     conn.close()
-    done = subprocess.run(
-        [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"],
-        env=w.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = start_foreground(w.env)
     assert done.returncode == EXIT_STORAGE_UNUSABLE
     assert f"the database {w.db_path} has no audit_log table" in done.stderr
     assert "Traceback" not in done.stderr
     assert not accepts_connections(w.daemon.socket)
+
+
+def test_a_database_that_is_not_one_stops_the_daemon_at_startup(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.db_path.parent.mkdir(parents=True)
+    w.db_path.write_bytes(b"this is not a SQLite database, it is a text file\n" * 100)
+    done = start_foreground(w.env)
+    assert done.returncode == EXIT_STORAGE_UNUSABLE
+    assert f"the database {w.db_path} failed its integrity check" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.real_cli
