@@ -225,6 +225,22 @@ async def test_one_large_append_is_stored_whole_in_order_with_every_value(
     assert [EventRow(*row) for row in events] == [r for r in rows if type(r) is EventRow]
 
 
+async def test_the_wal_is_checkpointed_between_commits_while_the_writer_runs(
+    writer: StoreWriter, database: Database
+) -> None:
+    # SQLite's own auto-checkpoint (inside a COMMIT, at 1000 WAL pages) would not have run
+    # yet: 100 small commits write ~400 pages. The writer checkpoints when idle instead.
+    await writer.call(lambda c: add_session(c))
+    size_before = database.path.stat().st_size
+    for line in range(1, 101):
+        committed = asyncio.get_running_loop().create_future()
+        writer.append(line_and_events("s1", line, 2 * line - 1), committed.set_result)
+        assert await committed
+    await flush(writer)
+
+    assert database.path.stat().st_size > size_before  # pages were copied out of the WAL
+
+
 async def test_close_commits_everything_queued_and_checkpoints(database: Database) -> None:
     writer = StoreWriter(database)
     await writer.call(lambda c: add_session(c))
