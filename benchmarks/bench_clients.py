@@ -8,7 +8,7 @@ Jobs arrive one JSON object per stdin line; answers leave one JSON object per st
   opens N ResumeSession (or ResumeSessionBatched) streams, each on its own channel, from
   after - 1: the replayed event `after` proves the server subscribed the stream, so once all N
   have it the process answers {"ready": N}. Each stream then counts the events after `after`
-  until a TurnComplete, and the process answers {"events": total, "done_ns": the last
+  until a TurnComplete, and the process answers {"counts": [per stream], "done_ns": the last
   TurnComplete's CLOCK_MONOTONIC arrival, "arrivals": [[seq, ns], ...] with stamps}.
 * {"op": "hold", "sessions": [ID, ...], "streams": N} attaches N per-event streams from 0,
   spread over the sessions, answers {"ready": N} once each has an event, and keeps them open
@@ -116,7 +116,7 @@ async def watch(socket: str, job: dict[str, Any]) -> None:
         await stream.close()
     answer(
         {
-            "events": sum(count for count, _, _ in results),
+            "counts": [count for count, _, _ in results],
             "done_ns": max(done for _, done, _ in results),
             "arrivals": [pair for _, _, arrivals in results for pair in arrivals],
         }

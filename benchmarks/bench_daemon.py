@@ -1,9 +1,11 @@
 """The daemon under benchmark, in its own process: run_daemon() as `betcode daemon start
 --foreground` runs it, with idle reaping off so no claude is reaped mid-run.
 
-    .venv/bin/python benchmarks/bench_daemon.py SOCKET DATA_DIR CONFIG_DIR CLAUDE_BIN
+    .venv/bin/python benchmarks/bench_daemon.py SOCKET DATA_DIR CONFIG_DIR CLAUDE_BIN [SWITCH_S]
 
-Runs until SIGTERM/SIGINT; logs warnings and errors to stderr.
+SWITCH_S sets the interpreter's GIL switch interval (sys.setswitchinterval; default 0.005 s):
+the benchmark measures latency with and without a shorter one. Runs until SIGTERM/SIGINT;
+logs warnings and errors to stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import DaemonConfig, run_daemon
 
 
-def main(socket: str, data_dir: str, config_dir: str, claude_bin: str) -> int:
+def main(socket: str, data_dir: str, config_dir: str, claude_bin: str, *switch: str) -> int:
+    if switch:
+        sys.setswitchinterval(float(switch[0]))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     config = DaemonConfig(
         data_dir=Path(data_dir),
@@ -32,4 +36,4 @@ def main(socket: str, data_dir: str, config_dir: str, claude_bin: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:5]))
+    sys.exit(main(*sys.argv[1:]))

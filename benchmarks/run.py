@@ -18,7 +18,8 @@ A turn is sent over Converse, which is closed as soon as the daemon has recorded
   CLOCK_MONOTONIC write time, matched to the event via events.message_sequence;
 * replay_100k_s: a 100,000-event session replayed from 0 on the batched stream (scaled from the
   20,000 events of --quick);
-* rss_mb: the daemon's RSS with 20 sessions (one claude each) and 100 attached clients.
+* rss_mb: the daemon's RSS with 20 sessions (one claude each) and 100 attached clients;
+* latency_*_switch_0_5ms: the latency phase again, the daemon's GIL switch interval 0.5 ms.
 
 `--profile DIR` runs each daemon under cProfile and leaves DIR/<phase>.prof.
 """
@@ -38,6 +39,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,21 +55,30 @@ CLIENT_PROCESSES = 2
 LIVE_EDGE = 2**62  # a from_sequence beyond the log: only what comes next
 WARM_UP_TURN = [{"do": "text", "text": "ready"}]
 START_TIMEOUT_S = 30.0
+# The latency phase runs again with this GIL switch interval in the daemon (default 5 ms): the
+# writer thread needs the GIL a few times per commit and a busy event loop holds it that long.
+SHORT_SWITCH_INTERVAL_S = 0.0005
 DAEMON_EVENTS = frozenset({"input_lock", "status_change", "user_input"})
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    profile: Path | None = None  # run under cProfile, leaving <profile>/<phase>.prof
+    switch_interval: float | None = None  # the daemon's sys.setswitchinterval
 
 
 class DaemonProcess:
     """`betcode daemon start --foreground` in a child process, with a fake claude."""
 
-    def __init__(self, root: Path, turn: list[dict[str, Any]], profile: Path | None) -> None:
+    def __init__(self, root: Path, turn: list[dict[str, Any]], options: DaemonOptions) -> None:
         self.root = root
         self.socket = root / "sock" / "daemon.sock"
         (root / "repo").mkdir(parents=True)
         # Turn 0 starts claude untimed; every later turn is the measured one.
         fake = make_fake_claude(root / "fake", {"turns": [WARM_UP_TURN, turn]})
         argv = [sys.executable]
-        if profile is not None:
-            argv += ["-m", "cProfile", "-o", str(profile / f"{root.name}.prof")]
+        if options.profile is not None:
+            argv += ["-m", "cProfile", "-o", str(options.profile / f"{root.name}.prof")]
         self.argv = [
             *argv,
             str(DAEMON_SCRIPT),
@@ -76,6 +87,8 @@ class DaemonProcess:
             str(root / "config"),
             str(fake),
         ]
+        if options.switch_interval is not None:
+            self.argv.append(str(options.switch_interval))
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -242,9 +255,9 @@ class ClientProcesses:
 
 @asynccontextmanager
 async def bench_daemon(
-    root: Path, turn: list[dict[str, Any]], profile: Path | None
+    root: Path, turn: list[dict[str, Any]], options: DaemonOptions
 ) -> AsyncIterator[tuple[DaemonProcess, Driver, ClientProcesses]]:
-    daemon = DaemonProcess(root, turn, profile)
+    daemon = DaemonProcess(root, turn, options)
     await daemon.start()
     driver = Driver(daemon)
     clients = ClientProcesses(daemon.socket, CLIENT_PROCESSES)
@@ -262,9 +275,9 @@ def cpu_seconds(pid: int) -> float:
     return float(times.user + times.system)
 
 
-async def ingest_and_replay(root: Path, lines: int, profile: Path | None) -> dict[str, float]:
+async def ingest_and_replay(root: Path, lines: int, options: DaemonOptions) -> dict[str, float]:
     turn = [{"do": "flood", "lines": lines, "text": "x"}]
-    async with bench_daemon(root, turn, profile) as (daemon, driver, _):
+    async with bench_daemon(root, turn, options) as (daemon, driver, _):
         session_id = await driver.new_session()
         await driver.turn(session_id)
         cpu = cpu_seconds(daemon.pid)
@@ -280,7 +293,12 @@ async def ingest_and_replay(root: Path, lines: int, profile: Path | None) -> dic
 
 
 async def fan_out(
-    driver: Driver, clients: ClientProcesses, session_id: str, count: int, batched: bool
+    driver: Driver,
+    clients: ClientProcesses,
+    session_id: str,
+    lines: int,
+    count: int,
+    batched: bool,
 ) -> float:
     after, _ = await driver.turn(session_id)  # the previous turn's end is the baseline
     job = {"op": "watch", "session": session_id, "after": after, "batched": batched}
@@ -288,31 +306,34 @@ async def fan_out(
     started = time.monotonic_ns()
     await driver.send(session_id)
     results = await clients.results()
-    events = sum(result["events"] for result in results)
+    counts = [count for result in results for count in result["counts"]]
+    if len(set(counts)) != 1 or counts[0] < lines:
+        raise RuntimeError(f"clients saw different event counts for one turn: {set(counts)}")
+    events = sum(counts)
     done = max(result["done_ns"] for result in results)
     return events / ((done - started) / 1e9)
 
 
 async def broadcast(
-    root: Path, lines: int, counts: list[int], profile: Path | None
+    root: Path, lines: int, counts: list[int], options: DaemonOptions
 ) -> dict[str, float]:
     # Every turn floods: fan_out's baseline turn is one more flood, untimed.
     figures: dict[str, float] = {}
     turn = [{"do": "flood", "lines": lines, "text": "x"}]
-    async with bench_daemon(root, turn, profile) as (_, driver, clients):
+    async with bench_daemon(root, turn, options) as (_, driver, clients):
         session_id = await driver.new_session()
         for batched in (False, True):
             for count in counts:
                 name = f"{'batched' if batched else 'broadcast'}_{count}_clients_events_per_s"
-                figures[name] = await fan_out(driver, clients, session_id, count, batched)
+                figures[name] = await fan_out(driver, clients, session_id, lines, count, batched)
     return figures
 
 
 async def latency(
-    root: Path, lines: int, clients_count: int, profile: Path | None
+    root: Path, lines: int, clients_count: int, options: DaemonOptions
 ) -> dict[str, float]:
     turn = [{"do": "flood", "lines": lines, "text": "x", "rate": 1000, "stamp": True}]
-    async with bench_daemon(root, turn, profile) as (daemon, driver, clients):
+    async with bench_daemon(root, turn, options) as (daemon, driver, clients):
         session_id = await driver.new_session()
         after, _ = await driver.turn(session_id)
         job = {"op": "watch", "session": session_id, "after": after, "batched": False}
@@ -358,8 +379,8 @@ def event_source_lines(db_path: Path, session_id: str) -> list[tuple[int, int]]:
         ).fetchall()
 
 
-async def resident_memory(root: Path, sessions: int, count: int, profile: Path | None) -> float:
-    async with bench_daemon(root, [{"do": "text", "text": "hi"}], profile) as (
+async def resident_memory(root: Path, sessions: int, count: int, options: DaemonOptions) -> float:
+    async with bench_daemon(root, [{"do": "text", "text": "hi"}], options) as (
         daemon,
         driver,
         clients,
@@ -381,16 +402,19 @@ def machine() -> dict[str, Any]:
     }
 
 
-async def run(quick: bool, profile: Path | None) -> dict[str, Any]:
+async def run(quick: bool, options: DaemonOptions) -> dict[str, Any]:
     lines = 20_000 if quick else 100_000
     fan_lines = 2_000 if quick else 10_000
     about = machine()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        ingest = await ingest_and_replay(root / "ingest", lines, profile)
-        fan = await broadcast(root / "fanout", fan_lines, [1, 10, 100], profile)
-        delays = await latency(root / "latency", 2_000 if quick else 5_000, 10, profile)
-        rss = await resident_memory(root / "rss", 20, 100, profile)
+        ingest = await ingest_and_replay(root / "ingest", lines, options)
+        fan = await broadcast(root / "fanout", fan_lines, [1, 10, 100], options)
+        latency_lines = 2_000 if quick else 5_000
+        delays = await latency(root / "latency", latency_lines, 10, options)
+        short_switch = replace(options, switch_interval=SHORT_SWITCH_INTERVAL_S)
+        delays_short = await latency(root / "latency-switch", latency_lines, 10, short_switch)
+        rss = await resident_memory(root / "rss", 20, 100, options)
     per_event = [v for k, v in fan.items() if k.startswith("broadcast_")]
     batched = [v for k, v in fan.items() if k.startswith("batched_")]
     figures = {
@@ -403,9 +427,11 @@ async def run(quick: bool, profile: Path | None) -> dict[str, Any]:
         "rss_mb": rss,
         **ingest,
         **delays,
+        **{f"{k}_switch_0_5ms": v for k, v in delays_short.items()},
         **fan,
     }
     rounded = {k: round(v, 3) if v < 100 else round(v) for k, v in figures.items()}
+    about["load_average_after"] = os.getloadavg()
     return {**rounded, "quick": quick, "machine": about}
 
 
@@ -418,7 +444,7 @@ def main() -> None:
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         args.profile = args.profile.absolute()
-    figures = asyncio.run(run(args.quick, args.profile))
+    figures = asyncio.run(run(args.quick, DaemonOptions(profile=args.profile)))
     for key, value in figures.items():
         if key != "machine":
             print(f"{key:45} {value}")
