@@ -36,7 +36,7 @@ TAKES_EFFECT = {
     "daemon": "after a daemon restart",
     "daemon.log_level": "applied",
     "daemon.max_payload_bytes": "for claude processes started from now on",
-    "daemon.max_sessions": "not enforced by the daemon yet",
+    "daemon.max_sessions": "for sessions created from now on",
     "daemon.client_queue_size": "for clients attaching from now on",
     "daemon.crash_policy": "for restarts from now on",
     "daemon.crash_policy.max_crashes": "for sessions opened from now on",
