@@ -15,7 +15,8 @@ A turn is sent over Converse, which is closed as soon as the daemon has recorded
   events delivered to all clients / time (the best of the three client counts is the headline);
 * batched_events_per_s: the same on ResumeSessionBatched;
 * latency_p50_ms / p99_ms: 1,000 lines/s with 10 per-event clients; each line carries the fake's
-  CLOCK_MONOTONIC write time, matched to the event via events.message_sequence;
+  CLOCK_MONOTONIC write time, matched to the event via events.message_sequence
+  (latency_line_read_*: from that write until the daemon read the line);
 * replay_100k_s: a 100,000-event session replayed from 0 on the batched stream (scaled from the
   20,000 events of --quick);
 * rss_mb: the daemon's RSS with 20 sessions (one claude each) and 100 attached clients;
@@ -287,6 +288,7 @@ async def ingest_and_replay(root: Path, lines: int, options: DaemonOptions) -> d
     return {
         "ingest_lines_per_s": lines / elapsed,
         "ingest_daemon_cpu_percent": 100 * cpu / elapsed,
+        "ingest_daemon_cpu_us_per_line": 1e6 * cpu / lines,
         "replay_100k_s": replay_s * 100_000 / replayed,
         "replayed_events": replayed,
     }
@@ -342,32 +344,46 @@ async def latency(
         started = time.perf_counter()
         await driver.send(session_id)
         results = await clients.results()
-        cpu_percent = 100 * (cpu_seconds(daemon.pid) - cpu) / (time.perf_counter() - started)
+        cpu = cpu_seconds(daemon.pid) - cpu
+        elapsed = time.perf_counter() - started
         db_path = daemon.root / "data" / "daemon.db"
         written = line_write_times(db_path, session_id)
         source_lines = dict(event_source_lines(db_path, session_id))
     delays = sorted(
-        (arrived - written[source_lines[seq]]) / 1e6
+        (arrived - written[source_lines[seq]][0]) / 1e6
         for result in results
         for seq, arrived in result["arrivals"]
         if source_lines.get(seq) in written
     )
+    # The daemon stamps a line's row with time.time() when it reads it.
+    clock_offset_ns = time.time_ns() - time.monotonic_ns()
+    reads = sorted((read_s * 1e9 - clock_offset_ns - ts) / 1e6 for ts, read_s in written.values())
+    deliveries = sum(len(result["arrivals"]) for result in results)
     return {
         "latency_p50_ms": statistics.median(delays),
-        "latency_p99_ms": delays[int(len(delays) * 0.99)],
+        "latency_p99_ms": percentile(delays, 0.99),
         "latency_max_ms": delays[-1],
         "latency_samples": len(delays),
-        "latency_daemon_cpu_percent": cpu_percent,
+        "latency_line_read_p50_ms": statistics.median(reads),
+        "latency_line_read_p99_ms": percentile(reads, 0.99),
+        "latency_daemon_cpu_percent": 100 * cpu / elapsed,
+        "latency_daemon_cpu_us_per_delivery": 1e6 * cpu / deliveries,
     }
 
 
-def line_write_times(db_path: Path, session_id: str) -> dict[int, int]:
+def percentile(ordered: list[float], fraction: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def line_write_times(db_path: Path, session_id: str) -> dict[int, tuple[int, float]]:
+    """line seq -> (the fake's CLOCK_MONOTONIC write time in ns, the row's created_at)."""
     with sqlite3.connect(db_path) as db:
         rows = db.execute(
-            "SELECT sequence, payload FROM messages WHERE session_id = ? AND payload LIKE ?",
+            "SELECT sequence, payload, created_at FROM messages"
+            " WHERE session_id = ? AND payload LIKE ?",
             (session_id, '%"fake_ts_ns"%'),
         ).fetchall()
-    return {seq: json.loads(payload)["fake_ts_ns"] for seq, payload in rows}
+    return {seq: (json.loads(payload)["fake_ts_ns"], created) for seq, payload, created in rows}
 
 
 def event_source_lines(db_path: Path, session_id: str) -> list[tuple[int, int]]:
@@ -447,7 +463,7 @@ def main() -> None:
     figures = asyncio.run(run(args.quick, DaemonOptions(profile=args.profile)))
     for key, value in figures.items():
         if key != "machine":
-            print(f"{key:45} {value}")
+            print(f"{key:50} {value}")
     if args.json:
         print(json.dumps(figures))
 
