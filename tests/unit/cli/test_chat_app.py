@@ -129,7 +129,7 @@ async def test_status_bar_follows_session_activity_tokens_and_cost(
         await until(pilot, lambda: "waiting for you" in status_text(app), "waiting")
         fake.publish(ev.usage(1200, 300, 0.0123), ev.turn_complete(), ev.status(ev.IDLE))
         await until(pilot, lambda: "1,500 tokens · $0.0123" in status_text(app), "usage")
-        assert "ready" in status_text(app)
+        await until(pilot, lambda: "ready" in status_text(app), "idle")
         fake.publish(ev.status(ev.RESTARTING))
         await until(pilot, lambda: "claude is restarting" in status_text(app), "restarting")
         fake.publish(ev.status(ev.CRASHED))
@@ -300,7 +300,8 @@ async def test_reconnect_resumes_from_the_last_sequence_and_shows_nothing_twice(
         expected = [("user", "go"), ("assistant", "one "), ("tool", "✓ Bash"), ("assistant", "two")]
         await until(pilot, lambda: transcript(app) == expected, "healed, once each")
         assert fake.starts[1][1].from_sequence == 3
-        assert "disconnected" not in status_text(app)
+        # The status bar is drawn after the transcript, in the same frame.
+        await until(pilot, lambda: "disconnected" not in status_text(app), "connected")
 
 
 async def test_unknown_session_exits_with_its_code(client: DaemonClient) -> None:

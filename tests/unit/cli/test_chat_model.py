@@ -184,6 +184,7 @@ def test_input_lock_holder(holder: str, read_only: bool) -> None:
     assert model.status.read_only is read_only
     line = status_line(model.status)
     assert ("read-only: cli-other has the input lock; press ctrl+l" in line) is read_only
+    assert ("input lock: you" in line) is (holder == ME)
 
 
 def test_no_input_lock_error_makes_the_client_read_only() -> None:

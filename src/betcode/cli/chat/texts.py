@@ -51,6 +51,8 @@ def status_line(status: Status) -> str:
     parts.append(activity)
     tokens = status.input_tokens + status.output_tokens
     parts.append(f"{tokens:,} tokens · ${status.cost_usd:.4f}")
+    if status.you_hold_lock:
+        parts.append("input lock: you")
     if status.read_only:
         parts.append(
             f"read-only: {status.lock_holder} has the input lock; "
