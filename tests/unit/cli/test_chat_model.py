@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import chat_events as ev
 import pytest
 
@@ -16,7 +18,7 @@ from betcode.cli.chat.state import (
     ToolBlock,
     UserBlock,
 )
-from betcode.cli.chat.texts import result_preview, status_line, tool_summary
+from betcode.cli.chat.texts import expiry_text, result_preview, status_line, tool_summary
 
 ME = "cli-me"
 
@@ -271,3 +273,22 @@ def test_an_edited_input_replaces_the_one_the_tool_call_shows() -> None:
     assert tool.input == {"command": "rm -rf build/tmp"}
     assert list(changes.blocks) == [tool.key]
     assert not model.prompts
+
+
+NOW = datetime(2026, 11, 22, 1, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("left", "span"),
+    [
+        (timedelta(days=7), "7 d"),
+        (timedelta(days=6, hours=23, minutes=59), "6 d 23 h"),
+        (timedelta(hours=2, minutes=5), "2 h 5 min"),
+        (timedelta(seconds=90), "1 min 30 s"),
+        (timedelta(seconds=-5), "0 min 0 s"),
+    ],
+)
+def test_expiry_text(left: timedelta, span: str) -> None:
+    naive_utc = (NOW + left).replace(tzinfo=None)  # as protobuf's ToDatetime gives it
+    text = expiry_text(naive_utc, NOW)
+    assert text == f"{NOW + left:%Y-%m-%d %H:%M} UTC (in {span}), then it is denied"

@@ -6,6 +6,7 @@ Each screen dismisses with the user's answer (or None); the app sends it.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
@@ -27,6 +28,7 @@ from textual.widgets import (
 
 from betcode.cli.chat.actions import PermissionAnswer, question_answers
 from betcode.cli.chat.state import Choice, PermissionPrompt, Question, QuestionPrompt
+from betcode.cli.chat.texts import expiry_text
 from betcode.cli.chat.widgets import pretty_json
 from betcode.v1 import common_pb2
 
@@ -62,12 +64,11 @@ class PermissionScreen(ModalScreen[PermissionAnswer]):
             yield Label(Text(f"Allow {prompt.tool_name}?"), classes="dialog-title")
             if prompt.description:
                 yield Static(Text(prompt.description), classes="dialog-text")
+            expires = expiry_text(prompt.expires_at, datetime.now(UTC)) if prompt.expires_at else ""
             for label, value in (
                 ("why", prompt.decision_reason),
                 ("path", prompt.blocked_path),
-                ("expires", prompt.expires_at.isoformat(timespec="seconds"))
-                if prompt.expires_at
-                else ("", ""),
+                ("waits until", expires),
             ):
                 if value:
                     yield Static(Text(f"{label}: {value}"), classes="dialog-text")

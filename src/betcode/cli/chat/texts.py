@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from betcode.cli.chat.state import LOCK_REQUEST_KEY, Activity, Status
@@ -61,3 +62,19 @@ def status_line(status: Status) -> str:
     if status.connection:
         parts.append(status.connection)
     return "  │  ".join(parts)
+
+
+def expiry_text(expires_at: datetime, now: datetime) -> str:
+    """When an unanswered request expires, for people: the UTC time and how far off it is.
+    ``expires_at`` from protobuf is naive UTC; ``now`` is aware."""
+    expires_at = expires_at.replace(tzinfo=UTC) if expires_at.tzinfo is None else expires_at
+    left = max(0, int((expires_at - now).total_seconds()))
+    days, rest = divmod(left, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    if days:
+        span = f"{days} d {hours} h" if hours else f"{days} d"
+    elif hours:
+        span = f"{hours} h {rest // 60} min"
+    else:
+        span = f"{rest // 60} min {rest % 60} s"
+    return f"{expires_at:%Y-%m-%d %H:%M} UTC (in {span}), then it is denied"
