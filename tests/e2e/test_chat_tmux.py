@@ -42,13 +42,13 @@ EXIT_MARK = "[chat exited: "
 
 
 class Terminal:
-    """A private tmux server (its own socket name, so no one else's tmux is touched); each
-    ``run`` opens a window of one session, and keys and screens go to the newest window."""
+    """A private tmux server (its own socket name, so no one else's tmux is touched) with one
+    session; each ``open`` runs a command in a new window of it."""
 
     def __init__(self, server: str, config: Path) -> None:
         self.server = server
         self.config = config
-        self._started = False
+        self._windows = 0
 
     async def tmux(self, *args: str) -> str:
         process = await asyncio.create_subprocess_exec(
@@ -61,24 +61,36 @@ class Terminal:
             raise RuntimeError(f"tmux {' '.join(args)} failed: {err.decode().strip()}")
         return out.decode()
 
-    async def run(self, command: list[str], cwd: Path) -> None:
+    async def open(self, command: list[str], cwd: Path) -> Window:
         """Runs ``command`` in a new window. The shell around it prints its exit status and
         keeps the window open (tmux 3.3's own remain-on-exit sometimes never notices a
         pane's process ending)."""
         shell = f'{shlex.join(command)}; echo "{EXIT_MARK}$?]"; exec sleep 600'
-        if self._started:
-            await self.tmux("new-window", "-t", SESSION, "-c", str(cwd), shell)
-            return
-        size = ["-x", str(COLUMNS), "-y", str(ROWS)]
-        await self.tmux("new-session", "-d", "-s", SESSION, *size, "-c", str(cwd), shell)
-        self._started = True
+        name = f"w{self._windows}"
+        if self._windows:
+            await self.tmux("new-window", "-t", SESSION, "-n", name, "-c", str(cwd), shell)
+        else:
+            size = ["-x", str(COLUMNS), "-y", str(ROWS)]
+            where = ["-s", SESSION, "-n", name, "-c", str(cwd)]
+            await self.tmux("new-session", "-d", *size, *where, shell)
+        self._windows += 1
+        return Window(self, f"{SESSION}:{name}")
+
+
+class Window:
+    """One window: keys in (send-keys), the screen out (capture-pane)."""
+
+    def __init__(self, terminal: Terminal, target: str) -> None:
+        self.terminal = terminal
+        self.target = target
 
     async def keys(self, *keys: str, literal: bool = False) -> None:
-        await self.tmux("send-keys", "-t", SESSION, *(["-l"] if literal else []), *keys)
+        flags = ["-l"] if literal else []
+        await self.terminal.tmux("send-keys", "-t", self.target, *flags, *keys)
 
     async def screen(self, *, with_scrollback: bool = False) -> str:
         start = ["-S", "-"] if with_scrollback else []
-        return await self.tmux("capture-pane", "-p", "-t", SESSION, *start)
+        return await self.terminal.tmux("capture-pane", "-p", "-t", self.target, *start)
 
     async def wait_for(self, *texts: str, absent: str | None = None) -> str:
         """Polls the screen until every text is on it (and ``absent`` is not); fails with the
@@ -95,7 +107,7 @@ class Terminal:
 
     async def wait_for_exit(self) -> tuple[int, str]:
         """The command's exit status and everything it left in the window."""
-        screen = await self.wait_for(EXIT_MARK)
+        await self.wait_for(EXIT_MARK)
         screen = await self.screen(with_scrollback=True)
         status = re.search(re.escape(EXIT_MARK) + r"(\d+)\]", screen)
         assert status is not None, screen
@@ -139,38 +151,62 @@ def chat_command(daemon: InProcessDaemon, tmp_path: Path, *args: str) -> list[st
 async def test_approve_a_tool_quit_and_continue_with_the_history(
     daemon: InProcessDaemon, workspace: Workspace, terminal: Terminal, tmp_path: Path
 ) -> None:
-    await terminal.run(chat_command(daemon, tmp_path), workspace.repo)
-    await terminal.wait_for(INPUT_PLACEHOLDER, "ready")
+    chat = await terminal.open(chat_command(daemon, tmp_path), workspace.repo)
+    await chat.wait_for(INPUT_PLACEHOLDER, "ready")
 
-    await terminal.keys(PROMPT, literal=True)
-    await terminal.keys("Enter")
-    screen = await terminal.wait_for("Allow Bash?", "Allow once (y)", "waiting for you")
+    await chat.keys(PROMPT, literal=True)
+    await chat.keys("Enter")
+    screen = await chat.wait_for("Allow Bash?", "Allow once (y)", "waiting for you")
     assert "touch made-in-tmux.txt && echo made-by-tmux" in screen  # the input, shown to judge
     assert not (workspace.repo / "made-in-tmux.txt").exists()  # nothing runs before approval
 
-    await terminal.keys("y")
-    screen = await terminal.wait_for(TOOL_TITLE, "⎿ made-by-tmux", FINAL_TEXT, absent="Allow")
-    await terminal.wait_for("ready")
+    await chat.keys("y")
+    screen = await chat.wait_for(TOOL_TITLE, "⎿ made-by-tmux", FINAL_TEXT, absent="Allow")
+    await chat.wait_for("ready")
     assert (workspace.repo / "made-in-tmux.txt").exists()  # the approved command really ran
     assert screen.count(PROMPT) == 1
 
-    await terminal.keys("C-c")  # nothing is running: one Ctrl-C quits
-    status, screen = await terminal.wait_for_exit()
+    await chat.keys("C-c")  # nothing is running: one Ctrl-C quits
+    status, screen = await chat.wait_for_exit()
     goodbye = " ".join(screen.split())
     assert status == 0
     assert "keeps running in the daemon" in goodbye
     assert "betcode chat --continue" in goodbye
 
-    await terminal.run(chat_command(daemon, tmp_path, "--continue"), workspace.repo)
+    chat = await terminal.open(chat_command(daemon, tmp_path, "--continue"), workspace.repo)
     history = (PROMPT, TOOL_TITLE, "⎿ made-by-tmux", "Bash: allowed", FINAL_TEXT)
-    screen = await terminal.wait_for(*history)
+    screen = await chat.wait_for(*history)
     for text in history:
         assert screen.count(text) == 1, f"shown {screen.count(text)} times: {text}"
     assert screen.index(PROMPT) < screen.index(TOOL_TITLE) < screen.index(FINAL_TEXT)
 
-    await terminal.keys("C-q")
-    status, _ = await terminal.wait_for_exit()
+    await chat.keys("C-q")
+    status, _ = await chat.wait_for_exit()
     assert status == 0
+
+
+async def test_two_terminals_share_one_session_live(
+    daemon: InProcessDaemon, workspace: Workspace, terminal: Terminal, tmp_path: Path
+) -> None:
+    first = await terminal.open(chat_command(daemon, tmp_path, "SCN:plain hello"), workspace.repo)
+    await first.wait_for("Hello from the mock model.", "ready", "input lock: you")
+    second = await terminal.open(chat_command(daemon, tmp_path, "--continue"), workspace.repo)
+    screen = await second.wait_for("Hello from the mock model.", "read-only: cli-")
+    assert "press ctrl+l to request it" in " ".join(screen.split())
+
+    await second.keys("typed without the lock", literal=True)
+    await second.keys("Enter")  # refused here: it stays in the input, nothing is sent
+    await first.keys(PROMPT, literal=True)
+    await first.keys("Enter")
+    await first.wait_for("Allow Bash?")
+    screen = await second.wait_for(PROMPT, "waiting for you")  # live, as the holder sends it
+    assert "Allow Bash?" not in screen  # only the holder is asked
+    await first.keys("y")
+    for window in (first, second):
+        screen = await window.wait_for(TOOL_TITLE, "⎿ made-by-tmux", FINAL_TEXT, "ready")
+        assert screen.count(PROMPT) == 1
+    assert "typed without the lock" not in await first.screen()
+    assert (await second.screen()).count("typed without the lock") == 1  # still in its input
 
 
 @pytest.fixture
@@ -199,23 +235,23 @@ async def daemon_running(environment: dict[str, str]) -> bool:
 async def test_no_daemon_the_chat_offers_to_start_it(
     no_daemon: dict[str, str], terminal: Terminal, tmp_path: Path
 ) -> None:
-    await terminal.run(betcode(no_daemon, "chat"), tmp_path)
-    await terminal.wait_for("BetCode daemon is not running", f"{START_DAEMON_QUESTION} [Y/n]")
-    await terminal.keys("y", "Enter")
-    await terminal.wait_for(INPUT_PLACEHOLDER, "ready")  # attached to a new session
+    chat = await terminal.open(betcode(no_daemon, "chat"), tmp_path)
+    await chat.wait_for("BetCode daemon is not running", f"{START_DAEMON_QUESTION} [Y/n]")
+    await chat.keys("y", "Enter")
+    await chat.wait_for(INPUT_PLACEHOLDER, "ready")  # attached to a new session
     assert await daemon_running(no_daemon)
-    await terminal.keys("C-q")
-    status, _ = await terminal.wait_for_exit()
+    await chat.keys("C-q")
+    status, _ = await chat.wait_for_exit()
     assert status == 0
 
 
 async def test_no_daemon_and_the_offer_declined_exits_2(
     no_daemon: dict[str, str], terminal: Terminal, tmp_path: Path
 ) -> None:
-    await terminal.run(betcode(no_daemon, "chat"), tmp_path)
-    await terminal.wait_for(f"{START_DAEMON_QUESTION} [Y/n]")
-    await terminal.keys("n", "Enter")
-    status, screen = await terminal.wait_for_exit()
+    chat = await terminal.open(betcode(no_daemon, "chat"), tmp_path)
+    await chat.wait_for(f"{START_DAEMON_QUESTION} [Y/n]")
+    await chat.keys("n", "Enter")
+    status, screen = await chat.wait_for_exit()
     assert status == 2
     assert "betcode daemon start" in screen
     assert not await daemon_running(no_daemon)
@@ -225,12 +261,12 @@ async def test_no_daemon_and_the_offer_declined_exits_2(
 async def test_demo_in_the_chat_is_one_approval_away(terminal: Terminal, tmp_path: Path) -> None:
     """README's quick start after set-up: `betcode demo --chat`, press y, see the result."""
     environment = client_environment(tmp_path, tmp_path / "unused.sock")
-    await terminal.run(betcode(environment, "demo", "--chat"), tmp_path)
-    await terminal.wait_for("Allow Bash?", 'python3 -c \\"print(6 * 7)\\"', "Allow once (y)")
-    await terminal.keys("y")
-    await terminal.wait_for('✓ Bash(python3 -c "print(6 * 7)")', "⎿ 42", "ok: 42", "ready")
-    await terminal.keys("C-c")
-    status, screen = await terminal.wait_for_exit()
+    chat = await terminal.open(betcode(environment, "demo", "--chat"), tmp_path)
+    await chat.wait_for("Allow Bash?", 'python3 -c \\"print(6 * 7)\\"', "Allow once (y)")
+    await chat.keys("y")
+    await chat.wait_for('✓ Bash(python3 -c "print(6 * 7)")', "⎿ 42", "ok: 42", "ready")
+    await chat.keys("C-c")
+    status, screen = await chat.wait_for_exit()
     assert status == 0
     assert "daemon stopped" in screen
     assert "keeps running" not in screen  # the demo's daemon ends with it: no reattach hint
