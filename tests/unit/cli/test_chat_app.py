@@ -130,6 +130,8 @@ async def test_status_bar_follows_session_activity_tokens_and_cost(
         fake.publish(ev.usage(1200, 300, 0.0123), ev.turn_complete(), ev.status(ev.IDLE))
         await until(pilot, lambda: "1,500 tokens · $0.0123" in status_text(app), "usage")
         await until(pilot, lambda: "ready" in status_text(app), "idle")
+        fake.publish(ev.status(ev.COMPACTING))
+        await until(pilot, lambda: "compacting" in status_text(app), "compacting")
         fake.publish(ev.status(ev.RESTARTING))
         await until(pilot, lambda: "claude is restarting" in status_text(app), "restarting")
         fake.publish(ev.status(ev.CRASHED))
