@@ -14,6 +14,7 @@ from google.protobuf.json_format import MessageToDict
 
 from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.protocol.reader import ProtocolReader
+from betcode.sessions.event_builders import text_delta_event
 from betcode.sessions.translate import (
     AgentEvent,
     error_event,
@@ -268,6 +269,25 @@ def test_daemon_event_builders(event: AgentEvent, kind: str, fields: dict[str, A
     assert MessageToDict(getattr(event, kind)) == fields
     assert event.sequence == 0
     assert not event.HasField("timestamp")
+
+
+@pytest.mark.parametrize(
+    ("event", "parent", "delta"),
+    [
+        (text_delta_event("Hel"), "", {"text": "Hel"}),
+        (text_delta_event(""), "", {}),  # an empty delta is still a text_delta
+        (text_delta_event("", is_complete=True), "", {"isComplete": True}),
+        (
+            text_delta_event("done", is_complete=True, parent_tool_use_id="toolu_1"),
+            "toolu_1",
+            {"text": "done", "isComplete": True},
+        ),
+    ],
+)
+def test_text_delta_event(event: AgentEvent, parent: str, delta: dict[str, Any]) -> None:
+    assert kind_of(event) == "text_delta"
+    assert event.parent_tool_use_id == parent
+    assert MessageToDict(event.text_delta) == delta
 
 
 def test_kind_of_an_event_with_nothing_set_is_an_error() -> None:

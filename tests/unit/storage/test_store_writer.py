@@ -13,6 +13,7 @@ import pytest
 from store_helpers import NOW, add_session, line_and_events
 
 from betcode.storage import Database, EventRow, MessageRow, StoreClosed, StoreWriter
+from betcode.storage import writer as writer_module
 
 
 class Gate:
@@ -226,10 +227,12 @@ async def test_one_large_append_is_stored_whole_in_order_with_every_value(
 
 
 async def test_the_wal_is_checkpointed_between_commits_while_the_writer_runs(
-    writer: StoreWriter, database: Database
+    writer: StoreWriter, database: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SQLite's own auto-checkpoint (inside a COMMIT, at 1000 WAL pages) would not have run
-    # yet: 100 small commits write ~400 pages. The writer checkpoints when idle instead.
+    # yet: 100 small commits write ~400 pages. The writer checkpoints between commits: when
+    # idle (racy to observe), and at the latest after CHECKPOINT_COMMITS_MAX commits.
+    monkeypatch.setattr(writer_module, "CHECKPOINT_COMMITS_MAX", 50)
     await writer.call(lambda c: add_session(c))
     size_before = database.path.stat().st_size
     for line in range(1, 101):
