@@ -23,6 +23,7 @@ import pytest
 from harness.daemon import InProcessDaemon
 from harness.environment import Workspace
 
+from betcode.cli.chat.screens import PERMISSION_ANSWERS
 from betcode.cli.chat_cmd import START_DAEMON_QUESTION
 
 pytestmark = [
@@ -48,6 +49,7 @@ class Terminal:
     def __init__(self, server: str, config: Path) -> None:
         self.server = server
         self.config = config
+        self.size = (COLUMNS, ROWS)  # columns, rows: set before the first ``open``
         self._windows = 0
 
     async def tmux(self, *args: str) -> str:
@@ -70,7 +72,7 @@ class Terminal:
         if self._windows:
             await self.tmux("new-window", "-t", SESSION, "-n", name, "-c", str(cwd), shell)
         else:
-            size = ["-x", str(COLUMNS), "-y", str(ROWS)]
+            size = ["-x", str(self.size[0]), "-y", str(self.size[1])]
             where = ["-s", SESSION, "-n", name, "-c", str(cwd)]
             await self.tmux("new-session", "-d", *size, *where, shell)
         self._windows += 1
@@ -156,7 +158,7 @@ async def test_approve_a_tool_quit_and_continue_with_the_history(
 
     await chat.keys(PROMPT, literal=True)
     await chat.keys("Enter")
-    screen = await chat.wait_for("Allow Bash?", "Allow once (y)", "waiting for you")
+    screen = await chat.wait_for("Allow Bash?", "y  Allow once", "waiting for you")
     assert "touch made-in-tmux.txt && echo made-by-tmux" in screen  # the input, shown to judge
     assert not (workspace.repo / "made-in-tmux.txt").exists()  # nothing runs before approval
 
@@ -259,10 +261,13 @@ async def test_no_daemon_and_the_offer_declined_exits_2(
 
 @pytest.mark.usefixtures("claude_bin")  # the demo runs the pinned CLI: fail if it is missing
 async def test_demo_in_the_chat_is_one_approval_away(terminal: Terminal, tmp_path: Path) -> None:
-    """README's quick start after set-up: `betcode demo --chat`, press y, see the result."""
+    """README's quick start after set-up: `betcode demo --chat`, press y, see the result; in
+    a classic 80x24 terminal, where every answer of the prompt must still be on screen."""
+    terminal.size = (80, 24)
     environment = client_environment(tmp_path, tmp_path / "unused.sock")
     chat = await terminal.open(betcode(environment, "demo", "--chat"), tmp_path)
-    await chat.wait_for("Allow Bash?", 'python3 -c \\"print(6 * 7)\\"', "Allow once (y)")
+    answers = [label for label, _action, _variant in PERMISSION_ANSWERS]
+    await chat.wait_for("Allow Bash?", 'python3 -c \\"print(6 * 7)\\"', *answers)
     await chat.keys("y")
     await chat.wait_for('✓ Bash(python3 -c "print(6 * 7)")', "⎿ 42", "ok: 42", "ready")
     await chat.keys("C-c")

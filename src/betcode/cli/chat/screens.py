@@ -13,7 +13,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import (
     Button,
@@ -25,6 +25,7 @@ from textual.widgets import (
     Static,
     TextArea,
 )
+from textual.widgets._button import ButtonVariant
 
 from betcode.cli.chat.actions import PermissionAnswer, question_answers
 from betcode.cli.chat.state import Choice, PermissionPrompt, Question, QuestionPrompt
@@ -38,6 +39,15 @@ ALLOW_WITH_EDIT = common_pb2.PERMISSION_DECISION_ALLOW_WITH_EDIT
 DENY = common_pb2.PERMISSION_DECISION_DENY
 DENY_WITH_INTERRUPT = common_pb2.PERMISSION_DECISION_DENY_WITH_INTERRUPT
 QUESTION_KEYS = "Claude asks you. space picks · tab next field · ctrl+s submit · Esc decline"
+
+
+PERMISSION_ANSWERS: tuple[tuple[str, str, ButtonVariant], ...] = (
+    ("y  Allow once", "allow_once", "success"),
+    ("a  Allow for this session", "allow_session", "primary"),
+    ("e  Edit the input, then allow", "edit", "default"),
+    ("n  Deny, and tell claude what to do instead", "deny_with_message", "warning"),
+    ("x  Deny and interrupt the turn", "deny_and_interrupt", "error"),
+)
 
 
 class PermissionScreen(ModalScreen[PermissionAnswer]):
@@ -74,12 +84,10 @@ class PermissionScreen(ModalScreen[PermissionAnswer]):
                     yield Static(Text(f"{label}: {value}"), classes="dialog-text")
             with VerticalScroll(classes="dialog-body"):
                 yield Static(Text(pretty_json(prompt.input)), id="permission-input")
-            with Horizontal(classes="dialog-buttons"):
-                yield Button("Allow once (y)", id="allow_once", variant="success")
-                yield Button("Allow for session (a)", id="allow_session", variant="primary")
-                yield Button("Edit input (e)", id="edit")
-                yield Button("Deny… (n)", id="deny_with_message", variant="warning")
-                yield Button("Deny + interrupt (x)", id="deny_and_interrupt", variant="error")
+            # One answer per line, its key first (as in Claude Code): fits any width.
+            with Vertical(classes="dialog-buttons"):
+                for label, action, variant in PERMISSION_ANSWERS:
+                    yield Button(label, id=action, variant=variant, compact=True)
 
     @on(Button.Pressed)
     async def _button(self, event: Button.Pressed) -> None:
