@@ -83,6 +83,25 @@ async def test_buttons_answer_like_their_keys(client: DaemonClient, fake: FakeAg
         assert (await answered(pilot, app, fake)).decision == ALLOW_SESSION
 
 
+async def test_every_answer_is_on_screen_at_80x24_with_a_long_input(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        script = "\n".join(f"echo line {n}" for n in range(60))
+        fake.publish(ev.permission("req-1", "Bash", {"command": script}))
+        await until(pilot, lambda: showing(app, PermissionScreen), "the permission prompt")
+        screen = app.screen
+        buttons = list(screen.query(Button))
+        await until(pilot, lambda: all(b.region.height for b in buttons), "answers laid out")
+        body = screen.query_one(".dialog-body").region
+        for button in buttons:
+            assert screen.region.contains_region(button.region), button.id
+            assert not button.region.overlaps(body), button.id
+        await pilot.press("y")
+        assert (await answered(pilot, app, fake)).decision == ALLOW_ONCE
+
+
 @pytest.mark.parametrize(
     ("key", "dialog"),
     [

@@ -38,7 +38,7 @@ ALLOW_SESSION = common_pb2.PERMISSION_DECISION_ALLOW_SESSION
 ALLOW_WITH_EDIT = common_pb2.PERMISSION_DECISION_ALLOW_WITH_EDIT
 DENY = common_pb2.PERMISSION_DECISION_DENY
 DENY_WITH_INTERRUPT = common_pb2.PERMISSION_DECISION_DENY_WITH_INTERRUPT
-QUESTION_KEYS = "Claude asks you. space picks · tab next field · ctrl+s submit · Esc decline"
+QUESTION_KEYS = "space picks · tab: next field · ctrl+s: submit · Esc: decline"
 
 
 PERMISSION_ANSWERS: tuple[tuple[str, str, ButtonVariant], ...] = (
@@ -71,23 +71,28 @@ class PermissionScreen(ModalScreen[PermissionAnswer]):
     def compose(self) -> ComposeResult:
         prompt = self.prompt
         with Vertical(id="permission", classes="dialog"):
-            yield Label(Text(f"Allow {prompt.tool_name}?"), classes="dialog-title")
-            if prompt.description:
-                yield Static(Text(prompt.description), classes="dialog-text")
-            expires = expiry_text(prompt.expires_at, datetime.now(UTC)) if prompt.expires_at else ""
-            for label, value in (
-                ("why", prompt.decision_reason),
-                ("path", prompt.blocked_path),
-                ("waits until", expires),
-            ):
-                if value:
-                    yield Static(Text(f"{label}: {value}"), classes="dialog-text")
+            with Vertical(classes="dialog-head"):
+                yield Label(Text(f"Allow {prompt.tool_name}?"), classes="dialog-title")
+                yield from self._compose_facts()
             with VerticalScroll(classes="dialog-body"):
                 yield Static(Text(pretty_json(prompt.input)), id="permission-input")
             # One answer per line, its key first (as in Claude Code): fits any width.
             with Vertical(classes="dialog-buttons"):
                 for label, action, variant in PERMISSION_ANSWERS:
                     yield Button(label, id=action, variant=variant, compact=True)
+
+    def _compose_facts(self) -> ComposeResult:
+        prompt = self.prompt
+        if prompt.description:
+            yield Static(Text(prompt.description), classes="dialog-text")
+        expires = expiry_text(prompt.expires_at, datetime.now(UTC)) if prompt.expires_at else ""
+        for label, value in (
+            ("why", prompt.decision_reason),
+            ("path", prompt.blocked_path),
+            ("waits until", expires),
+        ):
+            if value:
+                yield Static(Text(f"{label}: {value}"), classes="dialog-text")
 
     @on(Button.Pressed)
     async def _button(self, event: Button.Pressed) -> None:
@@ -204,12 +209,13 @@ class QuestionScreen(ModalScreen[dict[str, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="question", classes="dialog"):
-            yield Static(QUESTION_KEYS, classes="dialog-text")
+            yield Static(QUESTION_KEYS, classes="dialog-text dialog-head")
             with VerticalScroll(classes="dialog-body"):
                 for index, question in enumerate(self.prompt.questions):
                     yield from self._compose_question(index, question)
-            yield Static("", id="question-error", classes="error")
-            yield Button("Submit (ctrl+s)", id="submit", variant="primary")
+            with Vertical(classes="dialog-buttons"):
+                yield Static("", id="question-error", classes="error")
+                yield Button("ctrl+s  Submit", id="submit", variant="primary", compact=True)
 
     def _compose_question(self, index: int, question: Question) -> ComposeResult:
         title = f"[{question.header}] {question.text}" if question.header else question.text
