@@ -19,6 +19,7 @@ from betcode.cli.chat.state import (
     UserBlock,
 )
 from betcode.cli.chat.texts import expiry_text, result_preview, status_line, tool_summary
+from betcode.cli.chat.widgets import readable_input
 
 ME = "cli-me"
 
@@ -292,3 +293,30 @@ def test_expiry_text(left: timedelta, span: str) -> None:
     naive_utc = (NOW + left).replace(tzinfo=None)  # as protobuf's ToDatetime gives it
     text = expiry_text(naive_utc, NOW)
     assert text == f"{NOW + left:%Y-%m-%d %H:%M} UTC (in {span}), then it is denied"
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "shown"),
+    [
+        ({"command": "ls -la", "timeout": 5}, "command: ls -la\ntimeout: 5"),
+        (
+            {"command": "for f in *; do\n  echo $f\ndone"},
+            "command:\n  for f in *; do\n    echo $f\n  done",
+        ),
+        ({"file_path": "a.py", "content": "x = 1\n"}, "file_path: a.py\ncontent:\n  x = 1"),
+        ({"todos": [{"id": 1}]}, 'todos: [{"id": 1}]'),
+        ({"markup": "[red]not a style[/red]"}, "markup: [red]not a style[/red]"),
+    ],
+    ids=["plain", "multi-line command", "file content", "not text", "no markup"],
+)
+def test_readable_input(tool_input: dict[str, object], shown: str) -> None:
+    assert readable_input(tool_input).plain == shown
+
+
+def test_an_edit_reads_as_removed_and_added_lines() -> None:
+    edit = {"file_path": "a.py", "old_string": "x = 1\ny = 2", "new_string": "x = 3"}
+    shown = readable_input({**edit, "replace_all": False})
+    head = ["file_path: a.py", "replace_all: false", "change:"]
+    assert shown.plain == "\n".join([*head, "  - x = 1", "  - y = 2", "  + x = 3"])
+    styles = {shown.plain[span.start : span.end].strip(): str(span.style) for span in shown.spans}
+    assert styles == {"- x = 1": "red", "- y = 2": "red", "+ x = 3": "green"}

@@ -30,7 +30,7 @@ from textual.widgets._button import ButtonVariant
 from betcode.cli.chat.actions import PermissionAnswer, question_answers
 from betcode.cli.chat.state import Choice, PermissionPrompt, Question, QuestionPrompt
 from betcode.cli.chat.texts import expiry_text
-from betcode.cli.chat.widgets import pretty_json
+from betcode.cli.chat.widgets import pretty_json, readable_input
 from betcode.v1 import common_pb2
 
 ALLOW_ONCE = common_pb2.PERMISSION_DECISION_ALLOW_ONCE
@@ -75,7 +75,7 @@ class PermissionScreen(ModalScreen[PermissionAnswer]):
                 yield Label(Text(f"Allow {prompt.tool_name}?"), classes="dialog-title")
                 yield from self._compose_facts()
             with VerticalScroll(classes="dialog-body"):
-                yield Static(Text(pretty_json(prompt.input)), id="permission-input")
+                yield Static(readable_input(prompt.input), id="permission-input")
             # One answer per line, its key first (as in Claude Code): fits any width.
             with Vertical(classes="dialog-buttons"):
                 for label, action, variant in PERMISSION_ANSWERS:

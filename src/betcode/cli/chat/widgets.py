@@ -30,6 +30,34 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+EDIT_KEYS = ("old_string", "new_string")
+
+
+def readable_input(tool_input: dict[str, Any]) -> Text:
+    """A tool's input for a person deciding on it: text as it is (a command or a file's content,
+    not JSON-escaped), an edit as - / + lines, anything else as JSON."""
+    old, new = (tool_input.get(key) for key in EDIT_KEYS)
+    is_edit = isinstance(old, str) and isinstance(new, str)
+    shown = Text()
+    for key, value in tool_input.items():
+        if is_edit and key in EDIT_KEYS:
+            continue
+        if not isinstance(value, str):
+            value = json.dumps(value, ensure_ascii=False)
+        if "\n" in value:
+            shown.append(f"{key}:\n")
+            shown.append("".join(f"  {line}\n" for line in value.splitlines()))
+        else:
+            shown.append(f"{key}: {value}\n")
+    if is_edit:
+        shown.append("change:\n")
+        for sign, lines, style in (("-", old, "red"), ("+", new, "green")):
+            for line in str(lines).splitlines() or [""]:
+                shown.append(f"  {sign} {line}\n", style=style)
+    shown.rstrip()
+    return shown
+
+
 class Transcript(VerticalScroll):
     """The conversation, newest at the bottom; arrows and page keys scroll it when focused
     (letters typed while it has focus go to the message input)."""
@@ -99,7 +127,7 @@ class ToolView(Collapsible):
         self.title = f"{mark} {block.name}({summary})" if summary else f"{mark} {block.name}"
         self.set_class(block.is_error, "error")
         self.set_class(block.done, "done")
-        self._input.update(Text(pretty_json(block.input)))
+        self._input.update(readable_input(block.input))
         if block.output is None:
             self._output.update(Text("running…"))
             return
