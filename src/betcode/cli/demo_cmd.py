@@ -21,6 +21,8 @@ import grpc
 
 from betcode.claude.locate import find_claude_binary
 from betcode.cli.chat import ChatOptions, run_chat
+from betcode.cli.chat.model import struct_to_dict
+from betcode.cli.chat.texts import tool_summary
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
@@ -149,11 +151,9 @@ async def _show(call: object, outbox: asyncio.Queue[agent_pb2.AgentRequest]) -> 
                 click.echo()
                 writing = False
         elif kind == "tool_call_start":
-            click.secho(
-                f"⚙ tool call {event.tool_call_start.tool_name}: "
-                f"{dict(event.tool_call_start.input)}",
-                fg="yellow",
-            )
+            start = event.tool_call_start
+            summary = tool_summary(start.tool_name, struct_to_dict(start.input))
+            click.secho(f"⚙ tool call {start.tool_name}({summary})", fg="yellow")
         elif kind == "permission_request":
             request = event.permission_request
             click.secho(
