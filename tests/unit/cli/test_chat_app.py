@@ -15,7 +15,7 @@ from textual.widgets._markdown import MarkdownH1
 
 from betcode.cli.chat.app import ChatApp
 from betcode.cli.chat.screens import PermissionScreen
-from betcode.cli.chat.widgets import StatusBar, ToolView
+from betcode.cli.chat.widgets import PromptArea, StatusBar, ToolView, Transcript
 from betcode.cli.connection import DaemonClient
 from betcode.cli.conversation import ConversationStream
 
@@ -101,6 +101,22 @@ async def test_typing_while_the_transcript_has_focus_goes_to_the_input(
         await pilot.press(*"jk next", "enter")
         sent = await fake.next_request("message")
         assert sent.message.content == "jk next"
+
+
+async def test_page_keys_in_the_input_scroll_the_conversation(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        fake.publish(*(ev.user_input(f"message {n}") for n in range(40)))
+        await until(pilot, lambda: len(transcript(app)) == 40, "a long conversation")
+        view = app.query_one(Transcript)
+        await until(pilot, lambda: view.scroll_y == view.max_scroll_y > 0, "at the end")
+        await pilot.press(*"draft", "pageup")
+        await until(pilot, lambda: view.scroll_y < view.max_scroll_y, "scrolled up")
+        await pilot.press("pagedown")
+        await until(pilot, lambda: view.scroll_y == view.max_scroll_y, "back at the end")
+        assert app.query_one(PromptArea).text == "draft"
 
 
 async def test_successful_tool_is_marked_done(client: DaemonClient, fake: FakeAgentService) -> None:

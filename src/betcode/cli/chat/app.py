@@ -197,6 +197,12 @@ class ChatApp(App[None]):
             self._input.focus()
             self._input.insert(event.character or "")
 
+    def action_scroll_transcript(self, pages: int) -> None:
+        if pages < 0:
+            self._transcript.scroll_page_up(animate=False)
+        else:
+            self._transcript.scroll_page_down(animate=False)
+
     @on(PromptArea.Submitted)
     async def _submit(self, message: PromptArea.Submitted) -> None:
         text = message.text.strip()

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Collapsible, Markdown, Static, TextArea
@@ -160,7 +161,13 @@ class StatusBar(Static):
 
 
 class PromptArea(TextArea):
-    """The message input: Enter sends, ctrl+j (or shift+enter) starts a new line."""
+    """The message input: Enter sends, ctrl+j (or shift+enter) starts a new line; page up and
+    down scroll the conversation (the input is a few lines: paging it means nothing)."""
+
+    BINDINGS = [  # noqa: RUF012 (Textual's own declaration style)
+        Binding("pageup", "app.scroll_transcript(-1)", "scroll up", show=False),
+        Binding("pagedown", "app.scroll_transcript(1)", "scroll down", show=False),
+    ]
 
     class Submitted(Message):
         def __init__(self, text: str) -> None:
