@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -284,6 +284,9 @@ class Session:
         self._set_status("active")
         preview = text.strip().splitlines()[0] if text.strip() else ""
         self.background_write(lambda c: session_rows.set_preview(c, self.id, preview, time.time()))
+        await _to_the_end(self._deliver_user_line(line))
+
+    async def _deliver_user_line(self, line: bytes) -> None:
         await self._ctx.permissions.on_session_activity(self)
         await self.supervisor.send(line)
 
@@ -291,7 +294,7 @@ class Session:
         """Writes a control line (permission answer, interrupt...) and records it."""
         row = self._message_row("in", kind, line.rstrip(b"\n"))
         self.emit([], row)
-        await self.supervisor.send(line)
+        await _to_the_end(self.supervisor.send(line))
 
     async def cancel_turn(self) -> bool:
         if not self.turn_active:
@@ -427,6 +430,23 @@ async def _closing(
             yield batch
     finally:
         on_close()
+
+
+async def _to_the_end(delivery: Coroutine[Any, Any, None]) -> None:
+    """Awaits `delivery`, which goes on if the caller is cancelled: its line is already recorded
+    and shown to every client, so it must reach claude even when the client that sent it
+    disconnects at once (or claude is still starting). A failure nobody awaits is logged."""
+    task = asyncio.ensure_future(delivery)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_log_undelivered)
+        raise
+
+
+def _log_undelivered(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a recorded line could not be written to claude: %s", task.exception())
 
 
 def _log_failure(task: asyncio.Future[Any]) -> None:

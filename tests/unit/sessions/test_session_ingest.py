@@ -156,3 +156,47 @@ async def test_lines_are_stored_once_in_order_and_published_only_after_commit(
     assert session.line_stats.truncated == 1
     assert session.line_stats.invalid == 1
     observer.close()
+
+
+class SlowClaude:
+    """A supervisor whose claude takes its time to start (as on a busy machine)."""
+
+    def __init__(self) -> None:
+        self.writing = asyncio.Event()
+        self.release = asyncio.Event()
+        self.delivered = asyncio.Event()
+        self.cancelled = False
+        self.lines: list[bytes] = []
+
+    async def send(self, line: bytes) -> None:
+        self.writing.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        self.lines.append(line)
+        self.delivered.set()
+
+    async def stop(self) -> None:
+        return None
+
+
+async def test_a_recorded_message_reaches_claude_even_if_its_sender_goes_away(
+    world: tuple[Session, RecordingGate, StoreWriter, Path],
+) -> None:
+    session, _, _, _ = world
+    claude = SlowClaude()
+    session.supervisor = claude  # type: ignore[assignment]
+    sending = asyncio.create_task(session.send_user_message(None, "hello there"))
+    await claude.writing.wait()  # recorded and shown to clients; claude still starting
+
+    sending.cancel()  # the client disconnected
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+
+    assert not claude.cancelled
+    claude.release.set()
+    await claude.delivered.wait()
+    (line,) = claude.lines
+    assert json.loads(line)["message"]["content"] == "hello there"
