@@ -15,6 +15,7 @@ next needed.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import time
@@ -307,5 +308,9 @@ async def run_daemon(config: DaemonConfig) -> int:
         log.error("%s", exc)
         await daemon.stop()
         return exc.exit_code
+    # What startup allocated (modules, generated messages) lives as long as the daemon: keeping
+    # it out of the collector's generations makes a full collection ~0 ms instead of 5-9 ms on
+    # the event path (benchmarks/README.md).
+    gc.freeze()
     await daemon.serve_until_stopped()
     return 0
