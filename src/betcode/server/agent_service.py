@@ -130,38 +130,42 @@ class AgentService:
     async def ResumeSession(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
-        client_id = client_id_of(context)
-        session = await self._session(request.session_id, client_id)
-        stream = session.attach(
-            client_id,
-            request.from_sequence,
-            max_count=PER_EVENT_BATCH,
-            max_bytes=BATCH_MAX_BYTES,
-            takes_input=False,
-        )
-        with self._clients.attached(client_id, session.id, DEFAULT_CLIENT_TYPE):
-            async for batch in stream:
-                for _, data in batch:
-                    yield data
+        async for batch in self._watch(request, context, max_count=PER_EVENT_BATCH):
+            for data in batch:
+                yield data
 
     @serves
     async def ResumeSessionBatched(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         """Replay in batches; an EMPTY batch marks the live edge; then live batches."""
+        async for batch in self._watch(
+            request, context, max_count=BATCH_MAX_EVENTS, mark_caught_up=True
+        ):
+            yield encode_event_batch(batch)
+
+    async def _watch(
+        self,
+        request: agent_pb2.ResumeSessionRequest,
+        context: grpc.aio.ServicerContext,
+        *,
+        max_count: int,
+        mark_caught_up: bool = False,
+    ) -> AsyncIterator[list[bytes]]:
+        """A read-only attachment: replay from `from_sequence`, then live, as encoded events."""
         client_id = client_id_of(context)
         session = await self._session(request.session_id, client_id)
         stream = session.attach(
             client_id,
             request.from_sequence,
-            max_count=BATCH_MAX_EVENTS,
+            max_count=max_count,
             max_bytes=BATCH_MAX_BYTES,
             takes_input=False,
-            mark_caught_up=True,
+            mark_caught_up=mark_caught_up,
         )
         with self._clients.attached(client_id, session.id, DEFAULT_CLIENT_TYPE):
             async for batch in stream:
-                yield encode_event_batch([data for _, data in batch])
+                yield [data for _, data in batch]
 
     # ---- unary ----
 
