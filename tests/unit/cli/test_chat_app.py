@@ -119,6 +119,27 @@ async def test_page_keys_in_the_input_scroll_the_conversation(
         assert app.query_one(PromptArea).text == "draft"
 
 
+async def test_the_view_follows_a_growing_answer_unless_scrolled_up(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(Transcript)
+        fake.publish(ev.user_input("go"), ev.text("start\n\n"))
+        await until(pilot, lambda: len(transcript(app)) == 2, "the answer begins")
+        fake.publish(*(ev.text(f"paragraph {n}\n\n") for n in range(40)))
+        await until(pilot, lambda: "paragraph 39" in transcript(app)[-1][1], "the answer grew")
+        await until(pilot, lambda: view.scroll_y == view.max_scroll_y > 0, "followed")
+        await pilot.press("pageup")
+        reading = view.scroll_y
+        fake.publish(*(ev.text(f"more {n}\n\n") for n in range(20)))
+        await until(pilot, lambda: "more 19" in transcript(app)[-1][1], "grew again")
+        await pilot.pause()  # one more refresh: an anchored view would have moved by now
+        assert view.scroll_y == reading < view.max_scroll_y  # the reader is left in place
+        await pilot.press(*"next", "enter")
+        await until(pilot, lambda: view.scroll_y == view.max_scroll_y, "back at the end")
+
+
 async def test_successful_tool_is_marked_done(client: DaemonClient, fake: FakeAgentService) -> None:
     app = make_app(client)
     async with app.run_test() as pilot:

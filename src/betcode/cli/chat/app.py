@@ -89,6 +89,8 @@ class ChatApp(App[None]):
     def on_mount(self) -> None:
         self._status_bar.show(self.model.status)
         self._input.focus()
+        # Follow the conversation's end as it grows, until the user scrolls up to read.
+        self._transcript.anchor()
         self.run_worker(self._converse(), name="conversation", exclusive=True)
         self.run_worker(self._draw_loop(), name="draw")
 
@@ -145,7 +147,6 @@ class ChatApp(App[None]):
                 await view.sync(block)
         if new_views:
             await self._transcript.mount_all(new_views)
-            self._transcript.scroll_end(animate=False)
         if changes.status:
             self._status_bar.show(self.model.status)
         if changes.prompts or changes.status:
@@ -218,6 +219,7 @@ class ChatApp(App[None]):
             return
         await self.stream.send_message(text)
         self._input.clear()
+        self._transcript.anchor()  # back to the end, where the answer will come
 
     async def action_interrupt(self) -> None:
         if self._ctrl_c.press(self._clock(), self.model.turn_running) is CtrlC.QUIT:
