@@ -267,7 +267,7 @@ async def test_demo_in_the_chat_is_one_approval_away(terminal: Terminal, tmp_pat
     environment = client_environment(tmp_path, tmp_path / "unused.sock")
     chat = await terminal.open(betcode(environment, "demo", "--chat"), tmp_path)
     answers = [label for label, _action, _variant in PERMISSION_ANSWERS]
-    await chat.wait_for("Allow Bash?", 'python3 -c \\"print(6 * 7)\\"', *answers)
+    await chat.wait_for("Allow Bash?", 'command: python3 -c "print(6 * 7)"', *answers)
     await chat.keys("y")
     await chat.wait_for('✓ Bash(python3 -c "print(6 * 7)")', "⎿ 42", "ok: 42", "ready")
     await chat.keys("C-c")
