@@ -1,0 +1,124 @@
+"""Prints the daemon settings table of docs/SETTINGS.md (Markdown), made from the code.
+
+Keys, defaults, allowed values and environment variables come from `betcode.config.settings`,
+"on reload" from `betcode.daemon_config.takes_effect`; only the "what" column is written here,
+and every setting must have one (a new setting without a description fails, and so does the
+test that docs/SETTINGS.md is this script's output).
+
+Usage: .venv/bin/python scripts/settings_table.py
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from betcode.config.settings import ENV_KEYS, DaemonSettings
+from betcode.config.values import SPEC, Spec, format_duration
+from betcode.daemon_config import takes_effect
+
+WHAT = {
+    "max_payload_bytes": "longest stdout line of claude kept whole; a longer one is cut to "
+    "valid JSON marked `[truncated: original_size=N bytes]`",
+    "max_sessions": "sessions in use at once (with a claude process or an attached client); "
+    "one more create is refused with POOL_EXHAUSTED",
+    "client_queue_size": "events queued per client; a client that falls further behind is "
+    "dropped to catching up from SQLite",
+    "log_level": "daemon log level (`trace` logs as `debug`)",
+    "crash_policy.initial_backoff_ms": "delay before the first restart of a crashed claude",
+    "crash_policy.max_backoff_ms": "longest restart delay (not below the initial one)",
+    "crash_policy.multiplier": "restart delay growth per crash",
+    "crash_policy.max_crashes": "crashes within `window_seconds` that leave the session CRASHED",
+    "crash_policy.window_seconds": "the window crashes are counted in",
+    "subprocess.timeout_seconds": "watchdog: a turn with no output and no pending permission "
+    "for this long kills claude (then restart with `--resume`)",
+    "subprocess.idle_reap_seconds": "stop a claude process idle this long (`0`: never); the "
+    "next message starts it again with `--resume`",
+    "subprocess.kill_grace_seconds": "SIGTERM to SIGKILL grace when stopping claude",
+    "subprocess.env_allowlist_extra": "more environment variables passed to claude (names, or "
+    "`PREFIX_*`)",
+    "permission.ttl_seconds": "how long an unanswered permission request waits before it is denied",
+    "permission.extend_on_activity": "client activity in the session (a message, an attach, an "
+    "answer) pushes the expiry of its pending requests back to one TTL from then",
+    "permission.reminder_seconds": "waiting times at which a reminder is sent (the first two "
+    "are used)",
+    "permission.sweep_interval_seconds": "how often reminders and expiry are checked",
+    "permission.notify_command": "command run for each reminder (argv, not a shell line; the "
+    "request is in `BETCODE_PERMISSION_*` variables)",
+    "input_lock.transfer_seconds": "a client asks for the input lock: the holder keeps it by "
+    "sending input within this time, else it moves",
+    "input_lock.idle_handover_seconds": "a holder idle this long loses the lock to a waiting "
+    "client",
+}
+
+
+def allowed(spec: Spec) -> str:
+    """What a value may be, in the words a user types."""
+    if spec.kind == "int":
+        return f"{int(spec.low or 0):,} to {int(spec.high or 0):,}"
+    if spec.kind == "float":
+        return f"{spec.low:g} to {spec.high:g}"
+    if spec.kind == "seconds":
+        return f"{format_duration(spec.low or 0)} to {format_duration(spec.high or 0)}"
+    if spec.kind == "seconds_list":
+        low, high = format_duration(spec.low or 0), format_duration(spec.high or 0)
+        return f"list, each {low} to {high}, increasing"
+    if spec.kind == "choice":
+        return ", ".join(spec.choices)
+    return {
+        "bool": "true, false",
+        "names": "list of names",
+        "argv": "string or list, or null",
+    }[spec.kind]
+
+
+def shown(value: object, spec: Spec) -> str:
+    """A default as it would be written in settings.json."""
+    if spec.kind == "seconds":
+        return f'"{format_duration(float(value))}"'  # type: ignore[arg-type]
+    if spec.kind == "seconds_list":
+        return "[" + ", ".join(f'"{format_duration(v)}"' for v in value) + "]"  # type: ignore[attr-defined]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, tuple):
+        return "[]" if not value else str(list(value))
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value) if isinstance(value, int) else f"{value:g}"  # type: ignore[str-format]
+
+
+def rows(settings: object, prefix: str = "") -> list[tuple[str, object, Spec]]:
+    """(dotted key below `daemon`, default, spec) for every leaf setting, in declaration order."""
+    found: list[tuple[str, object, Spec]] = []
+    for f in dataclasses.fields(settings):  # type: ignore[arg-type]
+        value = getattr(settings, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            found.extend(rows(value, f"{key}."))
+        else:
+            found.append((key, value, f.metadata[SPEC]))
+    return found
+
+
+def table() -> str:
+    settings = rows(DaemonSettings())
+    keys = {key for key, _, _ in settings}
+    if keys != set(WHAT):
+        missing, stale = sorted(keys - set(WHAT)), sorted(set(WHAT) - keys)
+        raise SystemExit(f"settings_table.py WHAT: missing {missing}, not settings {stale}")
+    env_of = {key: name for name, key in ENV_KEYS.items()}
+    lines = [
+        "| `daemon.` key | default | allowed | env | what | on reload |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, default, spec in settings:
+        env = f"`{env_of[key]}`" if key in env_of else ""
+        when = takes_effect(f"daemon.{key}")
+        cells = [f"`{key}`", f"`{shown(default, spec)}`", allowed(spec), env, WHAT[key], when]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())
