@@ -176,13 +176,51 @@ async def test_a_request_denied_from_another_terminal_exits_3(
 
     done = await finish(running)
     assert done.code == 3, done.err
-    [denial] = json.loads(done.out)["denials"]
+    [denial] = json.loads(done.out)["denials"]  # also in the TurnComplete: counted once
+    assert denial.pop("tool_use_id").startswith("toolu_")
     assert denial == {
         "request_id": request_id,
         "tool_name": "Bash",
         "outcome": "denied",
         "message": "not today",
     }
+
+
+@pytest.fixture
+async def deny_rule_daemon(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> AsyncIterator[InProcessDaemon]:
+    """A daemon whose settings deny `Bash(python3:*)`: such calls are refused unasked."""
+    config_dir = tmp_path / "daemon-config"
+    config_dir.mkdir()
+    rules = {"permissions": {"deny": ["Bash(python3:*)"]}}
+    (config_dir / "settings.json").write_text(json.dumps(rules))
+    environ = workspace.env(mock_api.base_url)
+    config = daemon_config(tmp_path / "daemon", claude_bin, environ, config_dir=config_dir)
+    running = Daemon(config)
+    await running.start()
+    try:
+        yield InProcessDaemon(running, config)
+    finally:
+        await running.stop()
+
+
+async def test_a_call_denied_by_a_daemon_rule_exits_3_and_is_listed(
+    deny_rule_daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    socket, repo = deny_rule_daemon.socket, workspace.repo
+    done = await betcode(socket, repo, "run", BASH_PROMPT, "--output", "json")
+    assert done.code == 3, done.err
+    summary = json.loads(done.out)
+    [denial] = summary["denials"]
+    assert denial.pop("tool_use_id").startswith("toolu_")
+    assert denial.pop("message").startswith("Denied by rule: Bash(python3:*) (from ")
+    assert denial == {"request_id": "", "tool_name": "Bash", "outcome": "denied"}  # none asked
+    assert summary["exit_code"] == 3
+
+    texted = await betcode(socket, repo, "run", BASH_PROMPT)
+    assert texted.code == 3, texted.err
+    assert f"denied: Bash: {HELLO} (Denied by rule: Bash(python3:*)" in texted.err
 
 
 async def test_yes_and_a_matching_allow_rule_approve_without_waiting(

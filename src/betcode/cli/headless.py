@@ -5,6 +5,11 @@ The follower ignores the session's events until its own message comes back as Us
 continued session's earlier activity is never mistaken for this run's turn. A request is approved
 only by `--yes` or by a matching `--allow` rule; every other request (and every question) is left
 pending in the daemon, with a note on stderr saying how to answer it from any terminal.
+
+Denials are counted from two sources: PermissionResolved for requests a client (or expiry)
+refused, and the TurnComplete's list of every call claude was refused in the turn, which also
+holds the ones no client ever saw (a BetCode deny rule, claude's own rules). Both name the tool
+call's id, so a denial seen in both is counted once.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ QUIET_ERROR_CODES = frozenset({"API_RETRY"})  # retried by claude itself: a note
 STALE_ANSWER_CODES = frozenset({"PERMISSION_STALE", "PERMISSION_NOT_FOUND"})
 DENIED_OUTCOMES = frozenset({"denied", "expired"})
 MAX_SHOWN_INPUT = 120
+MAX_DENIAL_MESSAGE = 500
 
 
 def parse_allow_rules(texts: Sequence[str]) -> RuleSet:
@@ -68,10 +74,11 @@ class Approver:
 
 @dataclass(frozen=True)
 class Denial:
-    request_id: str
+    request_id: str  # "" for a call refused without asking anyone (e.g. by a deny rule)
     tool_name: str
     outcome: str  # denied | expired
     message: str
+    tool_use_id: str
 
 
 @dataclass
@@ -99,6 +106,9 @@ class TurnFollower:
     error: tuple[ExitCode, str, str] | None = None  # exit code, error code, message
     denials: list[Denial] = field(default_factory=list)
     tools: dict[str, str] = field(default_factory=dict)  # request id -> tool name
+    tool_use_ids: dict[str, str] = field(default_factory=dict)  # request id -> tool call id
+    # tool call id -> the error claude was told (for a refusal, why; e.g. the deny rule)
+    tool_errors: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, str] = field(default_factory=dict)  # request id -> what it asks
     _open_block: bool = False
 
@@ -144,11 +154,17 @@ class TurnFollower:
             start = event.tool_call_start
             self.streams.note(f"{start.tool_name}: {_shown_input(start.input)}")
 
+    def _on_tool_call_result(self, event: agent_pb2.AgentEvent) -> None:
+        result = event.tool_call_result
+        if result.is_error:
+            self.tool_errors[result.tool_id] = _shortened(result.output, MAX_DENIAL_MESSAGE)
+
     def _on_permission_request(self, event: agent_pb2.AgentEvent) -> list[str]:
         request = event.permission_request
         if request.request_id in self.tools:
             return []  # re-sent after a reconnect: already handled
         self.tools[request.request_id] = request.tool_name
+        self.tool_use_ids[request.request_id] = request.tool_use_id
         what = f"{request.tool_name}: {_shown_input(request.input)}"
         reason = self.approver.reason(request)
         if reason is not None:
@@ -185,9 +201,15 @@ class TurnFollower:
             return
         was_waiting = self.waiting.pop(resolved.request_id, None)
         if resolved.outcome in DENIED_OUTCOMES:
-            tool = self.tools[resolved.request_id]
+            request_id = resolved.request_id
             self.denials.append(
-                Denial(resolved.request_id, tool, resolved.outcome, resolved.message)
+                Denial(
+                    request_id,
+                    self.tools[request_id],
+                    resolved.outcome,
+                    resolved.message,
+                    self.tool_use_ids.get(request_id, ""),
+                )
             )
         if was_waiting is not None:
             by = f" by {resolved.decided_by_client_id}" if resolved.decided_by_client_id else ""
@@ -217,7 +239,19 @@ class TurnFollower:
         self._fail(error)
 
     def _on_turn_complete(self, event: agent_pb2.AgentEvent) -> None:
-        self.stop_reason = event.turn_complete.stop_reason
+        complete = event.turn_complete
+        counted = {denial.tool_use_id for denial in self.denials if denial.tool_use_id}
+        for refused in complete.permission_denials:
+            if refused.tool_use_id in counted:
+                continue
+            counted.add(refused.tool_use_id)
+            message = self.tool_errors.get(refused.tool_use_id, "")
+            self.denials.append(
+                Denial("", refused.tool_name, "denied", message, refused.tool_use_id)
+            )
+            what = f"{refused.tool_name}: {_shown_input(refused.tool_input)}"
+            self.streams.note(f"denied: {what}" + (f" ({message})" if message else ""))
+        self.stop_reason = complete.stop_reason
         self.done = True
 
     # --- results ------------------------------------------------------------------------
@@ -284,5 +318,8 @@ class TurnFollower:
 def _shown_input(tool_input: Any) -> str:
     data = json_format.MessageToDict(tool_input)
     shown = data.get("command") or data.get("file_path") or data.get("url") or json.dumps(data)
-    text = str(shown)
-    return text if len(text) <= MAX_SHOWN_INPUT else text[: MAX_SHOWN_INPUT - 1] + "…"
+    return _shortened(str(shown), MAX_SHOWN_INPUT)
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

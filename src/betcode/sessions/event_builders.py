@@ -120,7 +120,16 @@ def turn_end_events(turn: TurnUsage) -> list[AgentEvent]:
         duration_ms=as_uint32(turn.duration_ms),
     )
     events.append(AgentEvent(usage=usage))
-    events.append(AgentEvent(turn_complete=agent_pb2.TurnComplete(stop_reason=turn.stop_reason)))
+    denials = [
+        agent_pb2.PermissionDenial(
+            tool_name=denial.tool_name,
+            tool_use_id=denial.tool_use_id,
+            tool_input=to_struct(denial.tool_input),
+        )
+        for denial in turn.permission_denials
+    ]
+    complete = agent_pb2.TurnComplete(stop_reason=turn.stop_reason, permission_denials=denials)
+    events.append(AgentEvent(turn_complete=complete))
     return events
 
 

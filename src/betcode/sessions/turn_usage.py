@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from betcode.protocol.messages import Result
+from betcode.protocol.messages import PermissionDenial, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,8 @@ class TurnUsage:
     # Set when the turn failed on its own (not cancelled or interrupted): what to tell the user.
     error_message: str | None = None
     error_details: dict[str, str] = field(default_factory=dict)
+    # Every tool call refused in the turn, whoever refused it (a client, a rule, claude itself).
+    permission_denials: tuple[PermissionDenial, ...] = ()
 
 
 @dataclass(slots=True)
@@ -85,6 +87,7 @@ def turn_usage(result: Result, *, model: str, cost_usd: float, cancelled: bool) 
         stop_reason=stop_reason,
         error_message=_error_message(result) if failed else None,
         error_details=_error_details(result) if failed else {},
+        permission_denials=tuple(result.permission_denials),
     )
 
 

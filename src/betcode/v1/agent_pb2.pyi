@@ -25,6 +25,11 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class AgentRequest(_message.Message):
+    """An AgentRequest with no field set is a heartbeat: the client is still there (DIGEST SES-14).
+    BetCode clients send one every 15 s while a Converse stream is open; a client that has sent
+    one is expected to keep doing so, and is dropped once silent for 30 s.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     START_FIELD_NUMBER: _builtins.int
@@ -787,19 +792,55 @@ class TurnComplete(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     STOP_REASON_FIELD_NUMBER: _builtins.int
+    PERMISSION_DENIALS_FIELD_NUMBER: _builtins.int
     stop_reason: _builtins.str
+    @_builtins.property
+    def permission_denials(self) -> _containers.RepeatedCompositeFieldContainer[Global___PermissionDenial]:
+        """BetCode addition: every tool call claude refused in this turn (its `result` line's
+        `permission_denials`), whoever refused it: a client, a BetCode rule, claude's own rules.
+        """
+
     def __init__(
         self,
         *,
         stop_reason: _builtins.str = ...,
+        permission_denials: _abc.Iterable[Global___PermissionDenial] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["stop_reason", b"stop_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["permission_denials", b"permission_denials", "stop_reason", b"stop_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TurnComplete: _TypeAlias = TurnComplete  # noqa: Y015
+
+@_typing.final
+class PermissionDenial(_message.Message):
+    """BetCode addition: one refused tool call, as claude reports it at the end of the turn."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_NAME_FIELD_NUMBER: _builtins.int
+    TOOL_USE_ID_FIELD_NUMBER: _builtins.int
+    TOOL_INPUT_FIELD_NUMBER: _builtins.int
+    tool_name: _builtins.str
+    tool_use_id: _builtins.str
+    @_builtins.property
+    def tool_input(self) -> _struct_pb2.Struct: ...
+    def __init__(
+        self,
+        *,
+        tool_name: _builtins.str = ...,
+        tool_use_id: _builtins.str = ...,
+        tool_input: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tool_input", b"tool_input"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tool_input", b"tool_input", "tool_name", b"tool_name", "tool_use_id", b"tool_use_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PermissionDenial: _TypeAlias = PermissionDenial  # noqa: Y015
 
 @_typing.final
 class UserInput(_message.Message):

@@ -50,8 +50,25 @@ def request(request_id: str, tool: str, **tool_input: object) -> agent_pb2.Agent
     struct.update(tool_input)
     return agent_pb2.AgentEvent(
         permission_request=agent_pb2.PermissionRequest(
-            request_id=request_id, tool_name=tool, input=struct
+            request_id=request_id, tool_name=tool, input=struct, tool_use_id=f"toolu_{request_id}"
         )
+    )
+
+
+def refused_call(tool_use_id: str, output: str) -> agent_pb2.AgentEvent:
+    return agent_pb2.AgentEvent(
+        tool_call_result=agent_pb2.ToolCallResult(tool_id=tool_use_id, output=output, is_error=True)
+    )
+
+
+def complete_with_denials(*tool_use_ids: str) -> agent_pb2.AgentEvent:
+    denials = []
+    for tool_use_id in tool_use_ids:
+        denial = agent_pb2.PermissionDenial(tool_name="Bash", tool_use_id=tool_use_id)
+        denial.tool_input.update({"command": f"run {tool_use_id}"})
+        denials.append(denial)
+    return agent_pb2.AgentEvent(
+        turn_complete=agent_pb2.TurnComplete(stop_reason="end_turn", permission_denials=denials)
     )
 
 
@@ -130,9 +147,60 @@ def test_a_request_waits_with_a_hint_and_a_denial_exits_3() -> None:
     assert run.waiting == {}
     assert run.exit_code() == ExitCode.PERMISSION_DENIED
     assert run.summary()["denials"] == [
-        {"request_id": "r1", "tool_name": "Bash", "outcome": "denied", "message": "no"}
+        {
+            "request_id": "r1",
+            "tool_name": "Bash",
+            "outcome": "denied",
+            "message": "no",
+            "tool_use_id": "toolu_r1",
+        }
     ]
     assert "denied by phone" in err(run)
+
+
+def test_a_call_refused_without_asking_is_counted_from_the_turn_complete() -> None:
+    run = follower("json")
+    feed(
+        run,
+        echo(),
+        refused_call("toolu_9", "Denied by rule: Bash(rm:*)"),
+        complete_with_denials("toolu_9"),
+    )
+    assert run.exit_code() == ExitCode.PERMISSION_DENIED
+    assert run.summary()["denials"] == [
+        {
+            "request_id": "",
+            "tool_name": "Bash",
+            "outcome": "denied",
+            "message": "Denied by rule: Bash(rm:*)",
+            "tool_use_id": "toolu_9",
+        }
+    ]
+    assert "denied: Bash: run toolu_9 (Denied by rule: Bash(rm:*))" in err(run)
+
+
+def test_a_denial_seen_as_resolved_and_in_the_turn_complete_counts_once() -> None:
+    run = follower()
+    feed(
+        run,
+        echo(),
+        request("r1", "Bash", command="rm -rf build"),
+        resolved("r1", "expired"),
+        refused_call("toolu_r1", "the request expired"),
+        refused_call("toolu_x", "Denied by rule: Bash(rm:*)"),
+        complete_with_denials("toolu_r1", "toolu_x", "toolu_x"),
+    )
+    denials = run.summary()["denials"]
+    assert [(d["request_id"], d["tool_use_id"], d["outcome"]) for d in denials] == [
+        ("r1", "toolu_r1", "expired"),
+        ("", "toolu_x", "denied"),
+    ]
+
+
+def test_a_turn_complete_without_denials_adds_none() -> None:
+    run = follower()
+    feed(run, echo(), refused_call("toolu_1", "exit code 1"), COMPLETE)
+    assert (run.denials, run.exit_code()) == ([], ExitCode.OK)
 
 
 def test_a_request_re_sent_after_a_reconnect_is_handled_once() -> None:

@@ -4,7 +4,8 @@ translated line by line: the event stream must tell the same story as the transc
 * one ToolCallStart per tool_use id, with the input the assistant line had;
 * one ToolCallResult per tool_result, after its ToolCallStart;
 * exactly one TurnComplete per result line, right after its UsageReport;
-* the text events of every API message add up to the text of its assistant lines.
+* the text events of every API message add up to the text of its assistant lines;
+* every denial of a result line is in its TurnComplete, with the tool's name, id and input.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class TranscriptStory:
         self.assistant_text: dict[str, list[str]] = defaultdict(list)
         self.event_text: dict[str, list[str]] = defaultdict(list)
         self.result_lines = 0
+        self.result_denials: list[tuple[str, str, dict[str, Any]]] = []
+        self.event_denials: list[tuple[str, str, dict[str, Any]]] = []
         self.inits = 0
         self.session_infos = 0
         self._streaming: dict[str, str] = {}  # parent_tool_use_id → message id being streamed
@@ -55,6 +58,10 @@ class TranscriptStory:
         kinds = [kind_of(event) for event in events]
         if isinstance(message, Result):
             self.result_lines += 1
+            self.result_denials += [
+                (denial.tool_name, denial.tool_use_id, denial.tool_input)
+                for denial in message.permission_denials
+            ]
             assert kinds.count("turn_complete") == 1, kinds
             assert kinds[kinds.index("turn_complete") - 1] == "usage", kinds
         else:
@@ -91,6 +98,11 @@ class TranscriptStory:
             tool_id = event.tool_call_result.tool_id
             assert tool_id in self.announced_inputs, f"result before start for {tool_id}"
             self.reported_results[tool_id] += 1
+        elif kind == "turn_complete":
+            self.event_denials += [
+                (denial.tool_name, denial.tool_use_id, MessageToDict(denial.tool_input))
+                for denial in event.turn_complete.permission_denials
+            ]
         elif kind == "text_delta" and source_message_id is not None:
             self.event_text[source_message_id].append(event.text_delta.text)
         elif kind == "session_info":
@@ -119,5 +131,23 @@ def test_a_recorded_transcript_translates_into_the_same_story(path: Path) -> Non
     }
     assert story.reported_results == story.tool_results
     assert (story.session_infos > 0) == (story.inits > 0)
+    assert story.event_denials == story.result_denials
     for message_id, texts in story.assistant_text.items():
         assert "".join(story.event_text[message_id]) == "".join(texts), message_id
+
+
+@pytest.mark.parametrize("name", ["bash_deny", "bash_deny_interrupt", "interrupt_permission"])
+def test_a_denied_tool_call_is_named_in_the_turn_complete(name: str) -> None:
+    lines = [line for line in (FIXTURES / f"{name}.ndjson").read_bytes().splitlines() if line]
+    story = tell(lines)
+
+    [(tool_name, tool_use_id, tool_input)] = story.event_denials
+    assert tool_name == "Bash"
+    assert tool_input == story.assistant_inputs[tool_use_id]  # the call the assistant made
+
+
+def test_a_turn_without_denials_has_none_in_its_turn_complete() -> None:
+    lines = (FIXTURES / "bash_allow.ndjson").read_bytes().splitlines()
+    story = tell([line for line in lines if line])
+    assert story.result_lines == 1
+    assert story.event_denials == []
