@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from harness.daemon import InProcessDaemon
 from harness.environment import Workspace
@@ -275,3 +276,32 @@ async def test_demo_in_the_chat_is_one_approval_away(terminal: Terminal, tmp_pat
     assert status == 0
     assert "daemon stopped" in screen
     assert "keeps running" not in screen  # the demo's daemon ends with it: no reattach hint
+
+
+def demo_daemons(scratch: Path) -> list[psutil.Process]:
+    """The daemons of demos whose temporary folders are under ``scratch``."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if "daemon" in (process.info["cmdline"] or []):
+                socket = process.environ().get("BETCODE_SOCKET", "")
+                if socket.startswith(f"{scratch}/betcode-demo-"):
+                    found.append(process)
+    return found
+
+
+@pytest.mark.usefixtures("claude_bin")
+async def test_closing_the_terminal_during_the_demo_stops_its_daemon(
+    terminal: Terminal, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    scratch = tmp_path_factory.mktemp("d")  # short: the demo's socket lives under it
+    environment = client_environment(scratch, scratch / "unused.sock", TMPDIR=str(scratch))
+    chat = await terminal.open(betcode(environment, "demo", "--chat"), scratch)
+    await chat.wait_for("Allow Bash?")
+    daemons = await asyncio.to_thread(demo_daemons, scratch)
+    assert len(daemons) == 1
+    await terminal.tmux("kill-server")  # the terminal window goes away: SIGHUP
+    _gone, alive = await asyncio.to_thread(psutil.wait_procs, daemons, 30)
+    for process in alive:
+        process.kill()  # a failed run must not leave it behind either
+    assert not alive

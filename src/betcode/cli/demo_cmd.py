@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,7 @@ TURN_TIMEOUT_S = 120.0
 @click.option("--chat", "in_chat", is_flag=True, help="Answer the tool call yourself, in the chat.")
 def demo(in_chat: bool) -> None:
     """Run the daemon with the real Claude Code CLI against the offline mock model."""
+    _leave_through_finally_on(signal.SIGHUP, signal.SIGTERM)
     binary = find_claude_binary(None, {"PATH": ""})  # the project's pinned copy, never a global one
     with tempfile.TemporaryDirectory(prefix="betcode-demo-") as scratch, MockAnthropic() as mock:
         root = Path(scratch)
@@ -66,6 +68,18 @@ def demo(in_chat: bool) -> None:
             daemon.terminate()
             daemon.wait(timeout=15)
             click.secho("▶ daemon stopped", fg="cyan")
+
+
+def _leave_through_finally_on(*signals: signal.Signals) -> None:
+    """Closing the terminal (SIGHUP) or `kill` (SIGTERM) ends the demo through its ``finally``,
+    which stops the demo's daemon: left alone it would outlive the demo (a daemon reloads its
+    permission rules on SIGHUP, it does not stop)."""
+
+    def leave(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for number in signals:
+        signal.signal(number, leave)
 
 
 def _demo_environment(root: Path, base_url: str, claude: str, socket: Path) -> dict[str, str]:
