@@ -7,6 +7,10 @@ sees an event twice nor misses one. Requests made while the stream is down are s
 back; requests written just before a drop and not yet echoed by the daemon are sent once more
 (with the same idempotency key, or answering the same request id, so the daemon applies them
 once).
+
+While a stream is open it sends a heartbeat (an empty AgentRequest) every 15 s, so the daemon
+can tell a quiet client from a stopped or hung one (DIGEST SES-14): once a client has sent a
+heartbeat, the daemon drops it after 30 s of silence and passes its input lock on.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from betcode.cli.connection import DaemonClient, daemon_error
 from betcode.v1 import agent_pb2, common_pb2
 
 CLIENT_TYPE = "cli"
+HEARTBEAT_INTERVAL_SECONDS = 15.0  # half the daemon's 30 s silence timeout, with room to spare
+HEARTBEAT = agent_pb2.AgentRequest()
 DROP_REASON_CHARS = 80
 RETRYABLE_STATUS = frozenset(
     {
@@ -112,8 +118,10 @@ class ConversationStream:
         model: str = "",
         last_sequence: int = 0,
         delays: Callable[[], Iterator[float]] = reconnect_delays,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
     ) -> None:
         self._client = client
+        self._heartbeat_interval = heartbeat_interval
         self.session_id = session_id
         self.working_directory = working_directory
         self.model = model
@@ -173,11 +181,13 @@ class ConversationStream:
         while True:
             call = self._client.open_converse()
             reason = "the daemon closed the stream"
+            heartbeats: asyncio.Task[None] | None = None
             try:
                 await call.write(self._start_request())
                 async with self._write_lock:
                     self._call = call
                     await self._flush_outbox(call)
+                heartbeats = asyncio.create_task(self._send_heartbeats(call))
                 yield ConnectionChange(connected=True)
                 while (event := await call.read()) is not grpc.aio.EOF:
                     before = self.last_sequence
@@ -198,12 +208,26 @@ class ConversationStream:
             except asyncio.InvalidStateError:
                 pass  # the call ended between two writes; the reason above stands
             finally:
+                if heartbeats is not None:
+                    heartbeats.cancel()
                 self._call = None
                 call.cancel()
                 self._requeue_unacked()
             delay = next(delays)
             yield ConnectionChange(connected=False, retry_in=delay, reason=reason)
             await asyncio.sleep(delay)
+
+    async def _send_heartbeats(self, call: Any) -> None:
+        """Every interval, tells the daemon this client is still there, until the call ends."""
+        while True:
+            await asyncio.sleep(self._heartbeat_interval)
+            async with self._write_lock:
+                if self._call is not call or call.done():
+                    return
+                try:
+                    await call.write(HEARTBEAT)
+                except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                    return  # the reading side sees the drop and reconnects
 
     def _requeue_unacked(self) -> None:
         """Requests the broken call may have lost go out again, once."""

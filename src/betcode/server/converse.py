@@ -3,6 +3,16 @@
 Each is checked, then handed to the session or the permission bridge. A request that fails is
 answered with an error event for this client only (sequence 0: neither stored nor shown to
 others) and the stream goes on. An AgentRequest with no field set is a heartbeat.
+
+Silent clients (DIGEST SES-14: "a client silent for 30 s is removed and its lock released"):
+the rule applies only to a client that has sent at least one heartbeat. Before BetCode's own
+clients sent heartbeats, none did, and an idle but healthy client (a chat nobody types in) is
+indistinguishable from a hung one by silence alone; dropping those would cut off every older
+or third-party client every 30 s. A client that heartbeats has promised to keep doing so, so
+its silence means it is stopped or hung: its stream is closed (after a non-fatal CLIENT_SILENT
+error saying why, so a client that wakes up reconnects from its last sequence), which detaches
+it, removes its connected_clients row and passes its input lock on. A client that stopped
+reading too (its stream blocked on flow control) is ended by the server's HTTP/2 keepalive.
 """
 
 from __future__ import annotations
@@ -31,14 +41,29 @@ from betcode.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
 
+# DIGEST SES-14 (`daemon.client.heartbeat_timeout_seconds`, default 30); read when a
+# ConverseRequests is made.
+CLIENT_SILENCE_TIMEOUT_SECONDS = 30.0
+# A BetCode error code (not in DIGEST §11.3): the stream was closed because the client went
+# silent after promising heartbeats; reconnecting is the remedy.
+CLIENT_SILENT_CODE = "CLIENT_SILENT"
+
 
 class ConverseRequests:
     def __init__(
-        self, bridge: PermissionBridge, writer: StoreWriter, clients: ConnectedClients
+        self,
+        bridge: PermissionBridge,
+        writer: StoreWriter,
+        clients: ConnectedClients,
+        *,
+        silence_timeout: float | None = None,
     ) -> None:
         self._bridge = bridge
         self._writer = writer
         self._clients = clients
+        self._silence_timeout = (
+            CLIENT_SILENCE_TIMEOUT_SECONDS if silence_timeout is None else silence_timeout
+        )
 
     async def serve(
         self,
@@ -47,13 +72,35 @@ class ConverseRequests:
         requests: AsyncIterator[agent_pb2.AgentRequest],
         outbox: asyncio.Queue[list[bytes] | None],
     ) -> None:
-        """Handles requests until the client half-closes; errors go to `outbox`."""
-        async for request in requests:
+        """Handles requests until the client half-closes; errors go to `outbox`. A client that
+        has sent a heartbeat and then nothing for the silence timeout is dropped: `outbox`
+        gets a CLIENT_SILENT error and then the end of the stream."""
+        pending = aiter(requests)
+        heartbeats = False  # armed by the client's first heartbeat (see the module docstring)
+        while True:
+            try:
+                async with asyncio.timeout(self._silence_timeout if heartbeats else None):
+                    request = await anext(pending)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                log.info("session %s: client %s went silent; dropped", session.id, client_id)
+                _end_stream(outbox, self._silent_error())
+                return
+            heartbeats = heartbeats or request.WhichOneof("request") is None
             self._clients.seen(client_id)
             try:
                 await self._handle(session, client_id, request)
             except Exception as exc:
                 await outbox.put([_transient_error(self._error_for(exc, session, client_id))])
+
+    def _silent_error(self) -> bytes:
+        message = (
+            f"no heartbeat or request from this client for {self._silence_timeout:g} s: "
+            "its stream is closed and its input lock released; reconnect to go on"
+        )
+        event = translate.error_event(CLIENT_SILENT_CODE, message)
+        return event.SerializeToString()
 
     def _error_for(self, exc: Exception, session: Session, client_id: str) -> BetCodeError:
         if isinstance(exc, BetCodeError):
@@ -127,6 +174,16 @@ async def note_activity(bridge: PermissionBridge, session: Session) -> None:
         await bridge.on_session_activity(session)
     except Exception:
         log.exception("session %s: pending permissions not extended", session.id)
+
+
+def _end_stream(outbox: asyncio.Queue[list[bytes] | None], last: bytes) -> None:
+    """Ends the client's stream after `last`, at once: what is still queued is dropped (the
+    client replays it from its last sequence when it reconnects), so a full outbox cannot hold
+    the end back."""
+    while not outbox.empty():
+        outbox.get_nowait()
+    outbox.put_nowait([last])
+    outbox.put_nowait(None)
 
 
 def _transient_error(error: BetCodeError) -> bytes:

@@ -110,6 +110,29 @@ class TestConversationStream:
         assert (await fake.next_request("message")).message.content == "next"
         await items.aclose()
 
+    async def test_heartbeats_go_out_while_open_and_again_after_a_reconnect(
+        self, client: DaemonClient, fake: FakeAgentService
+    ) -> None:
+        stream = ConversationStream(client, session_id=SESSION_ID, heartbeat_interval=0.05)
+        items = stream.items()
+        assert await anext(items) == ConnectionChange(connected=True)
+        await fake.wait_attached()
+
+        async def heartbeats(count: int) -> None:
+            for _ in range(count):  # nothing else is sent: every request is a heartbeat
+                _client, request = await asyncio.wait_for(fake.requests.get(), 10)
+                assert request == agent_pb2.AgentRequest(), request
+
+        await heartbeats(2)  # the consumer reads nothing meanwhile: they do not wait for it
+        fake.drop_streams()
+        assert (await anext(items)).connected is False
+        assert (await anext(items)).connected is True
+        await fake.wait_attached()
+        while not fake.requests.empty():  # sent on the first stream before the drop
+            fake.requests.get_nowait()
+        await heartbeats(2)
+        await items.aclose()
+
     async def test_replayed_prompt_is_delivered_despite_its_old_sequence(
         self, client: DaemonClient, fake: FakeAgentService
     ) -> None:
