@@ -33,7 +33,7 @@ pytestmark = [
 ]
 
 COLUMNS, ROWS = 120, 40
-SCREEN_TIMEOUT_S = 30.0
+SCREEN_TIMEOUT_S = 60.0  # a bound for a loaded machine; each wait normally ends in a second
 POLL_S = 0.1
 PROMPT = 'SCN:tool_bash {"command": "touch made-in-tmux.txt && echo made-by-tmux"} make a file'
 TOOL_TITLE = "✓ Bash(touch made-in-tmux.txt && echo made-by-tmux)"
