@@ -102,7 +102,7 @@ class Daemon:
         self.bridge = bridge = PermissionBridge(
             writer,
             reader,
-            rules=RuleBook(self.config.config_dir),
+            rules=RuleBook(self.config.config_dir, self.config.rules),
             settings=self.config.permissions,
             audit=audit,
         )

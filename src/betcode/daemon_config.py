@@ -14,7 +14,7 @@ from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.config.dirs import config_dir
-from betcode.config.layers import SETTINGS_FILE
+from betcode.config.layers import SETTINGS_FILE, PermissionLists
 from betcode.config.settings import (
     DaemonSettings,
     PermissionSettings,
@@ -68,6 +68,8 @@ class DaemonConfig:
     # it), and the start's flags, which win again at every reload.
     settings: DaemonSettings = field(default_factory=DaemonSettings)
     settings_overrides: Mapping[str, object] = field(default_factory=dict)
+    # The start's --allow/--deny/--ask: the highest permission layer, above every settings file.
+    rules: PermissionLists = field(default_factory=PermissionLists)
 
     @property
     def settings_file(self) -> Path:
@@ -83,6 +85,7 @@ def load_daemon_config(
     listen: str | None = None,
     claude_bin: str | None = None,
     overrides: Mapping[str, object] | None = None,
+    rules: PermissionLists | None = None,
 ) -> DaemonConfig:
     """The daemon's configuration from its settings file, the environment and the flags
     (`overrides`: dotted keys below `daemon`). Raises ConfigError naming file, key and value."""
@@ -94,6 +97,7 @@ def load_daemon_config(
         environ=dict(environ),
         config_dir=config_dir,
         settings_overrides=dict(overrides or {}),
+        rules=rules or PermissionLists(),
     )
     return with_settings(base, read_settings(base))
 

@@ -17,6 +17,7 @@ from betcode.cli.config_cmd import offer_first_run_import
 from betcode.cli.paths import DaemonPaths, resolve_paths
 from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
+from betcode.config.layers import PermissionLists
 from betcode.config.settings import parse_override
 from betcode.daemon import run_daemon
 from betcode.daemon_config import (
@@ -25,9 +26,14 @@ from betcode.daemon_config import (
     DaemonConfig,
     load_daemon_config,
 )
+from betcode.permissions.rules import InvalidRule, RuleList, RuleSource, parse_rule
 
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 15.0
+RULE_HELP = (
+    "A permission rule to {}, above every settings file (Claude Code syntax, e.g. "
+    "'Bash(git status)'; repeatable)."
+)
 
 
 @click.group("daemon")
@@ -68,6 +74,9 @@ def _path_options(function: click.decorators.FC) -> click.decorators.FC:
     is_flag=True,
     help="On a first run, do not offer to copy Claude Code's settings (`betcode config import`).",
 )
+@click.option("--allow", "allow", multiple=True, metavar="RULE", help=RULE_HELP.format("allow"))
+@click.option("--deny", "deny", multiple=True, metavar="RULE", help=RULE_HELP.format("deny"))
+@click.option("--ask", "ask", multiple=True, metavar="RULE", help=RULE_HELP.format("ask"))
 def start(
     socket_path: Path | None,
     data_dir: Path | None,
@@ -76,10 +85,14 @@ def start(
     claude_bin: str | None,
     settings: tuple[str, ...],
     no_import: bool,
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    ask: tuple[str, ...],
 ) -> None:
     """Start the daemon (detached unless --foreground)."""
     paths = resolve_paths(socket_path, data_dir)
-    config = _load_config(paths, listen, claude_bin, settings)
+    rules = _checked_rules(PermissionLists(allow, deny, ask))
+    config = _load_config(paths, listen, claude_bin, settings, rules)
     if not no_import:
         offer_first_run_import()
     if foreground:
@@ -94,11 +107,27 @@ def start(
     if _alive(paths):
         click.echo(f"daemon already running (pid {_read_pid(paths)}, socket {paths.socket})")
         return
-    _spawn_detached(paths, listen, claude_bin, settings)
+    _spawn_detached(paths, listen, claude_bin, settings, rules)
+
+
+def _checked_rules(rules: PermissionLists) -> PermissionLists:
+    """The flags' rules, refused as a usage error when one cannot be used: a rule given on
+    the command line is meant to apply, so it is not skipped the way a file's bad rule is."""
+    for list_name in RuleList:
+        for text in rules.get(list_name.value):
+            try:
+                parse_rule(text, RuleSource("--" + list_name.value, list_name))
+            except InvalidRule as error:
+                raise click.BadParameter(str(error), param_hint=f"--{list_name.value}") from None
+    return rules
 
 
 def _load_config(
-    paths: DaemonPaths, listen: str | None, claude_bin: str | None, settings: tuple[str, ...]
+    paths: DaemonPaths,
+    listen: str | None,
+    claude_bin: str | None,
+    settings: tuple[str, ...],
+    rules: PermissionLists,
 ) -> DaemonConfig:
     """Step one of the startup: settings files, environment and flags, all validated; an
     invalid value ends the command with the file, key, value and allowed range."""
@@ -111,6 +140,7 @@ def _load_config(
             listen=listen,
             claude_bin=claude_bin,
             overrides=dict(parse_override(text) for text in settings),
+            rules=rules,
         )
     except ConfigError as error:
         click.echo(f"betcode daemon start: {error}", err=True)
@@ -118,7 +148,11 @@ def _load_config(
 
 
 def _spawn_detached(
-    paths: DaemonPaths, listen: str | None, claude_bin: str | None, settings: tuple[str, ...]
+    paths: DaemonPaths,
+    listen: str | None,
+    claude_bin: str | None,
+    settings: tuple[str, ...],
+    rules: PermissionLists,
 ) -> None:
     paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     argv = [
@@ -140,6 +174,9 @@ def _spawn_detached(
         argv += ["--claude-bin", claude_bin]
     for text in settings:
         argv += ["--set", text]
+    for list_name in RuleList:
+        for text in rules.get(list_name.value):
+            argv += [f"--{list_name.value}", text]
     with open(paths.log_file, "ab") as log_file:
         process = subprocess.Popen(
             argv,
