@@ -198,3 +198,10 @@ def test_a_detached_start_passes_its_settings_to_the_daemon(tmp_path: Path) -> N
     log = (tmp_path / "data" / "daemon.log").read_text()
     assert " DEBUG " in log  # the daemon process got --set log_level=debug
     assert "First run" not in log
+
+
+def test_a_detached_start_exits_with_the_daemons_own_code(tmp_path: Path) -> None:
+    env = foreground_env(tmp_path, str(tmp_path / "no-such-claude"))
+    started = betcode(env, "daemon", "start", "--no-import")
+    assert started.returncode == EXIT_CLAUDE_MISSING, started.stderr
+    assert f"exited with code {EXIT_CLAUDE_MISSING} during startup" in started.stderr

@@ -189,9 +189,12 @@ def _spawn_detached(
     while time.monotonic() < deadline:
         code = process.poll()
         if code is not None:
-            raise click.ClickException(
-                f"the daemon exited with code {code} during startup; see {paths.log_file}"
+            # Its own exit code (65 config, 69 socket, 72/78 claude, 74 storage) says why.
+            click.echo(
+                f"Error: the daemon exited with code {code} during startup; see {paths.log_file}",
+                err=True,
             )
+            sys.exit(code)
         if paths.socket.exists() and _alive(paths):
             click.echo(f"daemon started (pid {process.pid}, socket {paths.socket})")
             return
