@@ -39,6 +39,7 @@ PROMPT = 'SCN:tool_bash {"command": "touch made-in-tmux.txt && echo made-by-tmux
 TOOL_TITLE = "✓ Bash(touch made-in-tmux.txt && echo made-by-tmux)"
 FINAL_TEXT = "ok: made-by-tmux"  # the mock model's answer quotes the tool result it received
 INPUT_PLACEHOLDER = "Message claude"
+PASTED_LINE = "(the second line of a pasted message)"
 SESSION = "chat"
 EXIT_MARK = "[chat exited: "
 
@@ -90,6 +91,11 @@ class Window:
     async def keys(self, *keys: str, literal: bool = False) -> None:
         flags = ["-l"] if literal else []
         await self.terminal.tmux("send-keys", "-t", self.target, *flags, *keys)
+
+    async def paste(self, text: str) -> None:
+        """Pastes ``text`` as a terminal does: bracketed, so new lines in it are not Enter."""
+        await self.terminal.tmux("set-buffer", "-b", "clip", text)
+        await self.terminal.tmux("paste-buffer", "-p", "-d", "-b", "clip", "-t", self.target)
 
     async def screen(self, *, with_scrollback: bool = False) -> str:
         start = ["-S", "-"] if with_scrollback else []
@@ -157,7 +163,8 @@ async def test_approve_a_tool_quit_and_continue_with_the_history(
     chat = await terminal.open(chat_command(daemon, tmp_path), workspace.repo)
     await chat.wait_for(INPUT_PLACEHOLDER, "ready")
 
-    await chat.keys(PROMPT, literal=True)
+    await chat.paste(f"{PROMPT}\n{PASTED_LINE}")  # two lines in, nothing sent yet
+    await chat.wait_for(PROMPT, PASTED_LINE, "ready")
     await chat.keys("Enter")
     screen = await chat.wait_for("Allow Bash?", "y  Allow once", "waiting for you")
     assert "touch made-in-tmux.txt && echo made-by-tmux" in screen  # the input, shown to judge
@@ -168,6 +175,9 @@ async def test_approve_a_tool_quit_and_continue_with_the_history(
     await chat.wait_for("ready")
     assert (workspace.repo / "made-in-tmux.txt").exists()  # the approved command really ran
     assert screen.count(PROMPT) == 1
+    lines = screen.splitlines()
+    after_prompt = lines[next(n for n, line in enumerate(lines) if PROMPT in line) + 1]
+    assert PASTED_LINE in after_prompt  # one message of two lines, not two messages
 
     await chat.keys("C-c")  # nothing is running: one Ctrl-C quits
     status, screen = await chat.wait_for_exit()

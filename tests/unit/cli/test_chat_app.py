@@ -10,6 +10,7 @@ import chat_events as ev
 import grpc.aio
 from chat_fake_daemon import SESSION_ID, FakeAgentService, serve
 from chat_pilot import showing, status_text, transcript, until
+from textual import events
 from textual.widgets import Collapsible, Static
 from textual.widgets._markdown import MarkdownH1
 
@@ -64,6 +65,20 @@ async def test_a_message_is_sent_and_shown_once_echoed(
         assert app.query_one("#prompt").text == ""  # type: ignore[attr-defined]
         fake.publish(ev.user_input("hello\nthere"))
         await until(pilot, lambda: transcript(app) == [("user", "hello\nthere")], "the echo")
+
+
+async def test_a_pasted_text_with_new_lines_is_not_sent_until_enter(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        prompt = app.query_one(PromptArea)
+        app.post_message(events.Paste("first line\nsecond line"))  # as the driver does
+        await until(pilot, lambda: prompt.text == "first line\nsecond line", "pasted")
+        assert fake.requests.empty()
+        await pilot.press("enter")
+        sent = await fake.next_request("message")
+        assert sent.message.content == "first line\nsecond line"
 
 
 async def test_tool_call_shown_at_start_then_completed_with_error_highlighted(
