@@ -1,8 +1,9 @@
 """`betcode chat` in a real terminal: tmux runs it against a real daemon (the pinned real CLI,
 the mock model); keys go in with send-keys, the screen comes back with capture-pane.
 
-One walk through what a user does first: ask for a tool, approve it, see its result and the
-answer, quit, reattach with `--continue` and find the whole conversation again.
+What a user does first: paste a request for a tool, approve it, see its result and the answer,
+quit, reattach with `--continue` and find the whole conversation again. Then: two terminals on
+one session, `betcode chat` with no daemon (offered to start one), and the README's demo.
 """
 
 from __future__ import annotations
