@@ -16,6 +16,7 @@ from textual.widgets._markdown import MarkdownH1
 
 from betcode.cli.chat.app import ChatApp
 from betcode.cli.chat.screens import PermissionScreen
+from betcode.cli.chat.texts import SPINNER
 from betcode.cli.chat.widgets import PromptArea, StatusBar, ToolView, Transcript
 from betcode.cli.connection import DaemonClient
 from betcode.cli.conversation import ConversationStream
@@ -215,6 +216,24 @@ async def test_status_bar_says_while_the_daemon_is_gone(
             await until(pilot, lambda: transcript(app) == expected, "the missed event, once")
         finally:
             await restarted.stop(grace=0)
+
+
+async def test_the_spinner_turns_while_claude_works_and_stops_when_it_waits(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    app = make_app(client)
+    async with app.run_test() as pilot:
+        fake.publish(ev.session_info(SESSION_ID), ev.status(ev.THINKING))
+        await until(pilot, lambda: "thinking" in status_text(app), "thinking")
+        frames = set()
+        await until(
+            pilot,
+            lambda: frames.add(status_text(app)) or len(frames) >= 3,
+            "three different frames",
+        )
+        assert all(any(f"{frame} thinking" in text for frame in SPINNER) for text in frames)
+        fake.publish(ev.status(ev.WAITING))
+        await until(pilot, lambda: "│  waiting for you" in status_text(app), "no spinner")
 
 
 async def test_read_only_until_the_lock_is_requested_and_granted(

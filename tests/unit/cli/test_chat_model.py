@@ -18,7 +18,13 @@ from betcode.cli.chat.state import (
     ToolBlock,
     UserBlock,
 )
-from betcode.cli.chat.texts import expiry_text, result_preview, status_line, tool_summary
+from betcode.cli.chat.texts import (
+    SPINNER,
+    expiry_text,
+    result_preview,
+    status_line,
+    tool_summary,
+)
 from betcode.cli.chat.widgets import readable_input
 
 ME = "cli-me"
@@ -320,3 +326,9 @@ def test_an_edit_reads_as_removed_and_added_lines() -> None:
     assert shown.plain == "\n".join([*head, "  - x = 1", "  - y = 2", "  + x = 3"])
     styles = {shown.plain[span.start : span.end].strip(): str(span.style) for span in shown.spans}
     assert styles == {"- x = 1": "red", "- y = 2": "red", "+ x = 3": "green"}
+
+
+def test_the_spinner_goes_before_the_activity() -> None:
+    model = fed(ev.session_info("sess-1"), ev.status(ev.THINKING))
+    assert f"│  {SPINNER[3]} thinking  │" in status_line(model.status, SPINNER[3])
+    assert "│  thinking  │" in status_line(model.status)

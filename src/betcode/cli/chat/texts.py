@@ -11,6 +11,8 @@ from betcode.cli.chat.state import LOCK_REQUEST_KEY, Activity, Status
 SUMMARY_KEYS = ("command", "file_path", "path", "pattern", "url", "query", "description")
 SUMMARY_CHARS = 80
 PREVIEW_LINES = 3  # lines of a tool's result shown under its collapsed title
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # turns while claude works, so a long think does not look like a hang
+SPINNING = frozenset({Activity.THINKING, Activity.RUNNING_TOOL, Activity.COMPACTING})
 
 
 def tool_summary(name: str, tool_input: dict[str, Any]) -> str:
@@ -41,15 +43,15 @@ def result_preview(output: str) -> str:
     return preview
 
 
-def status_line(status: Status) -> str:
-    """The status bar's text."""
+def status_line(status: Status, spinner: str = "") -> str:
+    """The status bar's text; ``spinner`` (a frame of SPINNER) goes before the activity."""
     parts = [f"session {status.session_id[:12]}" if status.session_id else "new session"]
     if status.model:
         parts.append(status.model)
     activity = str(status.activity)
     if status.activity is Activity.RUNNING_TOOL and status.current_tool:
         activity = f"running {status.current_tool}"
-    parts.append(activity)
+    parts.append(f"{spinner} {activity}" if spinner else activity)
     tokens = status.input_tokens + status.output_tokens
     parts.append(f"{tokens:,} tokens · ${status.cost_usd:.4f}")
     if status.you_hold_lock:

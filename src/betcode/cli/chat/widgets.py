@@ -22,7 +22,13 @@ from betcode.cli.chat.state import (
     ToolBlock,
     UserBlock,
 )
-from betcode.cli.chat.texts import result_preview, status_line, tool_summary
+from betcode.cli.chat.texts import (
+    SPINNER,
+    SPINNING,
+    result_preview,
+    status_line,
+    tool_summary,
+)
 
 MAX_SHOWN_OUTPUT = 20_000  # characters of a tool result drawn; the rest is summarised
 
@@ -154,10 +160,29 @@ def view_for(block: Block) -> BlockView:
 
 
 class StatusBar(Static):
+    """The status line; its spinner turns while claude thinks or runs a tool."""
+
+    SPINNER_SECONDS = 0.1
+
+    def __init__(self, *, id: str) -> None:
+        super().__init__(id=id)
+        self._status = Status()
+        self._frame = 0
+
+    def on_mount(self) -> None:
+        self.set_interval(self.SPINNER_SECONDS, self._turn_spinner)
+
     def show(self, status: Status) -> None:
-        self.update(Text(status_line(status)))
+        self._status = status
+        spinner = SPINNER[self._frame] if status.activity in SPINNING else ""
+        self.update(Text(status_line(status, spinner)))
         self.set_class(status.read_only, "read-only")
         self.set_class(bool(status.connection), "disconnected")
+
+    def _turn_spinner(self) -> None:
+        if self._status.activity in SPINNING:
+            self._frame = (self._frame + 1) % len(SPINNER)
+            self.show(self._status)
 
 
 class PromptArea(TextArea):
