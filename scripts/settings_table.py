@@ -23,6 +23,8 @@ WHAT = {
     "one more create is refused with POOL_EXHAUSTED",
     "client_queue_size": "events queued per client; a client that falls further behind is "
     "dropped to catching up from SQLite",
+    "client_silence_seconds": "a Converse client that has sent heartbeats and then nothing "
+    "for this long is dropped (CLIENT_SILENT) and its input lock passed on",
     "log_level": "daemon log level (`trace` logs as `debug`)",
     "crash_policy.initial_backoff_ms": "delay before the first restart of a crashed claude",
     "crash_policy.max_backoff_ms": "longest restart delay (not below the initial one)",

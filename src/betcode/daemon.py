@@ -138,7 +138,13 @@ class Daemon:
             ),
             lambda: self._claude_report,
         )
-        agent = AgentService(self.sessions, bridge, writer, reader)
+        agent = AgentService(
+            self.sessions,
+            bridge,
+            writer,
+            reader,
+            client_silence=lambda: self.config.settings.client_silence_seconds,
+        )
         config_service = ConfigService(
             config_dir=self.config.config_dir,
             environ=self.config.environ,

@@ -38,6 +38,7 @@ TAKES_EFFECT = {
     "daemon.max_payload_bytes": "for claude processes started from now on",
     "daemon.max_sessions": "for sessions created from now on",
     "daemon.client_queue_size": "for clients attaching from now on",
+    "daemon.client_silence_seconds": "for streams opened from now on",
     "daemon.crash_policy": "for restarts from now on",
     "daemon.crash_policy.max_crashes": "for sessions opened from now on",
     "daemon.crash_policy.window_seconds": "for sessions opened from now on",

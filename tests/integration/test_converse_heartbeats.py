@@ -18,9 +18,10 @@ from harness.daemon import Client, daemon_config
 
 from betcode.cli.connection import DaemonAddress, DaemonClient
 from betcode.cli.conversation import ConnectionChange, ConversationStream, StreamItem
+from betcode.config.settings import DaemonSettings
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
-from betcode.server import converse
+from betcode.server.errors import ErrorCode
 from betcode.v1 import agent_pb2
 
 T = TypeVar("T")
@@ -51,13 +52,19 @@ class World:
 
 
 @pytest.fixture
-async def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[World]:
-    monkeypatch.setattr(converse, "CLIENT_SILENCE_TIMEOUT_SECONDS", SILENCE_S)
+async def world(tmp_path: Path) -> AsyncIterator[World]:
     repo = tmp_path / "repo"
     repo.mkdir()
     fake = make_fake_claude(tmp_path / "fake", {"runs": []})
     environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
-    config = daemon_config(tmp_path / "d", fake, environ, config_dir=tmp_path / "config")
+    config = daemon_config(
+        tmp_path / "d",
+        fake,
+        environ,
+        config_dir=tmp_path / "config",
+        # Below the 10 s a settings file may set: the daemon takes what its config says.
+        settings=DaemonSettings(client_silence_seconds=SILENCE_S),
+    )
     daemon = Daemon(config)
     await daemon.start()
     made = World(config.socket_path, config.data_dir / "daemon.db", repo, [])
@@ -112,7 +119,7 @@ async def test_a_silent_heartbeating_client_is_dropped_and_its_lock_passed_on(
         quiet.send(HEARTBEAT)  # from now on `quiet` must keep it up, and it does not
 
         dropped = await quiet.wait_for("error", within_s=30)
-        assert (dropped.sequence, dropped.error.code) == (0, converse.CLIENT_SILENT_CODE)
+        assert (dropped.sequence, dropped.error.code) == (0, ErrorCode.CLIENT_SILENT)
         assert not dropped.error.is_fatal  # a client that wakes up may reconnect
         await eventually(lambda: quiet.events[-1] is dropped, bool, "the end of quiet's stream")
         await eventually(world.rows, lambda rows: "quiet" not in rows, "quiet's row gone")
@@ -150,7 +157,7 @@ async def test_a_betcode_client_dropped_for_silence_reconnects_by_itself(world: 
             elif isinstance(item, ConnectionChange) and not item.connected:
                 break
         assert told is not None
-        assert told.error.code == converse.CLIENT_SILENT_CODE
+        assert told.error.code == ErrorCode.CLIENT_SILENT
         assert await asyncio.wait_for(anext(items), 30) == ConnectionChange(connected=True)
         await eventually(world.rows, lambda rows: "late" in rows, "the reconnected client")
     finally:

@@ -95,6 +95,8 @@ class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
     client_queue_size: int = setting(1024, "int", 128, 8192)
+    # DIGEST SES-14's heartbeat timeout (`daemon.client.heartbeat_timeout_seconds` there).
+    client_silence_seconds: float = setting(30.0, "seconds", 10, 120)
     log_level: str = setting("info", "choice", choices=LOG_LEVELS)
     crash_policy: CrashPolicy = field(default_factory=CrashPolicy)
     subprocess: SubprocessSettings = field(default_factory=SubprocessSettings)

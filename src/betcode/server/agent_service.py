@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -20,7 +20,7 @@ from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.server import convert
 from betcode.server.connected import ConnectedClients
-from betcode.server.converse import ConverseRequests, note_activity
+from betcode.server.converse import CLIENT_SILENCE_TIMEOUT_SECONDS, ConverseRequests, note_activity
 from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
 from betcode.server.framing import encode_event_batch
 from betcode.server.validation import (
@@ -71,13 +71,17 @@ class AgentService:
         bridge: PermissionBridge,
         writer: StoreWriter,
         reader: StoreReader,
+        *,
+        client_silence: Callable[[], float] = lambda: CLIENT_SILENCE_TIMEOUT_SECONDS,
     ) -> None:
         self._sessions = sessions
         self._bridge = bridge
         self._writer = writer
         self._reader = reader
         self._clients = ConnectedClients(writer)
-        self._converse = ConverseRequests(bridge, writer, self._clients)
+        self._converse = ConverseRequests(
+            bridge, writer, self._clients, silence_timeout=client_silence
+        )
 
     # ---- streams ----
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import ClientAnswer
@@ -41,12 +41,8 @@ from betcode.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
 
-# DIGEST SES-14 (`daemon.client.heartbeat_timeout_seconds`, default 30); read when a
-# ConverseRequests is made.
+# DIGEST SES-14's default; the daemon passes `daemon.client_silence_seconds`.
 CLIENT_SILENCE_TIMEOUT_SECONDS = 30.0
-# A BetCode error code (not in DIGEST §11.3): the stream was closed because the client went
-# silent after promising heartbeats; reconnecting is the remedy.
-CLIENT_SILENT_CODE = "CLIENT_SILENT"
 
 
 class ConverseRequests:
@@ -56,14 +52,12 @@ class ConverseRequests:
         writer: StoreWriter,
         clients: ConnectedClients,
         *,
-        silence_timeout: float | None = None,
+        silence_timeout: Callable[[], float] = lambda: CLIENT_SILENCE_TIMEOUT_SECONDS,
     ) -> None:
         self._bridge = bridge
         self._writer = writer
         self._clients = clients
-        self._silence_timeout = (
-            CLIENT_SILENCE_TIMEOUT_SECONDS if silence_timeout is None else silence_timeout
-        )
+        self._silence_timeout = silence_timeout  # read per stream: a reload applies to new ones
 
     async def serve(
         self,
@@ -76,16 +70,17 @@ class ConverseRequests:
         has sent a heartbeat and then nothing for the silence timeout is dropped: `outbox`
         gets a CLIENT_SILENT error and then the end of the stream."""
         pending = aiter(requests)
+        silence = self._silence_timeout()
         heartbeats = False  # armed by the client's first heartbeat (see the module docstring)
         while True:
             try:
-                async with asyncio.timeout(self._silence_timeout if heartbeats else None):
+                async with asyncio.timeout(silence if heartbeats else None):
                     request = await anext(pending)
             except StopAsyncIteration:
                 return
             except TimeoutError:
                 log.info("session %s: client %s went silent; dropped", session.id, client_id)
-                _end_stream(outbox, self._silent_error())
+                _end_stream(outbox, _silent_error(silence))
                 return
             heartbeats = heartbeats or request.WhichOneof("request") is None
             self._clients.seen(client_id)
@@ -93,14 +88,6 @@ class ConverseRequests:
                 await self._handle(session, client_id, request)
             except Exception as exc:
                 await outbox.put([_transient_error(self._error_for(exc, session, client_id))])
-
-    def _silent_error(self) -> bytes:
-        message = (
-            f"no heartbeat or request from this client for {self._silence_timeout:g} s: "
-            "its stream is closed and its input lock released; reconnect to go on"
-        )
-        event = translate.error_event(CLIENT_SILENT_CODE, message)
-        return event.SerializeToString()
 
     def _error_for(self, exc: Exception, session: Session, client_id: str) -> BetCodeError:
         if isinstance(exc, BetCodeError):
@@ -190,3 +177,11 @@ def _transient_error(error: BetCodeError) -> bytes:
     """An error for one client only: not stored, not sequenced (sequence 0)."""
     event = translate.error_event(error.code.value, error.message, details=error.details)
     return event.SerializeToString()
+
+
+def _silent_error(silence: float) -> bytes:
+    message = (
+        f"no heartbeat or request from this client for {silence:g} s: "
+        "its stream is closed and its input lock released; reconnect to go on"
+    )
+    return translate.error_event(ErrorCode.CLIENT_SILENT, message).SerializeToString()

@@ -51,6 +51,8 @@ class ErrorCode(enum.StrEnum):
     NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
     NOTHING_TO_COMPACT = "NOTHING_TO_COMPACT"
     INTERNAL = "INTERNAL"
+    # A Converse client that sent heartbeats went silent; its stream was closed (reconnect).
+    CLIENT_SILENT = "CLIENT_SILENT"
 
 
 GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
@@ -79,6 +81,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.NOT_IMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
     ErrorCode.NOTHING_TO_COMPACT: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
+    ErrorCode.CLIENT_SILENT: grpc.StatusCode.UNAVAILABLE,
 }
 
 

@@ -116,6 +116,8 @@ def test_a_higher_layer_replaces_a_whole_value(tmp_path: Path) -> None:
         ({"client_queue_size": True}, "daemon.client_queue_size", "true is not a whole number"),
         ({"crash_policy": {"multiplier": 5}}, "daemon.crash_policy.multiplier",
          "5 is out of range (allowed 1.5 to 4)"),
+        ({"client_silence_seconds": 5}, "daemon.client_silence_seconds",
+         "5 is out of range (allowed 10s to 2m)"),
         ({"input_lock": {"transfer_seconds": 2}}, "daemon.input_lock.transfer_seconds",
          "2 is out of range (allowed 5s to 1m)"),
         ({"log_level": "loud"}, "daemon.log_level", '"loud" is not one of error, warn'),
@@ -200,7 +202,7 @@ def test_settings_items_lists_every_leaf() -> None:
     items = dict(settings_items(DaemonSettings()))
     assert items["daemon.crash_policy.max_crashes"] == 5
     assert items["daemon.permission.ttl_seconds"] == 604800
-    assert len(items) == 20
+    assert len(items) == 21
 
 
 @pytest.mark.parametrize(
