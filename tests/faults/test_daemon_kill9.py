@@ -1,6 +1,7 @@
 """kill -9 of the DAEMON mid-stream, then a restart on the same data dir and socket path:
-startup reconciliation, a full replay with contiguous sequence numbers, and the conversation
-resumed with --resume. Once with a fake claude flooding, once with the real CLI and the mock.
+startup reconciliation (which ends the cut-off turn in the log: an error, then IDLE), a full
+replay with contiguous sequence numbers, and the conversation resumed with --resume. Once with
+a fake claude flooding, once with the real CLI and the mock.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from harness.fake_claude import FakeClaude, resume_id
 from harness.mock_model import conversation_sent_with
 
 from betcode.devtools.mock_anthropic import MockAnthropic
-from betcode.v1 import agent_pb2
+from betcode.v1 import agent_pb2, common_pb2
 
 TEXT_TURN = [{"do": "text", "text": "back again"}]
 
@@ -88,6 +89,7 @@ def contiguous(seqs: list[int]) -> bool:
 class Restarted:
     session_id: str
     before: Stored  # committed by the killed daemon
+    after: Stored  # after the restart's reconciliation
     observer: Client  # a ResumeSession(from 0) stream on the restarted daemon
 
 
@@ -126,15 +128,24 @@ async def kill_mid_stream_and_restart(
 
     after = read_stored(database, session_id)
     assert (after.status, after.input_lock_client, after.connected_clients) == ("idle", None, 0)
-    assert after.events == before.events  # nothing lost, nothing added by the restart
+    cut = len(before.events)
+    assert after.events[:cut] == before.events  # nothing lost
+    # ... and the interrupted turn ended once, under the next seqs: the log ends IDLE.
+    ending = [agent_pb2.AgentEvent.FromString(payload) for _, payload in after.events[cut:]]
+    assert [(e.sequence, e.WhichOneof("event")) for e in ending] == [
+        (cut + 1, "error"),
+        (cut + 2, "status_change"),
+    ]
+    assert "turn interrupted by a daemon restart" in ending[0].error.message
+    assert ending[1].status_change.status == common_pb2.AGENT_STATUS_IDLE
 
     observer = open_client("observer")
     observer.resume(session_id, from_sequence=0)
-    final = len(before.events)
+    final = len(after.events)
     await observer.wait_for_sequence(final)
     replayed = [e for e in observer.events if e.sequence <= final]
-    assert [(e.sequence, e.SerializeToString()) for e in replayed] == before.events
-    return Restarted(session_id, before, observer)
+    assert [(e.sequence, e.SerializeToString()) for e in replayed] == after.events
+    return Restarted(session_id, before, after, observer)
 
 
 async def resume_with_a_new_message(restarted: Restarted, writer: Client, text: str) -> None:
@@ -146,7 +157,7 @@ async def resume_with_a_new_message(restarted: Restarted, writer: Client, text: 
     await restarted.observer.wait_for_sequence(final)
     assert contiguous(writer.sequences)
     assert writer.sequences == restarted.observer.sequences[: len(writer.sequences)]
-    assert final > len(restarted.before.events)
+    assert final > len(restarted.after.events)
 
 
 class Restarts:

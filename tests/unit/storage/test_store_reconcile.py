@@ -7,12 +7,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from store_helpers import NOW, add_session
+from store_helpers import NOW, add_session, line_and_events
 
 from betcode.storage import ReconcileReport, reconcile
 from betcode.storage.clients import register_client, transfer_input_lock
-from betcode.storage.reconcile import RESTART_SUMMARY
+from betcode.storage.reconcile import INTERRUPTED_CODE, RESTART_SUMMARY
+from betcode.storage.rows import INSERT_EVENT, INSERT_MESSAGE, MessageRow
 from betcode.storage.sessions import update_status
+from betcode.v1 import agent_pb2, common_pb2
 
 LATER = NOW + 3600
 
@@ -132,3 +134,47 @@ def test_reconcile_is_one_transaction(conn: sqlite3.Connection, tmp_path: Path) 
     assert not conn.in_transaction
     assert column(conn, "SELECT id, status FROM sessions")["busy"] == "active"
     assert conn.execute("SELECT COUNT(*) FROM connected_clients").fetchone() == (3,)
+
+
+def test_an_interrupted_turn_is_ended_in_the_log_once(
+    conn: sqlite3.Connection, tmp_path: Path
+) -> None:
+    killed_mid_session(conn, tmp_path)
+    for row in line_and_events("busy", 1, 1, events=3):  # "busy" was mid-turn: events 1-3
+        conn.execute(INSERT_MESSAGE if isinstance(row, MessageRow) else INSERT_EVENT, row)
+    # "asking" waits for a permission answer: its turn goes on once it is answered.
+    add_session(conn, "asking")
+    update_status(conn, "asking", "active", NOW)
+    conn.execute(
+        "INSERT INTO pending_permissions (request_id, session_id, tool_name, input, dialect, "
+        "received_at, expires_at) VALUES ('r1', 'asking', 'Bash', '{}', 'cli', ?, ?)",
+        (NOW, NOW + 60),
+    )
+
+    reconcile(conn, LATER)
+    reconcile(conn, LATER + 1)  # a second restart adds nothing
+
+    def log_of(session_id: str) -> list[tuple[int, int | None, str, agent_pb2.AgentEvent]]:
+        rows = conn.execute(
+            "SELECT sequence, message_sequence, kind, payload FROM events "
+            "WHERE session_id = ? AND sequence > 3 ORDER BY sequence",
+            (session_id,),
+        )
+        return [(s, m, k, agent_pb2.AgentEvent.FromString(p)) for s, m, k, p in rows]
+
+    (error_seq, _, error_kind, error), (status_seq, source, status_kind, status) = log_of("busy")
+    assert (error_seq, status_seq, source) == (4, 5, None)  # next seqs, daemon events
+    assert (error_kind, status_kind) == ("error", "status_change")
+    assert (error.sequence, status.sequence) == (4, 5)  # as a live stream would carry them
+    assert error.error.code == INTERRUPTED_CODE
+    assert "turn interrupted by a daemon restart" in error.error.message
+    assert status.status_change.status == common_pb2.AGENT_STATUS_IDLE
+    assert status.timestamp.seconds == int(LATER)
+    # An active session with no events yet starts its log at 1; an idle one gets nothing.
+    assert [seq for seq, *_ in log_of("other")] == []
+    first = conn.execute("SELECT sequence FROM events WHERE session_id = 'other'").fetchall()
+    assert first == [(1,), (2,)]
+    for untouched in ("rest", "asking"):
+        count = conn.execute("SELECT COUNT(*) FROM events WHERE session_id = ?", (untouched,))
+        assert count.fetchone() == (0,)
+    assert column(conn, "SELECT id, status FROM sessions")["asking"] == "idle"
