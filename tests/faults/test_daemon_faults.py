@@ -101,25 +101,45 @@ async def test_kill9_of_claude_mid_turn_reports_the_crash_and_resumes_on_the_nex
     assert sequences(client) == list(range(1, len(sequences(client)) + 1))
 
 
-async def test_five_crashes_in_the_window_end_in_crashed(tmp_path: Path) -> None:
+async def test_five_crashes_in_the_window_end_in_crashed_until_the_next_message(
+    tmp_path: Path,
+) -> None:
     world = FakeWorld(tmp_path)
+    slow = {"turns": [[{"do": "flood", "lines": 400, "text": "x", "rate": 100}]]}
     crashing = {"startup": [{"do": "exit", "code": 1}]}
-    async with world.daemon([crashing]):
+    runs = [slow, crashing, crashing, crashing, crashing, {"turns": [TEXT_TURN]}]
+    async with world.daemon(runs) as daemon:
         client = world.client("one")
         await client.wait_for("session_info")
         client.say("hello")
-        await client.wait_for_status(Status.AGENT_STATUS_CRASHED, within_s=20)
+        await client.wait_for("text_delta", 5)  # claude knows its session id now
+        assert daemon.sessions is not None
+        session = daemon.sessions.live[0]
+        assert session.supervisor.pid is not None
+        os.killpg(session.supervisor.pid, signal.SIGKILL)  # crash 1; its restarts crash too
+        crashed = await client.wait_for_status(Status.AGENT_STATUS_CRASHED, within_s=20)
         until_crashed = statuses(client)
-        # Once CRASHED, a message is refused with what to do, and nothing is started.
-        errors = len(client.of_kind("error"))
+        assert len(world.starts()) == 5
+        # Every restart is announced, even one right after another with the same message.
+        assert until_crashed.count(Status.AGENT_STATUS_RESTARTING) == 4
+        assert "send a message to try again" in crashed.status_change.message
+        error = client.of_kind("error")[-1].error
+        assert (error.code, "send a message to try again" in error.message) == (
+            "SUBPROCESS_CRASHED",
+            True,
+        )
+        # The next message is the manual action: a fresh crash budget, claude resumed.
         client.say("again")
-        refused = (await client.wait_for("error", errors + 1)).error
-    assert refused.code == "SUBPROCESS_CRASHED"
-    assert "start a new session" in refused.message
-    assert len(world.starts()) == 5
-    # Every restart is announced, even one right after another with the same message.
-    assert until_crashed.count(Status.AGENT_STATUS_RESTARTING) == 4
-    assert until_crashed[-1] == Status.AGENT_STATUS_CRASHED
+        thinking = await client.wait_for_status(Status.AGENT_STATUS_THINKING, crashed.sequence)
+        assert thinking.sequence == crashed.sequence + 2  # right after the UserInput
+        done = await client.wait_for("turn_complete", within_s=20)
+        await client.wait_for_status(Status.AGENT_STATUS_IDLE, done.sequence)
+        assert not session.turn_active
+    starts = world.starts()
+    assert len(starts) == 6
+    assert session.claude_session_id is not None
+    assert resume_id(starts[-1]) == session.claude_session_id
+    assert sequences(client) == list(range(1, len(sequences(client)) + 1))
 
 
 async def test_hung_claude_is_killed_by_the_watchdog_and_restarted(tmp_path: Path) -> None:

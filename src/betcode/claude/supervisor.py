@@ -5,6 +5,9 @@
     RESTARTING ─after the backoff, respawn with --resume→ RUNNING
     RESTARTING ─max_crashes within window_seconds→ CRASHED ─reset()→ IDLE
 
+CRASHED waits for manual action: the session calls reset() when the user sends a new message,
+which starts claude again (with --resume) on a fresh crash budget.
+
 An exit we asked for (stop, idle reaping) is never a crash: at EOF the CLI exits 1 when the
 last result was an error (CLAUDE_CLI.md §1). The watchdog only counts silence while a turn is
 running and no permission request is waiting for a human; a process that was given no input
@@ -56,7 +59,7 @@ class SupervisorHooks(Protocol):
 
 
 class SupervisorCrashed(Exception):
-    """claude crashed too often; the session needs reset() (manual action) before it runs."""
+    """claude crashed too often; it runs again only after reset() (manual action)."""
 
 
 EnvBuilder = Callable[[], Mapping[str, str]]
@@ -235,7 +238,7 @@ class ClaudeSupervisor:
         if self._crash_window.record(now):
             self._crashed_detail = (
                 f"{reason}; {self.policy.max_crashes} crashes within "
-                f"{self.policy.window_seconds:g} s, not restarting until reset"
+                f"{self.policy.window_seconds:g} s, not restarted automatically"
             )
             logger.error("claude for %s: %s", self.cwd, self._crashed_detail)
             self._set_state(SupervisorState.CRASHED, self._crashed_detail)

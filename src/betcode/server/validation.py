@@ -59,8 +59,8 @@ def domain_error(exc: Exception) -> BetCodeError | None:
     if isinstance(exc, SupervisorCrashed):
         return BetCodeError(
             ErrorCode.SUBPROCESS_CRASHED,
-            f"claude crashed too often in this session and is not restarted ({exc}); "
-            "restart the daemon to try this session again, or start a new session",
+            f"claude crashed too often in this session ({exc}); "
+            "send a message to try again, or start a new session",
         )
     if isinstance(exc, ClaudeStartError | ClaudeStdinClosed):
         return BetCodeError(ErrorCode.SUBPROCESS_CRASHED, f"claude did not take the input: {exc}")

@@ -10,10 +10,11 @@ Rules (DAEMON.md "Input lock"):
 * A holder that sends nothing for ``idle_transfer`` seconds while others wait loses the lock to
   the first waiter.
 
-Time is injected (``clock``) so the rules are tested without sleeping. The idle rule runs on a
-timer once ``watch_idle`` is called (on the event loop): one ``call_later`` armed only while
-someone waits, for the moment the holder would have been idle long enough; holder input does
-not re-arm it, the timer re-checks when it fires and sleeps again for the remaining time.
+Time is injected (``clock``) so the rules are tested without sleeping. Once ``watch`` is called
+(on the event loop) every change of holder is reported, whatever caused it, and the idle rule
+runs on a timer: one ``call_later`` armed only while someone waits, for the moment the holder
+would have been idle long enough; holder input does not re-arm it, the timer re-checks when it
+fires and sleeps again for the remaining time.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class InputLock:
         self._attached: dict[str, float] = {}  # client id -> attach time, in attach order
         self._waiters: list[str] = []
         self._holder_active_at = 0.0
-        self._on_idle_handover: Callable[[str], None] | None = None
+        self._on_change: Callable[[str | None], None] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -130,10 +131,11 @@ class InputLock:
         self._give(self._waiters[0])
         return True
 
-    def watch_idle(self, on_handover: Callable[[str], None]) -> None:
-        """Applies the idle rule by itself from now on (needs the running event loop), calling
-        ``on_handover(new_holder)`` each time it moved the lock."""
-        self._on_idle_handover = on_handover
+    def watch(self, on_change: Callable[[str | None], None]) -> None:
+        """From now on calls ``on_change(new_holder)`` each time the holder changes (attach,
+        detach, request, idle handover, a free lock taken by input), and applies the idle rule
+        by itself (needs the running event loop)."""
+        self._on_change = on_change
         self._arm_idle_timer()
 
     def retime(self, transfer_timeout: float, idle_transfer: float) -> None:
@@ -144,8 +146,8 @@ class InputLock:
         self._arm_idle_timer()
 
     def close(self) -> None:
-        """Stops the idle timer for good (the session is gone)."""
-        self._on_idle_handover = None
+        """Stops the idle timer and the reports for good (the session is gone)."""
+        self._on_change = None
         self._cancel_idle_timer()
 
     @property
@@ -153,7 +155,7 @@ class InputLock:
         return self._idle_timer is not None
 
     def _arm_idle_timer(self) -> None:
-        if self._on_idle_handover is None or self._idle_timer is not None:
+        if self._on_change is None or self._idle_timer is not None:
             return
         if self.holder is None or not self._waiters:
             return
@@ -167,9 +169,8 @@ class InputLock:
 
     def _idle_timer_fired(self) -> None:
         self._idle_timer = None
-        if self.idle_handover() and self._on_idle_handover is not None and self.holder:
-            self._on_idle_handover(self.holder)
         # Not moved: the holder was active meanwhile (sleep for the rest), or nobody waits.
+        self.idle_handover()
         self._arm_idle_timer()
 
     def _wait_for_lock(self, client_id: str) -> None:
@@ -178,9 +179,12 @@ class InputLock:
         self._arm_idle_timer()
 
     def _give(self, client_id: str | None) -> None:
+        changed = client_id != self.holder
         self.holder = client_id
         if client_id is not None and client_id in self._waiters:
             self._waiters.remove(client_id)
         self._holder_active_at = self._clock()
         # A new holder gets a fresh idle period: the armed timer fires early and sleeps again.
         self._arm_idle_timer()
+        if changed and self._on_change is not None:
+            self._on_change(client_id)

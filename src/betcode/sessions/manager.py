@@ -1,5 +1,5 @@
 """The registry of sessions: create, load on demand (seeding seqs from SQLite), list, delete;
-it also starts each session's input-lock idle timer and applies reloaded settings to them all.
+it also applies reloaded settings to them all.
 
 `daemon.max_sessions` bounds the sessions in use at once: a session is in use while it has a
 claude process (running, starting or restarting) or an attached client. Creating one more is
@@ -20,7 +20,6 @@ from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.supervisor import SupervisorState
-from betcode.sessions import translate
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.session import Session
 from betcode.storage import sessions as session_rows
@@ -262,10 +261,6 @@ class SessionManager:
         )
 
     def _register(self, session: Session) -> None:
-        def announce(holder: str) -> None:
-            session.emit([translate.input_lock_event(holder)])
-
-        session.lock.watch_idle(announce)
         self._sessions[session.id] = session
 
     def apply_settings(self, settings: SessionSettings, policy: SupervisorPolicy) -> None:

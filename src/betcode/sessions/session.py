@@ -4,7 +4,13 @@ Every stdout line of its claude process and every stdin line the daemon writes i
 (``messages``, line seq), translated into AgentEvents (``events``, event seq), committed by the
 store writer, and only then published to the attached clients. Lines are processed strictly in
 the order claude wrote them by one consumer task, so a permission request can be persisted
-before it is shown without reordering the stream.
+before it is shown without reordering the stream. What the supervisor reports (a process
+state, an exit) goes through the same queue: an exit is judged only after every line the
+process printed before it (a `result` already queued ends the turn first).
+
+A turn runs from a recorded user message to its `result`. Whatever else ends it — claude
+exiting, the message not reaching claude — ends it visibly (an error, then IDLE), so no client
+is left THINKING.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from betcode.claude.command import CommandOptions
+from betcode.claude.process import describe_returncode
 from betcode.claude.supervisor import ClaudeSupervisor, SupervisorState
 from betcode.protocol import writer as stdin
 from betcode.protocol.framing import Line
@@ -36,6 +44,7 @@ from betcode.sessions.attach import replay_then_live
 from betcode.sessions.fanout import FanoutHub, Frame
 from betcode.sessions.input_lock import InputLock
 from betcode.sessions.line_types import line_type
+from betcode.storage import clients as client_rows
 from betcode.storage import sessions as session_rows
 from betcode.storage.rows import EventRow, LogRow, MessageRow
 from betcode.v1 import agent_pb2, common_pb2
@@ -50,6 +59,11 @@ Status = common_pb2.AgentStatus
 # Rows of one writer append while ingesting: a line waits at most this many rows' work before
 # its commit starts, and a subscriber is offered at most about this many frames at once.
 MAX_ROWS_PER_COMMIT = 256
+CRASHED_HINT = "send a message to try again"
+
+# What the consumer task takes in order: a batch of stdout lines, a supervisor report, or None
+# (the session is closing).
+_Item = Sequence[Line] | Callable[[], None] | None
 
 
 class _LogBatch:
@@ -87,6 +101,7 @@ class Session:
         self.lock = InputLock(
             context.settings.lock_transfer_seconds, context.settings.lock_idle_seconds
         )
+        self.lock.watch(self._lock_moved)
         self._reader = ProtocolReader()
         self.translator = translate.Translator(
             session_id=record.id,
@@ -94,9 +109,13 @@ class Session:
             is_resumed=record.claude_session_id is not None,
         )
         self.claude_session_id = record.claude_session_id
-        self.turn_active = False
+        # Turns are numbered by their user message; a turn is over once its number is at most
+        # _ended_turn. An exit (or a failed delivery) ends only the turns it knew of.
+        self._turn = 0
+        self._ended_turn = 0
+        self._delivering = 0  # user lines recorded but not yet taken by a claude process
         self.closed = False
-        self._lines: asyncio.Queue[Sequence[Line] | None] = asyncio.Queue()
+        self._lines: asyncio.Queue[_Item] = asyncio.Queue()
         self._consumer = asyncio.create_task(self._consume(), name=f"session-{self.id}")
         self.supervisor = ClaudeSupervisor(
             context.claude_binary,
@@ -177,10 +196,16 @@ class Session:
 
     async def _consume(self) -> None:
         while True:
-            lines = await self._lines.get()
-            if lines is None:
+            item = await self._lines.get()
+            if item is None:
                 return
-            await self._ingest(lines)
+            if callable(item):
+                try:
+                    item()
+                except Exception:
+                    log.exception("session %s: failed to handle a supervisor report", self.id)
+            else:
+                await self._ingest(item)
 
     async def _ingest(self, lines: Sequence[Line]) -> None:
         """Records and translates a batch of stdout lines with as few commits as possible.
@@ -250,8 +275,12 @@ class Session:
                 )
             )
 
+    @property
+    def turn_active(self) -> bool:
+        return self._ended_turn < self._turn
+
     def _finish_turn(self) -> None:
-        self.turn_active = False
+        self._ended_turn = self._turn
         usage = self.translator.last_usage
         if usage is not None:
             self.background_write(
@@ -269,8 +298,14 @@ class Session:
     # ---- claude stdin ----
 
     async def send_user_message(self, client_id: str | None, text: str) -> None:
+        """Records the message, shows it, and writes it to claude (started if needed). A
+        session whose claude CRASHED starts over: the message is the manual action that resets
+        the crash budget (claude resumes the conversation with --resume)."""
         if client_id is not None:
             self.lock.check_input(client_id)
+        if self.supervisor.state is SupervisorState.CRASHED:
+            log.info("session %s: a new message restarts claude after the crashes", self.id)
+            self.supervisor.reset()
         line = stdin.user_message(text, uuid=str(uuid.uuid4()))
         row = self._message_row("in", "user", line.rstrip(b"\n"))
         self.emit(
@@ -280,15 +315,39 @@ class Session:
             ],
             row,
         )
-        self.turn_active = True
+        self._turn += 1
         self._set_status("active")
         preview = text.strip().splitlines()[0] if text.strip() else ""
         self.background_write(lambda c: session_rows.set_preview(c, self.id, preview, time.time()))
-        await _to_the_end(self._deliver_user_line(line))
+        await _to_the_end(self._deliver_user_line(line, self._turn))
 
-    async def _deliver_user_line(self, line: bytes) -> None:
-        await self._ctx.permissions.on_session_activity(self)
-        await self.supervisor.send(line)
+    async def _deliver_user_line(self, line: bytes, turn: int) -> None:
+        self._delivering += 1
+        try:
+            await self._ctx.permissions.on_session_activity(self)
+            await self.supervisor.send(line)
+        except Exception as error:
+            self._undelivered(turn, error)
+            raise
+        finally:
+            self._delivering -= 1
+
+    def _undelivered(self, turn: int, error: Exception) -> None:
+        """The message of `turn` never reached claude: its turn ends here. When claude
+        CRASHED, that announcement (queued by the supervisor) is the last status."""
+        if turn != self._turn or not self.turn_active:
+            return  # a later message took over the session's turn
+        self._ended_turn = turn
+        self._set_status("idle")
+        if self.supervisor.state is SupervisorState.CRASHED:
+            return
+        message = f"the message did not reach claude: {error}"
+        self.emit(
+            [
+                translate.error_event("SUBPROCESS_CRASHED", message),
+                *self.translator.set_status(Status.AGENT_STATUS_IDLE, message),
+            ]
+        )
 
     async def write_control(self, line: bytes, kind: str = "control_response") -> None:
         """Writes a control line (permission answer, interrupt...) and records it."""
@@ -305,7 +364,7 @@ class Session:
 
     # ---- clients ----
 
-    def attach(
+    async def attach(
         self,
         client_id: str,
         after_seq: int,
@@ -314,14 +373,13 @@ class Session:
         max_bytes: int,
         takes_input: bool = True,
         mark_caught_up: bool = False,
-    ) -> AsyncIterator[list[Frame]]:
+    ) -> AsyncGenerator[list[Frame], None]:
         """Replay after ``after_seq`` then live. ``takes_input``: the client may hold the lock
-        (Converse); observers (ResumeSession) never do."""
-        # A from_sequence beyond the log means "only what comes next".
-        after_seq = min(after_seq, self._event_seq)
-        subscriber = self.hub.subscribe(client_id, self._ctx.settings.client_queue_size)
-        if takes_input and self.lock.attach(client_id):
-            self._announce_lock()
+        (Converse); observers (ResumeSession) never do.
+
+        The client is subscribed (and may take the lock) only once the stream is first
+        iterated, inside the stream's own try/finally: a stream dropped before it started
+        holds nothing, one closed or cancelled later lets go of everything."""
 
         async def pending_again(last_seq: int) -> list[Frame]:
             return await self._ctx.permissions.replay_frames(self, last_seq)
@@ -329,69 +387,102 @@ class Session:
         async def read_page(after: int, limit: int) -> list[Frame]:
             return await self._ctx.reader.read_events(self.id, after, limit)
 
-        stream = replay_then_live(
-            subscriber,
-            read_page,
-            after_seq,
-            max_count=max_count,
-            max_bytes=max_bytes,
-            on_caught_up=pending_again,
-            mark_caught_up=mark_caught_up,
-        )
-        return _closing(stream, lambda: self._detach(client_id, subscriber, takes_input))
-
-    def _detach(self, client_id: str, subscriber: Any, takes_input: bool) -> None:
-        self.hub.unsubscribe(subscriber)
-        if takes_input and self.lock.detach(client_id):
-            self._announce_lock()
+        subscriber = self.hub.subscribe(client_id, self._ctx.settings.client_queue_size)
+        try:
+            if takes_input:
+                self.lock.attach(client_id)
+            stream = replay_then_live(
+                subscriber,
+                read_page,
+                # A from_sequence beyond the log means "only what comes next".
+                min(after_seq, self._event_seq),
+                max_count=max_count,
+                max_bytes=max_bytes,
+                on_caught_up=pending_again,
+                mark_caught_up=mark_caught_up,
+            )
+            async for batch in stream:
+                yield batch
+        finally:
+            self.hub.unsubscribe(subscriber)
+            if takes_input:
+                self.lock.detach(client_id)
 
     async def request_input_lock(self, client_id: str) -> bool:
         """RequestInputLock: the holder has the transfer timeout to answer by sending input."""
         transfer = self.lock.request(client_id)
         if transfer is None:
-            self._announce_lock()
             return True
         await asyncio.sleep(max(0.0, transfer.deadline - time.monotonic()))
-        granted = self.lock.resolve(transfer)
-        if granted:
-            self._announce_lock()
-        return granted
+        return self.lock.resolve(transfer)
 
-    def _announce_lock(self) -> None:
-        self.emit([translate.input_lock_event(self.lock.holder or "")])
+    def _lock_moved(self, holder: str | None) -> None:
+        """Every change of holder: shown to the clients, and mirrored in SQLite
+        (sessions.input_lock_client, connected_clients.has_input_lock) through the writer."""
+        self.emit([translate.input_lock_event(holder or "")])
+        self.background_write(lambda c: client_rows.record_input_lock(c, self.id, holder))
 
     # ---- supervisor hooks ----
 
     def on_state(self, state: SupervisorState, detail: str) -> None:
+        # Whether a user line waits for this process is read now: by the time the report is
+        # handled, the line may already have been written.
+        waiting = self._delivering > 0
+        self._lines.put_nowait(partial(self._supervisor_changed, state, detail, waiting))
+
+    def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
+        self._lines.put_nowait(partial(self._claude_exited, returncode, stderr_tail, self._turn))
+
+    def _supervisor_changed(self, state: SupervisorState, detail: str, waiting: bool) -> None:
         if state is SupervisorState.RESTARTING:
             # Every restart is news, even right after another one: not deduplicated.
             self.translator.set_status(Status.AGENT_STATUS_RESTARTING, detail)
             self.emit([translate.status_event(Status.AGENT_STATUS_RESTARTING, detail)])
         elif state is SupervisorState.CRASHED:
+            message = f"{detail}; {CRASHED_HINT}"
+            self.translator.set_status(Status.AGENT_STATUS_CRASHED, message)
             self.emit(
                 [
-                    translate.error_event("SUBPROCESS_CRASHED", detail, is_fatal=False),
-                    translate.status_event(Status.AGENT_STATUS_CRASHED, detail),
+                    translate.error_event("SUBPROCESS_CRASHED", message, is_fatal=False),
+                    translate.status_event(Status.AGENT_STATUS_CRASHED, message),
                 ]
             )
             self._set_status("error")
         elif state is SupervisorState.RUNNING:
+            restarted = self.translator.status == Status.AGENT_STATUS_RESTARTING
             self.translator.process_restarted()
+            if restarted:
+                self._running_again(waiting)
 
-    def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
-        if self.turn_active and returncode != 0:
-            self.turn_active = False
-            message = f"claude exited with code {returncode} during a turn"
-            if stderr_tail:
-                message += f": {stderr_tail[-1]}"
-            self.emit(
-                [
-                    translate.error_event("SUBPROCESS_CRASHED", message),
-                    *self.translator.set_status(Status.AGENT_STATUS_IDLE, message),
-                ]
-            )
-        elif returncode == 0:
+    def _running_again(self, waiting: bool) -> None:
+        """claude runs again after a crash: a message waiting for it is this process's turn;
+        otherwise the session is idle (the turn the crash cut off was ended at the exit)."""
+        if waiting and not self.turn_active:
+            self._ended_turn = self._turn - 1
+        status = Status.AGENT_STATUS_THINKING if self.turn_active else Status.AGENT_STATUS_IDLE
+        self.emit(self.translator.set_status(status, "claude is running again"))
+
+    def _claude_exited(self, returncode: int, stderr_tail: list[str], turn: int) -> None:
+        """claude exited (any code): a turn it was running will never see its `result`, so
+        it ends here — unless a message recorded after the exit already began the next one."""
+        if self._ended_turn >= turn:  # no turn was running on it (a `result` ended the last)
+            if returncode == 0:
+                self._set_status("idle")
+            return
+        self._ended_turn = turn
+        how = (
+            f"exited with code {returncode}"
+            if returncode >= 0
+            else "was " + describe_returncode(returncode)
+        )
+        message = f"claude {how} during the turn"
+        if stderr_tail:
+            message += f": {stderr_tail[-1]}"
+        events = [translate.error_event("SUBPROCESS_CRASHED", message)]
+        if not self.turn_active:
             self._set_status("idle")
+            events += self.translator.set_status(Status.AGENT_STATUS_IDLE, message)
+        self.emit(events)
 
     def resume_session_id(self) -> str | None:
         return self.claude_session_id
@@ -420,16 +511,6 @@ class Session:
         self._lines.put_nowait(None)
         await self._consumer
         self.hub.close_all()
-
-
-async def _closing(
-    stream: AsyncIterator[list[Frame]], on_close: Callable[[], None]
-) -> AsyncIterator[list[Frame]]:
-    try:
-        async for batch in stream:
-            yield batch
-    finally:
-        on_close()
 
 
 async def _to_the_end(delivery: Coroutine[Any, Any, None]) -> None:

@@ -1,8 +1,9 @@
 """The `connected_clients` table and the input lock (DIGEST SES-13, SES-14).
 
-`sessions.input_lock_client` is authoritative; `connected_clients.has_input_lock` mirrors it.
-Both change in one transaction, by compare-and-swap, so at most one client per session is
-flagged and two clients racing for the lock cannot both win.
+`sessions.input_lock_client` is the stored holder; `connected_clients.has_input_lock` mirrors
+it. Both change in one transaction, so at most one client per session is flagged:
+`transfer_input_lock` by compare-and-swap (two writers racing for the lock cannot both win),
+`record_input_lock` by setting what the running daemon's lock says (see there).
 """
 
 from __future__ import annotations
@@ -113,3 +114,19 @@ def transfer_input_lock(
             {"new": new_holder, "session": session_id},
         )
     return True
+
+
+def record_input_lock(conn: sqlite3.Connection, session_id: str, holder: str | None) -> None:
+    """Mirror the session's input-lock holder (None = nobody) in its row and in the
+    has_input_lock flags of its clients, in one transaction.
+
+    The running daemon's in-memory lock is the authority and its changes reach the one writer
+    in order, so this sets rather than compares: a row removed meanwhile (remove_client) must
+    not make the next change fail. At most one client of the session is flagged."""
+    with transaction(conn):
+        conn.execute("UPDATE sessions SET input_lock_client = ? WHERE id = ?", (holder, session_id))
+        conn.execute(
+            "UPDATE connected_clients SET has_input_lock = (client_id IS :holder) "
+            "WHERE session_id = :session AND (has_input_lock = 1 OR client_id IS :holder)",
+            {"holder": holder, "session": session_id},
+        )

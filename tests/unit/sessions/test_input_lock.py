@@ -108,3 +108,21 @@ def test_active_holder_keeps_lock_despite_waiters(lock: InputLock, clock: FakeCl
     lock.check_input("a")
     clock.now += 200
     assert lock.idle_handover() is False
+
+
+async def test_every_change_of_holder_is_reported_once(lock: InputLock, clock: FakeClock) -> None:
+    moves: list[str | None] = []
+    lock.attach("a")  # before watch: not reported
+    lock.watch(moves.append)
+    lock.attach("b")
+    lock.attach("c")
+    assert lock.request("a") is None  # the holder asking again: no move
+    transfer = lock.request("c")
+    assert transfer is not None
+    clock.now = transfer.deadline
+    assert lock.resolve(transfer)
+    lock.detach("c")  # to the longest attached
+    lock.detach("a")
+    lock.detach("b")
+    lock.close()
+    assert moves == ["c", "a", "b", None]

@@ -25,7 +25,8 @@ class Handovers:
         self.holders: list[str] = []
         self.changed = asyncio.Event()
 
-    def __call__(self, holder: str) -> None:
+    def __call__(self, holder: str | None) -> None:
+        assert holder is not None
         self.holders.append(holder)
         self.changed.set()
 
@@ -43,9 +44,9 @@ def waiting_for_lock(lock: InputLock, client_id: str) -> None:
 async def test_idle_holder_loses_the_lock_to_the_first_waiter_and_is_told() -> None:
     lock = InputLock(transfer_timeout=10, idle_transfer=0.05)
     handovers = Handovers()
-    lock.watch_idle(handovers)
     for client in ("a", "b", "c"):
         lock.attach(client)
+    lock.watch(handovers)  # reports moves from here on (not the first holder)
     waiting_for_lock(lock, "c")
     waiting_for_lock(lock, "b")
     assert await handovers.next() == "c"
@@ -59,9 +60,9 @@ async def test_idle_holder_loses_the_lock_to_the_first_waiter_and_is_told() -> N
 async def test_no_timer_while_nobody_waits() -> None:
     lock = InputLock(transfer_timeout=10, idle_transfer=0.01)
     handovers = Handovers()
-    lock.watch_idle(handovers)
     lock.attach("a")
     lock.attach("b")
+    lock.watch(handovers)  # reports moves from here on (not the first holder)
     assert not lock.idle_timer_armed
     waiting_for_lock(lock, "b")
     assert lock.idle_timer_armed
@@ -76,9 +77,9 @@ async def test_a_holder_that_keeps_typing_keeps_the_lock() -> None:
     clock = FrozenClock()
     lock = InputLock(transfer_timeout=10, idle_transfer=0.02, clock=clock)
     handovers = Handovers()
-    lock.watch_idle(handovers)
     lock.attach("a")
     lock.attach("b")
+    lock.watch(handovers)  # reports moves from here on (not the first holder)
     waiting_for_lock(lock, "b")
     clock.now += 0.015
     lock.check_input("a")  # input just before the idle time ran out
@@ -93,9 +94,9 @@ async def test_a_holder_that_keeps_typing_keeps_the_lock() -> None:
 async def test_retime_applies_a_shorter_idle_time_to_a_waiting_lock() -> None:
     lock = InputLock(transfer_timeout=10, idle_transfer=3600)
     handovers = Handovers()
-    lock.watch_idle(handovers)
     lock.attach("a")
     lock.attach("b")
+    lock.watch(handovers)  # reports moves from here on (not the first holder)
     waiting_for_lock(lock, "b")
     lock.retime(transfer_timeout=5, idle_transfer=0.01)
     assert await handovers.next() == "b"
@@ -105,9 +106,9 @@ async def test_retime_applies_a_shorter_idle_time_to_a_waiting_lock() -> None:
 async def test_close_stops_the_timer() -> None:
     lock = InputLock(transfer_timeout=10, idle_transfer=0.01)
     handovers = Handovers()
-    lock.watch_idle(handovers)
     lock.attach("a")
     lock.attach("b")
+    lock.watch(handovers)  # reports moves from here on (not the first holder)
     waiting_for_lock(lock, "b")
     lock.close()
     assert not lock.idle_timer_armed

@@ -6,76 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from session_parts import RecordingGate
 
-from betcode.claude.backoff import SupervisorPolicy
-from betcode.claude.locate import BinarySource, ClaudeBinary
+from betcode.claude.supervisor import SupervisorState
 from betcode.devtools import fake_claude_messages as fake
 from betcode.protocol.framing import Line
-from betcode.protocol.messages import ControlRequest
-from betcode.sessions import translate
-from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
-from betcode.storage import StoreReader, StoreWriter, open_database
-from betcode.storage.sessions import create_session
-from betcode.v1 import common_pb2
-
-
-class RecordingGate:
-    """Stands in for the permission bridge: answers a request by emitting an event of its own."""
-
-    def __init__(self) -> None:
-        self.requests: list[str] = []
-        self.emitted: list[Frame] = []
-
-    async def on_control_request(self, session: Session, request: ControlRequest) -> None:
-        self.requests.append(request.request_id)
-        status = translate.status_event(common_pb2.AgentStatus.AGENT_STATUS_WAITING_FOR_USER)
-        self.emitted.extend(session.emit([status]))
-
-    async def on_cancel(self, session: Session, request_id: str) -> None:
-        raise AssertionError("no cancel in these tests")
-
-    async def on_session_activity(self, session: Session) -> None:
-        return None
-
-    async def replay_frames(self, session: Session, last_seq: int) -> list[Frame]:
-        return []
-
-    def has_pending(self, session_id: str) -> bool:
-        return False
-
-
-@pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[tuple[Session, RecordingGate, StoreWriter, Path]]:
-    database = open_database(tmp_path / "daemon.db")
-    writer = StoreWriter(database)
-    reader = StoreReader(database)
-    record = await writer.call(
-        lambda c: create_session(
-            c, session_id="s1", model="m", working_directory=str(tmp_path), now=1.0
-        )
-    )
-    gate = RecordingGate()
-    context = SessionContext(
-        writer=writer,
-        reader=reader,
-        claude_binary=ClaudeBinary(tmp_path / "claude-never-started", BinarySource.FLAG),
-        child_env=dict,
-        process_policy=SupervisorPolicy(),
-        permissions=gate,
-        settings=SessionSettings(),
-    )
-    session = Session(record, context, line_seq=0, event_seq=0)
-    yield session, gate, writer, database.path
-    await session.close()
-    await writer.close()
-    reader.close()
+from betcode.storage import StoreWriter
 
 
 def line(message: dict[str, Any]) -> Line:
@@ -160,6 +102,8 @@ async def test_lines_are_stored_once_in_order_and_published_only_after_commit(
 
 class SlowClaude:
     """A supervisor whose claude takes its time to start (as on a busy machine)."""
+
+    state = SupervisorState.SPAWNING
 
     def __init__(self) -> None:
         self.writing = asyncio.Event()

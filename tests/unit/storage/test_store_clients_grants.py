@@ -11,6 +11,7 @@ from betcode.storage import StoreWriter
 from betcode.storage.clients import (
     heartbeat,
     list_clients,
+    record_input_lock,
     register_client,
     remove_client,
     stale_clients,
@@ -47,6 +48,25 @@ def test_input_lock_moves_by_compare_and_swap(conn: sqlite3.Connection) -> None:
     assert transfer_input_lock(conn, "s1", expected="b", new_holder=None)
     assert (holder(conn), flagged(conn)) == (None, [])
     assert not transfer_input_lock(conn, "unknown", expected=None, new_holder="a")
+
+
+def test_the_daemons_lock_holder_is_recorded_whatever_the_row_said(
+    conn: sqlite3.Connection,
+) -> None:
+    add_session(conn)
+    add_session(conn, "s2")
+    for n, client in enumerate(("a", "b")):
+        register_client(conn, client, "cli", NOW + n, session_id="s1")
+    register_client(conn, "elsewhere", "cli", NOW, session_id="s2")
+    record_input_lock(conn, "s2", "elsewhere")
+
+    record_input_lock(conn, "s1", "a")
+    assert (holder(conn), flagged(conn)) == ("a", ["a", "elsewhere"])
+    remove_client(conn, "a")  # written before the move the daemon made when "a" left
+    record_input_lock(conn, "s1", "b")
+    assert (holder(conn), flagged(conn)) == ("b", ["b", "elsewhere"])
+    record_input_lock(conn, "s1", None)
+    assert (holder(conn), holder(conn, "s2"), flagged(conn)) == (None, "elsewhere", ["elsewhere"])
 
 
 async def test_racing_lock_requests_have_one_winner(
