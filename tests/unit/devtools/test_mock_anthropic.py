@@ -185,6 +185,30 @@ def test_latest_prompt_picks_the_scenario(mock: MockAnthropic) -> None:
     assert message["content"] == [{"type": "text", "text": "Hello from the mock model."}]
 
 
+def test_prompt_after_an_interrupted_tool_call_starts_a_new_turn(mock: MockAnthropic) -> None:
+    # The CLI 2.1.330 merges the refused call's result, its interrupt note and the next prompt
+    # into one user message.
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}
+    refused = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "no", "is_error": True}
+    note = {"type": "text", "text": "[Request interrupted by user for tool use]\n"}
+    merged = [refused, note, {"type": "text", "text": "SCN:tool_read"}]
+    payload = body(
+        user("SCN:tool_bash"),
+        {"role": "assistant", "content": [tool_use]},
+        {"role": "user", "content": merged},
+        stream=False,
+    )
+    message = json.loads(post(mock, payload).read())
+    assert message["content"][0]["name"] == "Read"
+
+
+def test_prompt_after_an_interrupted_text_turn_ignores_the_old_token(mock: MockAnthropic) -> None:
+    note = {"type": "text", "text": "[Request interrupted by user]\n"}
+    merged = [{"type": "text", "text": "SCN:tool_bash"}, note, {"type": "text", "text": "hi"}]
+    message = json.loads(post(mock, body({"role": "user", "content": merged}, stream=False)).read())
+    assert message["content"] == [{"type": "text", "text": "Hello from the mock model."}]
+
+
 def test_relative_file_path_is_resolved_against_the_cli_cwd(mock: MockAnthropic) -> None:
     env_note = {"role": "system", "content": "Primary working directory: /work/repo\n"}
     message = json.loads(post(mock, body(user("SCN:tool_write"), env_note, stream=False)).read())

@@ -4,6 +4,10 @@ A turn starts at the latest *prompt*: a user message with text and no tool_resul
 `SCN:<name>` token (optionally followed by a JSON object of arguments) is looked up in that
 prompt's text; the last token wins. Every assistant message after the prompt is one answered
 step, so a request carrying tool results asks for the scenario's next step.
+
+An interrupt ends a turn with a note ("[Request interrupted by user…]") that the CLI merges
+into one user message with what comes next: the interrupted call's tool_result before it, the
+next prompt after it. Such a message is a prompt too, and only its text after the note counts.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 TOKEN = re.compile(r"SCN:([A-Za-z0-9_.-]+)")
 # The CLI tells the model its cwd in an environment note (a role:"system" message in 2.1.330).
 CWD_LINE = re.compile(r"Primary working directory: (\S+)")
+INTERRUPT_NOTE = "[Request interrupted by user"
 
 
 class ScenarioArgsError(ValueError):
@@ -55,13 +60,20 @@ def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return _mappings(content)
 
 
-def _is_prompt(message: Mapping[str, Any]) -> bool:
+def _prompt_text(message: Mapping[str, Any]) -> str | None:
+    """The text of a prompt (after the last interrupt note in it); None for other messages."""
+    if message.get("role") != "user":
+        return None
     blocks = _blocks(message)
-    return (
-        message.get("role") == "user"
-        and any(b.get("type") == "text" for b in blocks)
-        and not any(b.get("type") == "tool_result" for b in blocks)
-    )
+    notes = [
+        i
+        for i, b in enumerate(blocks)
+        if b.get("type") == "text" and str(b.get("text", "")).startswith(INTERRUPT_NOTE)
+    ]
+    if not notes and any(b.get("type") == "tool_result" for b in blocks):
+        return None  # tool results: the turn goes on
+    typed = [b for b in blocks[notes[-1] + 1 if notes else 0 :] if b.get("type") == "text"]
+    return "\n".join(str(b.get("text", "")) for b in typed) if typed else None
 
 
 def block_text(content: Any) -> str:
@@ -113,14 +125,13 @@ def _latest_tool_results(messages: Sequence[Mapping[str, Any]]) -> tuple[ToolRes
 def read_conversation(body: Mapping[str, Any]) -> Conversation:
     """Parse a /v1/messages body; raises ScenarioArgsError for malformed token arguments."""
     messages = _mappings(body.get("messages"))
-    prompts = [i for i, message in enumerate(messages) if _is_prompt(message)]
-    prompt_index = prompts[-1] if prompts else -1
-    scenario: str | None = None
-    args: dict[str, Any] = {}
-    if prompt_index >= 0:
-        blocks = _blocks(messages[prompt_index])
-        text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        scenario, args = parse_token(text)
+    prompt_index, text = -1, ""
+    for index in range(len(messages) - 1, -1, -1):
+        found = _prompt_text(messages[index])
+        if found is not None:
+            prompt_index, text = index, found
+            break
+    scenario, args = parse_token(text)
     return Conversation(
         scenario=scenario,
         args=args,
