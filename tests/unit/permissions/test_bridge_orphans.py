@@ -187,7 +187,8 @@ async def test_a_call_asked_again_after_a_restart_replaces_the_unanswered_old_re
     await w.until("r2 forwarded", lambda: w.row("r2"))
     old = w.stored("r1")
     assert (old.response_decision, old.delivered) == ("cancelled", True)
-    [resolved] = w.events(session.id, "permission_resolved")
+    # The r2 row is committed before the events that announce it (the next transaction).
+    [resolved] = await w.until("r1 resolved", lambda: w.events(session.id, "permission_resolved"))
     assert (resolved.permission_resolved.request_id, resolved.permission_resolved.message) == (
         "r1",
         "asked again as r2",
