@@ -295,6 +295,9 @@ class PermissionBridge:
             message=answer.message,
             decided_by_client_id=answer.client_id or "",
         )
+        if reply.decision == "allow_with_edit" and answer.updated_input is not None:
+            # Stored with the event: every client, and every replay, shows the input that ran.
+            resolved.permission_resolved.updated_input.update(answer.updated_input)
         session.emit([resolved])
         if waiting:
             await session.write_control(reply.line)

@@ -893,11 +893,18 @@ class PermissionResolved(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     DECIDED_BY_CLIENT_ID_FIELD_NUMBER: _builtins.int
+    UPDATED_INPUT_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     outcome: _builtins.str
     """allowed | denied | expired | cancelled | answered"""
     message: _builtins.str
     decided_by_client_id: _builtins.str
+    @_builtins.property
+    def updated_input(self) -> _struct_pb2.Struct:
+        """BetCode addition: the input the tool runs with when the answer edited it (ALLOW_WITH_EDIT),
+        so every client and every replay shows what ran; unset otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -905,10 +912,11 @@ class PermissionResolved(_message.Message):
         outcome: _builtins.str = ...,
         message: _builtins.str = ...,
         decided_by_client_id: _builtins.str = ...,
+        updated_input: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["updated_input", b"updated_input"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decided_by_client_id", b"decided_by_client_id", "message", b"message", "outcome", b"outcome", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decided_by_client_id", b"decided_by_client_id", "message", b"message", "outcome", b"outcome", "request_id", b"request_id", "updated_input", b"updated_input"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

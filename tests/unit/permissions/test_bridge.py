@@ -14,6 +14,7 @@ import time
 
 import pytest
 from bridge_world import World, WorldFactory, permission
+from google.protobuf.json_format import MessageToDict
 
 from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.storage.grants import add_grant
@@ -225,6 +226,10 @@ async def test_each_client_decision_becomes_its_control_response(
         "r1",
         outcome,
     )
+    # The input that runs, for every client and replay: only an edit carries one.
+    has_edit = resolved.permission_resolved.HasField("updated_input")
+    edited = MessageToDict(resolved.permission_resolved.updated_input) if has_edit else None
+    assert edited == expected.get("updatedInput")
     row = w.stored("r1")
     assert row.response_received
     assert row.delivered
