@@ -4,7 +4,9 @@ client over one grpc.aio channel. The self-healing Converse stream is in ``conve
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
+import re
 import socket
 import uuid
 from collections.abc import Mapping
@@ -25,12 +27,52 @@ CLIENT_ID_METADATA_KEY = "x-client-id"
 START_DAEMON_HINT = "start it with `betcode daemon start`"
 
 
-def _make_client_id() -> str:
-    # Readable, because other terminals show it as the input lock's holder.
-    return f"cli-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+# --- who this client is ----------------------------------------------------------------------
+
+CLIENT_ID_PREFIX = "cli:"
+MAX_CLIENT_ID_CHARS = 128  # the daemon keeps no more of an x-client-id
+MAX_NAME_CHARS = 48  # of the user name and of the host name, so an id always fits
+YOU = "you"
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-CLIENT_ID = _make_client_id()
+def make_client_id(user: str, host: str, pid: int) -> str:
+    """``cli:<user>@<host>:<pid>-<random>``. Unique per process, because the daemon's input
+    lock tells terminals apart by it; the ``user@host`` part is the same for every terminal
+    of one person on one machine, so the chat can say "you" and others can read who it is."""
+    return f"{CLIENT_ID_PREFIX}{_name(user)}@{_name(host)}:{pid}-{uuid.uuid4().hex[:8]}"
+
+
+def _name(part: str) -> str:
+    """A user or host name as metadata may carry it (ASCII, no spaces or separators)."""
+    return _NOT_IN_NAME.sub("-", part).strip("-")[:MAX_NAME_CHARS] or "unknown"
+
+
+def client_owner(client_id: str) -> str | None:
+    """The ``user@host`` of a BetCode CLI client id; None for any other client's id."""
+    if not client_id.startswith(CLIENT_ID_PREFIX):
+        return None
+    owner, separator, _process = client_id.removeprefix(CLIENT_ID_PREFIX).rpartition(":")
+    return owner if separator and "@" in owner else None
+
+
+def client_label(client_id: str, own_client_id: str) -> str:
+    """How a client is named to this one: "you" for any terminal of the same user@host (this
+    one, an earlier one, another one), user@host for another person's CLI, else the id."""
+    owner = client_owner(client_id)
+    if client_id == own_client_id or (owner is not None and owner == client_owner(own_client_id)):
+        return YOU
+    return owner or client_id
+
+
+def _user_name() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        return str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+
+
+CLIENT_ID = make_client_id(_user_name(), socket.gethostname().split(".")[0], os.getpid())
 """This process's client id, the same on every connection it opens (input lock identity)."""
 
 

@@ -68,9 +68,14 @@ def question(question_id: str, *prompts: tuple[str, list[str], bool]) -> AgentEv
     return AgentEvent(user_question=event)
 
 
-def resolved(request_id: str, outcome: str, *, by: str = "") -> AgentEvent:
+def resolved(
+    request_id: str, outcome: str, *, by: str = "", edited: dict[str, Any] | None = None
+) -> AgentEvent:
     done = agent_pb2.PermissionResolved(
-        request_id=request_id, outcome=outcome, decided_by_client_id=by
+        request_id=request_id,
+        outcome=outcome,
+        decided_by_client_id=by,
+        updated_input=None if edited is None else _struct(edited),
     )
     return AgentEvent(permission_resolved=done)
 

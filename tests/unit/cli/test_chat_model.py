@@ -124,7 +124,7 @@ def test_resolution_of_an_answered_prompt_names_it_and_who_decided() -> None:
     model.apply(ev.resolved("req-unseen", "expired"))
     notices = [b.text for b in model.blocks.values() if isinstance(b, NoticeBlock)]
     assert notices == [
-        "Bash: allowed",
+        "Bash: allowed by you",
         "question: answered by cli-phone",
         "request: expired",
     ]
@@ -280,6 +280,71 @@ def test_an_edited_input_replaces_the_one_the_tool_call_shows() -> None:
     assert tool.input == {"command": "rm -rf build/tmp"}
     assert list(changes.blocks) == [tool.key]
     assert not model.prompts
+
+
+RM = {"command": "rm -rf build"}
+EDITED = {"command": "rm -rf build/tmp"}
+
+
+def test_an_input_edited_elsewhere_replaces_the_one_the_tool_call_shows() -> None:
+    # Live from another terminal, or replayed from history: the same events.
+    model = fed(
+        ev.tool_start("toolu_1", "Bash", RM),
+        ev.permission("req-1", "Bash", RM, tool_use_id="toolu_1"),
+    )
+    [tool] = model.blocks.values()
+    changes = model.apply(ev.resolved("req-1", "allowed", by="cli:bob@laptop:7-ab", edited=EDITED))
+    assert isinstance(tool, ToolBlock)
+    assert tool.input == EDITED
+    assert tool.key in changes.blocks
+    notice = list(model.blocks.values())[-1]
+    assert notice == NoticeBlock(1, "Bash: allowed with an edited input by bob@laptop")
+
+
+def test_a_resolution_without_an_edit_leaves_the_input() -> None:
+    model = fed(
+        ev.tool_start("toolu_1", "Bash", RM),
+        ev.permission("req-1", "Bash", RM, tool_use_id="toolu_1"),
+        ev.resolved("req-1", "allowed", by="cli:bob@laptop:7-ab"),
+    )
+    tool = model.blocks[0]
+    assert isinstance(tool, ToolBlock)
+    assert tool.input == RM
+
+
+SELF = "cli:ann@desk:100-aaaaaaaa"
+
+
+@pytest.mark.parametrize(
+    ("decided_by", "shown"),
+    [
+        (SELF, "Bash: allowed by you"),
+        ("cli:ann@desk:99-bbbbbbbb", "Bash: allowed by you"),  # an earlier terminal of mine
+        ("cli:ann@laptop:100-aaaaaaaa", "Bash: allowed by ann@laptop"),
+        ("cli:bob@desk:5-cccccccc", "Bash: allowed by bob@desk"),
+        ("cli-desk-1234-abcdef", "Bash: allowed by cli-desk-1234-abcdef"),  # an older id
+        ("flutter-phone", "Bash: allowed by flutter-phone"),
+    ],
+)
+def test_who_decided_is_named_by_user_and_host(decided_by: str, shown: str) -> None:
+    model = ChatModel(SELF)
+    model.apply(ev.permission("req-1", "Bash", {}))
+    model.apply(ev.resolved("req-1", "allowed", by=decided_by))
+    assert list(model.blocks.values())[-1] == NoticeBlock(0, shown)
+
+
+@pytest.mark.parametrize(
+    ("holder", "shown"),
+    [("cli:ann@desk:99-bbbbbbbb", "you, in another terminal"), ("cli:bob@desk:5-c", "bob@desk")],
+)
+def test_the_lock_holder_is_named_by_user_and_host(holder: str, shown: str) -> None:
+    model = ChatModel(SELF)
+    model.apply(ev.input_lock(holder))
+    assert model.status.read_only
+    assert f"read-only: {shown} has the input lock" in status_line(model.status)
+    refused = ChatModel(SELF)
+    refused.apply(ev.error("NO_INPUT_LOCK", "not yours", holder_client_id=holder))
+    assert refused.status.lock_holder == shown
 
 
 NOW = datetime(2026, 11, 22, 1, 0, 0, tzinfo=UTC)

@@ -168,6 +168,31 @@ async def test_edit_input_sends_the_edited_json(
         assert dict(response.updated_input) == {"command": "rm -rf build/tmp"}
 
 
+@pytest.mark.parametrize("live", [True, False], ids=["live", "history"])
+async def test_an_input_edited_in_another_terminal_is_shown(
+    client: DaemonClient, fake: FakeAgentService, live: bool
+) -> None:
+    asked = [
+        ev.tool_start("toolu_1", "Bash", {"command": "rm -rf build"}),
+        ev.permission("req-1", "Bash", {"command": "rm -rf build"}, tool_use_id="toolu_1"),
+    ]
+    edited = {"command": "rm -rf build/tmp"}
+    answer = ev.resolved("req-1", "allowed", by="cli:bob@laptop:42-0a1b2c3d", edited=edited)
+    app = make_app(client)
+    if not live:
+        fake.publish(*asked, answer)
+    async with app.run_test() as pilot:
+        if live:
+            fake.publish(*asked)
+            await until(pilot, lambda: showing(app, PermissionScreen), "the permission prompt")
+            fake.publish(answer)
+        notice = ("notice", "Bash: allowed with an edited input by bob@laptop")
+        await until(pilot, lambda: notice in transcript(app), "the resolution noted")
+        assert ("tool", "… Bash(rm -rf build/tmp)") in transcript(app)
+        assert len(app.screen_stack) == 1
+        assert fake.requests.empty()
+
+
 async def test_prompt_resolved_elsewhere_disappears(
     client: DaemonClient, fake: FakeAgentService
 ) -> None:

@@ -10,14 +10,61 @@ import pytest
 from chat_fake_daemon import SESSION_ID, FakeAgentService
 
 from betcode.cli.connection import (
+    MAX_CLIENT_ID_CHARS,
     DaemonAddress,
     DaemonClient,
     DaemonUnavailable,
     SessionNotFound,
     check_daemon_listening,
+    client_label,
+    client_owner,
+    make_client_id,
     resolve_daemon_address,
 )
 from betcode.v1 import agent_pb2, common_pb2
+
+
+class TestClientIdentity:
+    def test_an_id_names_user_and_host_and_differs_per_process(self) -> None:
+        first = make_client_id("ann", "desk", 1234)
+        assert first.startswith("cli:ann@desk:1234-")
+        assert make_client_id("ann", "desk", 1234) != first  # two clients of one process too
+        assert client_owner(first) == "ann@desk"
+
+    def test_odd_or_long_names_still_make_a_short_printable_id(self) -> None:
+        client_id = make_client_id("Jöns Ek:" + "x" * 300, "host name@lan", 4_294_967_295)
+        assert len(client_id) <= MAX_CLIENT_ID_CHARS
+        assert client_id.isascii()
+        assert client_id.isprintable()
+        assert " " not in client_id
+        owner = client_owner(client_id)
+        assert owner is not None
+        assert owner.startswith("J-ns-Ek-xxx")
+        assert owner.endswith("@host-name-lan")
+        assert make_client_id("", "", 1).startswith("cli:unknown@unknown:1-")
+
+    @pytest.mark.parametrize(
+        "client_id", ["cli-desk-1234-abcdef", "anon-5f0e", "cli:no-host:1-a", "cli:", ""]
+    )
+    def test_other_ids_have_no_owner(self, client_id: str) -> None:
+        assert client_owner(client_id) is None
+
+    @pytest.mark.parametrize(
+        ("client_id", "label"),
+        [
+            ("cli:ann@desk:1-aaaaaaaa", "you"),
+            ("cli:ann@desk:2-bbbbbbbb", "you"),
+            ("cli:bob@desk:1-aaaaaaaa", "bob@desk"),
+            ("cli:ann@laptop:1-aaaaaaaa", "ann@laptop"),
+            ("flutter-phone", "flutter-phone"),
+        ],
+    )
+    def test_labels_say_you_for_the_same_user_and_host(self, client_id: str, label: str) -> None:
+        assert client_label(client_id, "cli:ann@desk:1-aaaaaaaa") == label
+
+    def test_an_id_of_another_form_is_you_only_when_identical(self) -> None:
+        assert client_label("cli-me", "cli-me") == "you"
+        assert client_label("cli-me", "cli-you") == "cli-me"
 
 
 class TestAddress:

@@ -258,5 +258,5 @@ class ChatApp(App[None]):
             self._changed(self.model.lock_granted())
             self.notify("You have the input lock.")
         else:
-            holder = response.previous_holder or "the holder"
+            holder = self.model.holder_label(response.previous_holder or "the holder")
             self.notify(f"{holder} kept the input lock.", severity="warning")

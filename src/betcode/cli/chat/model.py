@@ -28,6 +28,7 @@ from betcode.cli.chat.state import (
     ToolBlock,
     UserBlock,
 )
+from betcode.cli.connection import YOU, client_label
 from betcode.v1 import agent_pb2, common_pb2
 
 
@@ -76,16 +77,21 @@ class ChatModel:
     def answered(self, request_id: str, updated_input: dict[str, Any] | None = None) -> Changes:
         """This client answered: the prompt goes now. If the answer is lost on the way, the
         daemon re-sends the request (is_replay) and the prompt comes back. An edited input
-        replaces the one the tool call shows (it is what runs)."""
+        is shown at once; the daemon's PermissionResolved carries it too."""
         changes = Changes()
-        prompt = self.prompts.get(request_id)
-        if updated_input is not None and isinstance(prompt, PermissionPrompt):
-            block = self._tools.get(prompt.tool_use_id)
-            if block is not None:
-                block.input = updated_input
-                changes.touch(block.key)
+        if updated_input is not None:
+            self._show_edited_input(self.prompts.get(request_id), updated_input, changes)
         self._drop_prompt(request_id, changes)
         return changes
+
+    def label(self, client_id: str) -> str:
+        """A client as this one names it: "you" for any of this user's terminals on this host."""
+        return client_label(client_id, self.client_id)
+
+    def holder_label(self, client_id: str) -> str:
+        """The input lock's holder, never this client (it would hold the lock)."""
+        label = self.label(client_id)
+        return "you, in another terminal" if label == YOU else label
 
     def lock_granted(self) -> Changes:
         """RequestInputLock said yes; the daemon's InputLockChange may follow and agrees."""
@@ -175,9 +181,11 @@ class ChatModel:
         else:
             what = "question" if prompt is not None else "request"
         text = f"{what}: {resolved.outcome or 'settled'}"
-        decided_by = resolved.decided_by_client_id
-        if decided_by and decided_by != self.client_id:
-            text += f" by {decided_by}"
+        if resolved.HasField("updated_input"):  # edited here, in another terminal, or history
+            self._show_edited_input(prompt, struct_to_dict(resolved.updated_input), changes)
+            text += " with an edited input"
+        if resolved.decided_by_client_id:
+            text += f" by {self.label(resolved.decided_by_client_id)}"
         if resolved.message:
             text += f" ({resolved.message})"
         self._close_text(changes)
@@ -216,7 +224,8 @@ class ChatModel:
         self._add(NoticeBlock(self._next_key(), f"{prefix}: {error.message}", True), changes)
         if error.code == "NO_INPUT_LOCK":
             self.status.you_hold_lock = False
-            self.status.lock_holder = error.details.get("holder_client_id", "another client")
+            holder = error.details.get("holder_client_id")
+            self.status.lock_holder = self.holder_label(holder) if holder else "another client"
             changes.status = True
 
     def _on_usage(self, usage: agent_pb2.UsageReport, _parent: str, changes: Changes) -> None:
@@ -250,7 +259,8 @@ class ChatModel:
         # Stored lock events are shared by every client, so `you_hold` is False in them.
         you_hold = lock.you_hold or lock.holder_client_id == self.client_id
         self.status.you_hold_lock = you_hold
-        self.status.lock_holder = "" if you_hold else lock.holder_client_id
+        holder = lock.holder_client_id
+        self.status.lock_holder = "" if you_hold or not holder else self.holder_label(holder)
         changes.status = True
 
     def _on_plan_mode(self, plan: agent_pb2.PlanModeChange, _parent: str, changes: Changes) -> None:
@@ -272,6 +282,16 @@ class ChatModel:
             block = self._open_text.pop(key, None)
             if block is not None:
                 block.closed = True
+                changes.touch(block.key)
+
+    def _show_edited_input(
+        self, prompt: Prompt | None, updated_input: dict[str, Any], changes: Changes
+    ) -> None:
+        """The tool call shows the input that runs, not the one claude asked with."""
+        if isinstance(prompt, PermissionPrompt):
+            block = self._tools.get(prompt.tool_use_id)
+            if block is not None:
+                block.input = updated_input
                 changes.touch(block.key)
 
     def _drop_prompt(self, request_id: str, changes: Changes) -> None:
