@@ -22,6 +22,7 @@ from betcode.v1 import agent_pb2, agent_pb2_grpc
 
 SESSION_ID = "sess-0001"
 DROP = None  # sentinel on a live queue: abort that stream
+WAIT_SECONDS = 60.0  # for what the client sends: only guards against a hang (a loaded CI box)
 
 
 def client_id_of(context: grpc.aio.ServicerContext) -> str:
@@ -67,11 +68,11 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
 
     async def wait_attached(self) -> str:
         """Waits until a Converse stream has replayed and gone live; returns its client id."""
-        return await asyncio.wait_for(self.attached.get(), 10)
+        return await asyncio.wait_for(self.attached.get(), WAIT_SECONDS)
 
     async def next_request(self, kind: str) -> agent_pb2.AgentRequest:
         """The next request the client sent on Converse, which must be of ``kind``."""
-        _client, request = await asyncio.wait_for(self.requests.get(), 10)
+        _client, request = await asyncio.wait_for(self.requests.get(), WAIT_SECONDS)
         assert request.WhichOneof("request") == kind, request
         return request
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import chat_events as ev
 import grpc
 import pytest
-from chat_fake_daemon import SESSION_ID, FakeAgentService
+from chat_fake_daemon import SESSION_ID, WAIT_SECONDS, FakeAgentService
 
 from betcode.cli.connection import DaemonClient, SessionNotFound
 from betcode.cli.conversation import (
@@ -32,7 +32,7 @@ async def collect(items: AsyncIterator[StreamItem], count: int) -> list[agent_pb
     """The next ``count`` events (connection changes skipped)."""
     events: list[agent_pb2.AgentEvent] = []
     while len(events) < count:
-        item = await asyncio.wait_for(anext(items), 10)
+        item = await asyncio.wait_for(anext(items), WAIT_SECONDS)
         if not isinstance(item, ConnectionChange):
             events.append(item)
     return events
@@ -120,7 +120,7 @@ class TestConversationStream:
 
         async def heartbeats(count: int) -> None:
             for _ in range(count):  # nothing else is sent: every request is a heartbeat
-                _client, request = await asyncio.wait_for(fake.requests.get(), 10)
+                _client, request = await asyncio.wait_for(fake.requests.get(), WAIT_SECONDS)
                 assert request == agent_pb2.AgentRequest(), request
 
         await heartbeats(2)  # the consumer reads nothing meanwhile: they do not wait for it
