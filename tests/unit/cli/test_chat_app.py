@@ -100,7 +100,7 @@ async def test_tool_call_shown_at_start_then_completed_with_error_highlighted(
         await until(pilot, lambda: preview.display, "collapsed: the result at a glance")
         tool.query_one("CollapsibleTitle").focus()
         await pilot.press("enter")
-        assert not tool.collapsed
+        await until(pilot, lambda: not tool.collapsed, "expanded")
         output = str(tool.query_one(".tool-output", Static).content)
         assert output == "ls: cannot access '/nope'"
         await until(pilot, lambda: not preview.display, "expanded: the whole result instead")
@@ -147,6 +147,7 @@ async def test_the_view_follows_a_growing_answer_unless_scrolled_up(
         await until(pilot, lambda: "paragraph 39" in transcript(app)[-1][1], "the answer grew")
         await until(pilot, lambda: view.scroll_y == view.max_scroll_y > 0, "followed")
         await pilot.press("pageup")
+        await until(pilot, lambda: view.scroll_y < view.max_scroll_y, "scrolled up")
         reading = view.scroll_y
         fake.publish(*(ev.text(f"more {n}\n\n") for n in range(20)))
         await until(pilot, lambda: "more 19" in transcript(app)[-1][1], "grew again")
@@ -296,7 +297,8 @@ async def test_the_screen_stays_live_while_the_holder_may_answer(
         fake.publish(ev.user_input("typed on the phone"))
         await pilot.press(*"draft")
         await until(pilot, lambda: ("user", "typed on the phone") in transcript(app), "live")
-        assert app.query_one("#prompt").text == "draft"  # type: ignore[attr-defined]
+        prompt = app.query_one(PromptArea)
+        await until(pilot, lambda: prompt.text == "draft", "typing still reaches the input")
         fake.lock_answer.set()
         await until(pilot, lambda: "read-only" not in status_text(app), "the lock moved")
 

@@ -7,7 +7,7 @@ from typing import Any
 import chat_events as ev
 import pytest
 from chat_fake_daemon import FakeAgentService
-from chat_pilot import showing, transcript, until
+from chat_pilot import clickable, showing, transcript, until
 from test_chat_app import make_app
 from textual.pilot import Pilot
 from textual.screen import Screen
@@ -78,8 +78,8 @@ async def test_buttons_answer_like_their_keys(client: DaemonClient, fake: FakeAg
     async with app.run_test(size=(120, 40)) as pilot:
         await show_permission(pilot, app, fake)
         button = app.screen.query_one("#allow_session", Button)
-        await until(pilot, lambda: button.region.width > 0, "the buttons laid out")
-        await pilot.click(button)
+        await until(pilot, lambda: clickable(app, button), "the button laid out")
+        assert await pilot.click(button)
         assert (await answered(pilot, app, fake)).decision == ALLOW_SESSION
 
 
@@ -93,7 +93,7 @@ async def test_every_answer_is_on_screen_at_80x24_with_a_long_input(
         await until(pilot, lambda: showing(app, PermissionScreen), "the permission prompt")
         screen = app.screen
         buttons = list(screen.query(Button))
-        await until(pilot, lambda: all(b.region.height for b in buttons), "answers laid out")
+        await until(pilot, lambda: all(clickable(app, b) for b in buttons), "answers laid out")
         body = screen.query_one(".dialog-body").region
         for button in buttons:
             assert screen.region.contains_region(button.region), button.id
@@ -139,8 +139,12 @@ async def test_escape_from_the_deny_message_goes_back_to_the_prompt(
     app = make_app(client)
     async with app.run_test() as pilot:
         await show_permission(pilot, app, fake)
-        await pilot.press("n", "escape")
-        assert isinstance(app.screen, PermissionScreen)
+        await pilot.press("n")
+        # A key is handled by the screen on top when its turn comes: escape before the dialog
+        # is up would deny the request.
+        await until(pilot, lambda: showing(app, DenyMessageScreen), "the message dialog")
+        await pilot.press("escape")
+        await until(pilot, lambda: showing(app, PermissionScreen), "back at the prompt")
         await pilot.press("y")
         assert (await answered(pilot, app, fake)).decision == ALLOW_ONCE
 
@@ -159,8 +163,9 @@ async def test_edit_input_sends_the_edited_json(
         assert editor.text == '{\n  "command": "rm -rf build"\n}'
         editor.select_all()
         await pilot.press(*'{"command": "rm -rf', "ctrl+s")
-        error = str(screen.query_one("#edit-error", Static).content)
-        assert error.startswith("not valid JSON")
+        error = screen.query_one("#edit-error", Static)
+        await until(pilot, lambda: bool(str(error.content)), "the error shown")
+        assert str(error.content).startswith("not valid JSON")
         assert app.screen is screen
         await pilot.press(*' build/tmp"}', "ctrl+s")
         response = await answered(pilot, app, fake)
@@ -255,8 +260,9 @@ async def test_multi_select_question_with_free_text(
             ("Toppings?", ["Cheese", "Ham", "Olives"], True),
         )
         await pilot.press("ctrl+s")  # nothing picked yet
-        error = str(screen.query_one("#question-error", Static).content)
-        assert error == "Answer every question (pick or type): Which?"
+        error = screen.query_one("#question-error", Static)
+        await until(pilot, lambda: bool(str(error.content)), "the error shown")
+        assert str(error.content) == "Answer every question (pick or type): Which?"
         screen.query_one("#other-0", Input).focus()
         await pilot.press(*"Purple")
         screen.query_one(SelectionList).focus()
