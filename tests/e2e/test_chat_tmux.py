@@ -205,7 +205,7 @@ async def test_two_terminals_share_one_session_live(
     first = await terminal.open(chat_command(daemon, tmp_path, "SCN:plain hello"), workspace.repo)
     await first.wait_for("Hello from the mock model.", "ready", "input lock: you")
     second = await terminal.open(chat_command(daemon, tmp_path, "--continue"), workspace.repo)
-    screen = await second.wait_for("Hello from the mock model.", "read-only: cli-")
+    screen = await second.wait_for("Hello from the mock model.", "read-only: you")
     assert "press ctrl+l to request it" in " ".join(screen.split())
 
     await second.keys("typed without the lock", literal=True)
