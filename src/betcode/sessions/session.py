@@ -24,8 +24,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from betcode.claude.command import CommandOptions
 from betcode.claude.process import describe_returncode
 from betcode.claude.supervisor import ClaudeSupervisor, SupervisorState
@@ -41,12 +39,14 @@ from betcode.protocol.messages import (
 from betcode.protocol.reader import ProtocolReader, ReaderStats
 from betcode.sessions import translate
 from betcode.sessions.attach import replay_then_live
+from betcode.sessions.event_log import EventLog, LogBatch
 from betcode.sessions.fanout import FanoutHub, Frame
 from betcode.sessions.input_lock import InputLock
 from betcode.sessions.line_types import line_type
+from betcode.sessions.turns import Turns
 from betcode.storage import clients as client_rows
 from betcode.storage import sessions as session_rows
-from betcode.storage.rows import EventRow, LogRow, MessageRow
+from betcode.storage.rows import MessageRow
 from betcode.v1 import agent_pb2, common_pb2
 
 if TYPE_CHECKING:
@@ -66,20 +66,6 @@ CRASHED_HINT = "send a message to try again"
 _Item = Sequence[Line] | Callable[[], None] | None
 
 
-class _LogBatch:
-    """Rows and frames recorded together: one writer append, one publish after its commit."""
-
-    __slots__ = ("frames", "now", "rows", "stamp")
-
-    def __init__(self) -> None:
-        now_ns = time.time_ns()
-        self.now = now_ns / 1e9
-        self.stamp = Timestamp()
-        self.stamp.FromNanoseconds(now_ns)
-        self.rows: list[LogRow] = []
-        self.frames: list[Frame] = []
-
-
 class Session:
     """A live session: its claude supervisor, translator, fan-out hub and input lock."""
 
@@ -95,9 +81,10 @@ class Session:
         self.id = record.id
         self.record = record
         self._ctx = context
-        self._line_seq = line_seq
-        self._event_seq = event_seq
         self.hub = FanoutHub()
+        self._log = EventLog(
+            record.id, context.writer, self.hub, line_seq=line_seq, event_seq=event_seq
+        )
         self.lock = InputLock(
             context.settings.lock_transfer_seconds, context.settings.lock_idle_seconds
         )
@@ -109,11 +96,7 @@ class Session:
             is_resumed=record.claude_session_id is not None,
         )
         self.claude_session_id = record.claude_session_id
-        # Turns are numbered by their user message; a turn is over once its number is at most
-        # _ended_turn. An exit (or a failed delivery) ends only the turns it knew of.
-        self._turn = 0
-        self._ended_turn = 0
-        self._delivering = 0  # user lines recorded but not yet taken by a claude process
+        self._turns = Turns()
         self.closed = False
         self._lines: asyncio.Queue[_Item] = asyncio.Queue()
         self._consumer = asyncio.create_task(self._consume(), name=f"session-{self.id}")
@@ -126,8 +109,6 @@ class Session:
             options=CommandOptions(model=record.model or None, allowed_tools=tuple(allowed_tools)),
         )
 
-    # ---- sequence numbers and recording (the only place seqs are made) ----
-
     def emit(
         self,
         events: Sequence[agent_pb2.AgentEvent],
@@ -135,54 +116,7 @@ class Session:
         on_published: Callable[[], None] | None = None,
     ) -> list[Frame]:
         """Stamps, serializes and stores events (+ their source line), publishing after commit."""
-        batch = _LogBatch()
-        self._record(batch, events, message)
-        self._commit(batch, on_published)
-        return batch.frames
-
-    def _record(
-        self,
-        batch: _LogBatch,
-        events: Sequence[agent_pb2.AgentEvent],
-        message: MessageRow | None,
-    ) -> None:
-        """Gives the events their seqs and adds them (and their source line) to `batch`."""
-        rows, frames, now, stamp = batch.rows, batch.frames, batch.now, batch.stamp
-        source = None
-        if message is not None:
-            rows.append(message)
-            source = message.sequence
-        for event in events:
-            kind = translate.kind_of(event)  # raises before any state changes
-            self._event_seq += 1
-            event.sequence = self._event_seq
-            event.timestamp.CopyFrom(stamp)
-            data = event.SerializeToString()
-            frames.append((self._event_seq, data))
-            rows.append(EventRow(self.id, self._event_seq, source, kind, data, now))
-
-    def _commit(self, batch: _LogBatch, on_published: Callable[[], None] | None = None) -> None:
-        """One writer append for the whole batch; its frames are published once committed."""
-        if not batch.rows:
-            return
-        frames = batch.frames
-
-        def publish(ok: bool) -> None:
-            if not ok:
-                log.error(
-                    "session %s: events %s not stored; delivered live only",
-                    self.id,
-                    [seq for seq, _ in frames],
-                )
-            self.hub.publish(frames)
-            if on_published is not None:
-                on_published()
-
-        self._ctx.writer.append(batch.rows, publish)
-
-    def _message_row(self, direction: str, kind: str, payload: bytes) -> MessageRow:
-        self._line_seq += 1
-        return MessageRow(self.id, self._line_seq, direction, kind, payload, time.time())  # type: ignore[arg-type]
+        return self._log.emit(events, message, on_published)
 
     # ---- claude stdout ----
 
@@ -214,7 +148,7 @@ class Session:
         control message is handed to the permission bridge (which persists and emits on its
         own) and whenever the batch reaches its cap, which bounds how long a line waits.
         """
-        batch = _LogBatch()
+        batch = LogBatch()
         for line in lines:
             try:
                 control = self._ingest_line(batch, line)
@@ -223,28 +157,28 @@ class Session:
                 log.exception("session %s: failed to process a line", self.id)
                 continue
             if control is not None:
-                self._commit(batch)
-                batch = _LogBatch()
+                self._log.commit(batch)
+                batch = LogBatch()
                 await self._react_to_control(control)
             elif len(batch.rows) >= MAX_ROWS_PER_COMMIT:
-                self._commit(batch)
-                batch = _LogBatch()
-        self._commit(batch)
+                self._log.commit(batch)
+                batch = LogBatch()
+        self._log.commit(batch)
 
     def _ingest_line(
-        self, batch: _LogBatch, line: Line
+        self, batch: LogBatch, line: Line
     ) -> ControlRequest | ControlCancelRequest | None:
         """Records one line (stored raw whatever happens) and its events into `batch`;
         returns it if it is a control message the permission bridge must see."""
         message = self._reader.decode_line(line)
-        row = self._message_row("out", line_type(message), line.data)
+        row = self._log.message_row("out", line_type(message), line.data)
         events: list[agent_pb2.AgentEvent] = []
         if message is not None:
             try:
                 events = self.translator.translate(message)
             except Exception:
                 log.exception("session %s: failed to translate line %d", self.id, row.sequence)
-        self._record(batch, events, row)
+        self._log.record(batch, events, row)
         if isinstance(message, ControlRequest | ControlCancelRequest):
             return message
         if message is not None:
@@ -277,10 +211,10 @@ class Session:
 
     @property
     def turn_active(self) -> bool:
-        return self._ended_turn < self._turn
+        return self._turns.active
 
     def _finish_turn(self) -> None:
-        self._ended_turn = self._turn
+        self._turns.finish()
         usage = self.translator.last_usage
         if usage is not None:
             self.background_write(
@@ -307,7 +241,7 @@ class Session:
             log.info("session %s: a new message restarts claude after the crashes", self.id)
             self.supervisor.reset()
         line = stdin.user_message(text, uuid=str(uuid.uuid4()))
-        row = self._message_row("in", "user", line.rstrip(b"\n"))
+        row = self._log.message_row("in", "user", line.rstrip(b"\n"))
         self.emit(
             [
                 translate.user_input_event(text),
@@ -315,14 +249,14 @@ class Session:
             ],
             row,
         )
-        self._turn += 1
+        turn = self._turns.start()
         self._set_status("active")
         preview = text.strip().splitlines()[0] if text.strip() else ""
         self.background_write(lambda c: session_rows.set_preview(c, self.id, preview, time.time()))
-        await _to_the_end(self._deliver_user_line(line, self._turn))
+        await _to_the_end(self._deliver_user_line(line, turn))
 
     async def _deliver_user_line(self, line: bytes, turn: int) -> None:
-        self._delivering += 1
+        self._turns.delivering += 1
         try:
             await self._ctx.permissions.on_session_activity(self)
             await self.supervisor.send(line)
@@ -330,14 +264,13 @@ class Session:
             self._undelivered(turn, error)
             raise
         finally:
-            self._delivering -= 1
+            self._turns.delivering -= 1
 
     def _undelivered(self, turn: int, error: Exception) -> None:
         """The message of `turn` never reached claude: its turn ends here. When claude
         CRASHED, that announcement (queued by the supervisor) is the last status."""
-        if turn != self._turn or not self.turn_active:
+        if not self._turns.undelivered(turn):
             return  # a later message took over the session's turn
-        self._ended_turn = turn
         self._set_status("idle")
         if self.supervisor.state is SupervisorState.CRASHED:
             return
@@ -351,7 +284,7 @@ class Session:
 
     async def write_control(self, line: bytes, kind: str = "control_response") -> None:
         """Writes a control line (permission answer, interrupt...) and records it."""
-        row = self._message_row("in", kind, line.rstrip(b"\n"))
+        row = self._log.message_row("in", kind, line.rstrip(b"\n"))
         self.emit([], row)
         await _to_the_end(self.supervisor.send(line))
 
@@ -395,7 +328,7 @@ class Session:
                 subscriber,
                 read_page,
                 # A from_sequence beyond the log means "only what comes next".
-                min(after_seq, self._event_seq),
+                min(after_seq, self._log.event_seq),
                 max_count=max_count,
                 max_bytes=max_bytes,
                 on_caught_up=pending_again,
@@ -427,11 +360,13 @@ class Session:
     def on_state(self, state: SupervisorState, detail: str) -> None:
         # Whether a user line waits for this process is read now: by the time the report is
         # handled, the line may already have been written.
-        waiting = self._delivering > 0
+        waiting = self._turns.delivering > 0
         self._lines.put_nowait(partial(self._supervisor_changed, state, detail, waiting))
 
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
-        self._lines.put_nowait(partial(self._claude_exited, returncode, stderr_tail, self._turn))
+        self._lines.put_nowait(
+            partial(self._claude_exited, returncode, stderr_tail, self._turns.current)
+        )
 
     def _supervisor_changed(self, state: SupervisorState, detail: str, waiting: bool) -> None:
         if state is SupervisorState.RESTARTING:
@@ -457,19 +392,17 @@ class Session:
     def _running_again(self, waiting: bool) -> None:
         """claude runs again after a crash: a message waiting for it is this process's turn;
         otherwise the session is idle (the turn the crash cut off was ended at the exit)."""
-        if waiting and not self.turn_active:
-            self._ended_turn = self._turn - 1
+        self._turns.runs_again(waiting)
         status = Status.AGENT_STATUS_THINKING if self.turn_active else Status.AGENT_STATUS_IDLE
         self.emit(self.translator.set_status(status, "claude is running again"))
 
     def _claude_exited(self, returncode: int, stderr_tail: list[str], turn: int) -> None:
         """claude exited (any code): a turn it was running will never see its `result`, so
         it ends here — unless a message recorded after the exit already began the next one."""
-        if self._ended_turn >= turn:  # no turn was running on it (a `result` ended the last)
+        if not self._turns.exited(turn):  # no turn was running on it
             if returncode == 0:
                 self._set_status("idle")
             return
-        self._ended_turn = turn
         how = (
             f"exited with code {returncode}"
             if returncode >= 0
