@@ -100,9 +100,12 @@ class StatusBoard:
             if status != last:
                 yield health_pb2.HealthCheckResponse(status=status)
                 last = status
-            if self._shutting_down:
+            elif self._shutting_down:
+                # Only once the latest status is sent: a shutdown that came while the previous
+                # one was being written must still send NOT_SERVING before the stream ends.
                 return
-            await changed.wait()
+            else:
+                await changed.wait()
 
 
 class HealthMonitor:

@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2_grpc as std_grpc
 from server_harness import CLAUDE, connect, make_daemon
 
 from betcode.server.app import DaemonServer
-from betcode.server.health import ComponentReport, HealthMonitor
+from betcode.server.health import ComponentReport, HealthMonitor, StatusBoard
 from betcode.v1 import health_pb2, health_pb2_grpc, version_pb2
 
 SERVING, NOT_SERVING = health_pb2.SERVING, health_pb2.NOT_SERVING
@@ -108,6 +108,19 @@ async def test_graceful_shutdown_reports_not_serving_and_ends_our_watch(
     assert await ours.read() is grpc.aio.EOF
     standard = await std_grpc.HealthStub(chan).Check(std_pb2.HealthCheckRequest(service=""))
     assert standard.status == std_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def test_a_shutdown_while_a_status_is_being_sent_is_still_sent_before_the_end() -> None:
+    """The Watch generator waits at its yield while gRPC writes SERVING; a shutdown then must
+    not end the stream without NOT_SERVING (seen under load over a real socket)."""
+    board = StatusBoard()
+    request = health_pb2.HealthCheckRequest(service="")
+    watch = board.Watch(request, context=None)  # type: ignore[arg-type]  # Watch never uses it
+    assert (await anext(watch)).status == SERVING
+    board.enter_graceful_shutdown()
+    assert (await anext(watch)).status == NOT_SERVING
+    with pytest.raises(StopAsyncIteration):
+        await anext(watch)
 
 
 async def test_details_name_components_claude_code_and_metadata(
