@@ -14,9 +14,15 @@ from harness.daemon import Client, InProcessDaemon, daemon_config
 from harness.environment import Workspace, make_workspace
 from harness.paths import PinnedClaudeMissingError, require_pinned_claude
 from harness.session import ClaudeSession, StartClaude
+from hypothesis import HealthCheck, settings
 
 from betcode.daemon import Daemon
 from betcode.devtools.mock_anthropic import MockAnthropic
+
+# The property tests check behaviour, not speed: on a loaded CI machine one example may outlast
+# hypothesis' 200 ms deadline, or its data generation trip the too_slow health check.
+settings.register_profile("betcode", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("betcode")
 
 
 @pytest.fixture
