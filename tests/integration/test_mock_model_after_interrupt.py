@@ -4,13 +4,17 @@ session starts its own scenario, whatever the interrupt cut short."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
+from harness.daemon import Client, InProcessDaemon
+from harness.environment import Workspace
 from harness.session import ClaudeSession, StartClaude
 
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.protocol import writer
 from betcode.protocol.messages import CanUseTool, ControlRequest, Result, StreamEvent
+from betcode.v1 import agent_pb2
 
 pytestmark = pytest.mark.real_cli
 
@@ -67,3 +71,19 @@ async def test_plain_prompt_after_an_interrupted_stall_does_not_stall_again(
 
     await session.send(writer.user_message("hello"))
     assert (await session.turn()).result.result == "Hello from the mock model."
+
+
+async def test_daemon_cancel_while_a_permission_waits_then_ask_gives_a_question(
+    daemon: InProcessDaemon, clients: Callable[[str], Client], workspace: Workspace
+) -> None:
+    chat = clients("cli:ann@desk:100-aaaaaaaa")
+    chat.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+    await chat.wait_for("session_info")
+    chat.say("SCN:tool_bash")
+    await chat.wait_for("permission_request")
+    chat.send(agent_pb2.AgentRequest(cancel=agent_pb2.CancelRequest(reason="changed my mind")))
+    await chat.wait_for("turn_complete")
+
+    chat.say("SCN:ask")
+    question = (await chat.wait_for("user_question")).user_question
+    assert question.questions[0].question.startswith("Mock question 1")
