@@ -194,7 +194,8 @@ async def test_an_input_edited_in_another_terminal_is_shown(
         notice = ("notice", "Bash: allowed with an edited input by bob@laptop")
         await until(pilot, lambda: notice in transcript(app), "the resolution noted")
         assert ("tool", "… Bash(rm -rf build/tmp)") in transcript(app)
-        assert len(app.screen_stack) == 1
+        # The prompt is popped after the transcript is drawn, in the same frame.
+        await until(pilot, lambda: len(app.screen_stack) == 1, "the prompt closed")
         assert fake.requests.empty()
 
 
