@@ -9,7 +9,8 @@ state the session is really in, not THINKING. Appended in the same transaction t
 session idle, they are added exactly once, and live and replayed streams stay identical. Not so
 for a session whose permission request is still open (unanswered, or its answer not yet given
 to claude): that turn goes on once the request is answered (permissions.orphans), and its log
-rightly ends waiting for the user.
+rightly ends waiting for the user; nor for one whose log already ends IDLE (the turn ended,
+only the status write missed the kill).
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def _end_interrupted_turns(conn: sqlite3.Connection, now: float) -> int:
         ),
     )
     for session_id in cut_off:
+        if _log_ends_idle(conn, session_id):
+            continue  # the turn ended; only the status row missed the kill
         (last,) = conn.execute(
             "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()
@@ -102,6 +105,18 @@ def _end_interrupted_turns(conn: sqlite3.Connection, now: float) -> int:
     return conn.execute(
         "UPDATE sessions SET status = 'idle', updated_at = ? WHERE status = 'active'", (now,)
     ).rowcount
+
+
+def _log_ends_idle(conn: sqlite3.Connection, session_id: str) -> bool:
+    row = conn.execute(
+        "SELECT payload FROM events WHERE session_id = ? AND kind = 'status_change' "
+        "ORDER BY sequence DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        return False
+    status = agent_pb2.AgentEvent.FromString(row[0]).status_change.status
+    return bool(status == common_pb2.AGENT_STATUS_IDLE)
 
 
 def _flag_missing_worktrees(conn: sqlite3.Connection) -> int:

@@ -142,6 +142,13 @@ def test_an_interrupted_turn_is_ended_in_the_log_once(
     killed_mid_session(conn, tmp_path)
     for row in line_and_events("busy", 1, 1, events=3):  # "busy" was mid-turn: events 1-3
         conn.execute(INSERT_MESSAGE if isinstance(row, MessageRow) else INSERT_EVENT, row)
+    # "done" finished its turn; the kill only beat the write of its status.
+    add_session(conn, "done")
+    update_status(conn, "done", "active", NOW)
+    idle = agent_pb2.AgentEvent(
+        status_change=agent_pb2.StatusChange(status=common_pb2.AGENT_STATUS_IDLE)
+    )
+    conn.execute(INSERT_EVENT, ("done", 1, None, "status_change", idle.SerializeToString(), NOW))
     # "asking" waits for a permission answer: its turn goes on once it is answered.
     add_session(conn, "asking")
     update_status(conn, "asking", "active", NOW)
@@ -174,7 +181,7 @@ def test_an_interrupted_turn_is_ended_in_the_log_once(
     assert [seq for seq, *_ in log_of("other")] == []
     first = conn.execute("SELECT sequence FROM events WHERE session_id = 'other'").fetchall()
     assert first == [(1,), (2,)]
-    for untouched in ("rest", "asking"):
+    for untouched, events in (("rest", 0), ("asking", 0), ("done", 1)):
         count = conn.execute("SELECT COUNT(*) FROM events WHERE session_id = ?", (untouched,))
-        assert count.fetchone() == (0,)
-    assert column(conn, "SELECT id, status FROM sessions")["asking"] == "idle"
+        assert count.fetchone() == (events,)
+        assert column(conn, "SELECT id, status FROM sessions")[untouched] == "idle"
