@@ -160,7 +160,8 @@ async def test_a_request_waits_until_allowed_from_another_terminal(
     done = await finish(running)
     assert done.code == 0, done.err
     assert "hello-from-bash" in done.out
-    assert "allowed by cli:" in done.err  # the run saw who answered; it never answered itself
+    # The run saw who answered (this user, from another terminal); it never answered itself.
+    assert "allowed by you, in another terminal" in done.err
 
 
 async def test_a_request_denied_from_another_terminal_exits_3(

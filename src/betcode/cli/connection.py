@@ -65,6 +65,13 @@ def client_label(client_id: str, own_client_id: str) -> str:
     return owner or client_id
 
 
+def other_client_label(client_id: str, own_client_id: str) -> str:
+    """Like client_label, for a client that is not this process: "you, in another terminal"
+    when it is the same user@host."""
+    label = client_label(client_id, own_client_id)
+    return "you, in another terminal" if label == YOU and client_id != own_client_id else label
+
+
 def _user_name() -> str:
     try:
         return getpass.getuser()

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from google.protobuf import json_format
 
+from betcode.cli.connection import CLIENT_ID, other_client_label
 from betcode.cli.exit_codes import (
     AGENT_ERROR_CODE,
     ExitCode,
@@ -212,7 +213,8 @@ class TurnFollower:
                 )
             )
         if was_waiting is not None:
-            by = f" by {resolved.decided_by_client_id}" if resolved.decided_by_client_id else ""
+            decider = resolved.decided_by_client_id
+            by = f" by {other_client_label(decider, CLIENT_ID)}" if decider else ""
             self.streams.note(f"{resolved.outcome}{by}: {was_waiting}")
 
     def _on_permission_reminder(self, event: agent_pb2.AgentEvent) -> None:

@@ -25,6 +25,7 @@ from betcode.cli.connection import (
     DaemonError,
     DaemonUnavailable,
     SessionNotFound,
+    other_client_label,
     resolve_daemon_address,
 )
 from betcode.cli.conversation import ConnectionChange, ConversationStream
@@ -194,7 +195,8 @@ async def _ask_for_lock(
 ) -> bool:
     """Asks for the input lock (its holder keeps it by typing in the meantime) and sends the
     message again once granted; False when the holder kept it."""
-    holder = refusal.details.get("holder_client_id") or "another client"
+    holder_id = refusal.details.get("holder_client_id")
+    holder = other_client_label(holder_id, client.client_id) if holder_id else "another client"
     follower.streams.note(f"{holder} holds the input lock of this session; asking for it")
     if not (await client.request_input_lock(stream.session_id)).granted:
         follower.streams.note(f"{holder} kept the input lock (they were typing)")

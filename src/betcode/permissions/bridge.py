@@ -289,15 +289,15 @@ class PermissionBridge:
         self._live.pop(session.id, request_id)
         allowed = reply.outcome in ("allowed", "answered")
         self.metrics.count(DecisionKind.USER_ALLOW if allowed else DecisionKind.USER_DENY)
+        edited = answer.updated_input if reply.decision == "allow_with_edit" else None
         resolved = translate.permission_resolved_event(
             request_id,
             reply.outcome,
             message=answer.message,
             decided_by_client_id=answer.client_id or "",
-        )
-        if reply.decision == "allow_with_edit" and answer.updated_input is not None:
             # Stored with the event: every client, and every replay, shows the input that ran.
-            resolved.permission_resolved.updated_input.update(answer.updated_input)
+            updated_input=edited,
+        )
         session.emit([resolved])
         if waiting:
             await session.write_control(reply.line)

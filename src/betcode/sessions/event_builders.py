@@ -259,17 +259,24 @@ def _question_option(raw: object) -> common_pb2.QuestionOption | None:
 
 
 def permission_resolved_event(
-    request_id: str, outcome: str, *, message: str = "", decided_by_client_id: str = ""
+    request_id: str,
+    outcome: str,
+    *,
+    message: str = "",
+    decided_by_client_id: str = "",
+    updated_input: Mapping[str, Any] | None = None,
 ) -> AgentEvent:
-    """`outcome` is one of allowed | denied | expired | cancelled | answered."""
-    return AgentEvent(
-        permission_resolved=agent_pb2.PermissionResolved(
-            request_id=request_id,
-            outcome=outcome,
-            message=message,
-            decided_by_client_id=decided_by_client_id,
-        )
+    """`outcome` is one of allowed | denied | expired | cancelled | answered; `updated_input`
+    is the input that ran when the answer edited it."""
+    resolved = agent_pb2.PermissionResolved(
+        request_id=request_id,
+        outcome=outcome,
+        message=message,
+        decided_by_client_id=decided_by_client_id,
     )
+    if updated_input is not None:
+        resolved.updated_input.update(updated_input)
+    return AgentEvent(permission_resolved=resolved)
 
 
 def permission_reminder_event(

@@ -19,6 +19,7 @@ from betcode.cli.connection import (
     client_label,
     client_owner,
     make_client_id,
+    other_client_label,
     resolve_daemon_address,
 )
 from betcode.v1 import agent_pb2, common_pb2
@@ -65,6 +66,20 @@ class TestClientIdentity:
     def test_an_id_of_another_form_is_you_only_when_identical(self) -> None:
         assert client_label("cli-me", "cli-me") == "you"
         assert client_label("cli-me", "cli-you") == "cli-me"
+
+    @pytest.mark.parametrize(
+        ("client_id", "label"),
+        [
+            ("cli:ann@desk:1-aaaaaaaa", "you"),
+            ("cli:ann@desk:2-bbbbbbbb", "you, in another terminal"),
+            ("cli:bob@desk:1-aaaaaaaa", "bob@desk"),
+            ("flutter-phone", "flutter-phone"),
+        ],
+    )
+    def test_another_terminal_of_the_same_user_is_named_so(
+        self, client_id: str, label: str
+    ) -> None:
+        assert other_client_label(client_id, "cli:ann@desk:1-aaaaaaaa") == label
 
 
 class TestAddress:

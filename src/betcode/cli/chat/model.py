@@ -28,7 +28,7 @@ from betcode.cli.chat.state import (
     ToolBlock,
     UserBlock,
 )
-from betcode.cli.connection import YOU, client_label
+from betcode.cli.connection import client_label, other_client_label
 from betcode.v1 import agent_pb2, common_pb2
 
 
@@ -90,8 +90,7 @@ class ChatModel:
 
     def holder_label(self, client_id: str) -> str:
         """The input lock's holder, never this client (it would hold the lock)."""
-        label = self.label(client_id)
-        return "you, in another terminal" if label == YOU else label
+        return other_client_label(client_id, self.client_id)
 
     def lock_granted(self) -> Changes:
         """RequestInputLock said yes; the daemon's InputLockChange may follow and agrees."""
