@@ -117,6 +117,9 @@ async def test_kill9_of_the_cli_mid_turn_restarts_it_with_resume(
     argv = await started.restarted_after(old_pid)
     assert started.session.claude_session_id is not None
     assert resume_id(argv) == started.session.claude_session_id
+    # Once the resumed CLI runs, clients are told the session is idle, before any new prompt.
+    again = await client.wait_for_status(Status.AGENT_STATUS_IDLE, restarting.sequence)
+    assert again.status_change.message == "claude is running again"
     await started.next_prompt_is_answered(mock_api, "marker-kill9")
 
 
