@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -168,8 +168,9 @@ class AgentService:
             mark_caught_up=mark_caught_up,
         )
         with self._clients.attached(client_id, session.id, DEFAULT_CLIENT_TYPE):
-            async for batch in stream:
-                yield [data for _, data in batch]
+            async with contextlib.aclosing(stream):
+                async for batch in stream:
+                    yield [data for _, data in batch]
 
     # ---- unary ----
 
@@ -340,11 +341,14 @@ class AgentService:
 
 
 async def _pump(
-    stream: AsyncIterator[list[Any]], outbox: asyncio.Queue[list[bytes] | None]
+    stream: AsyncGenerator[list[Any], None], outbox: asyncio.Queue[list[bytes] | None]
 ) -> None:
-    try:
-        async for batch in stream:
-            await outbox.put([data for _, data in batch])
-    except Exception:
-        log.exception("event stream failed")
+    # aclosing: a pump cancelled while waiting on the outbox closes the attachment at once
+    # (input lock, subscription), not when the generator is garbage-collected.
+    async with contextlib.aclosing(stream):
+        try:
+            async for batch in stream:
+                await outbox.put([data for _, data in batch])
+        except Exception:
+            log.exception("event stream failed")
     await outbox.put(None)

@@ -53,6 +53,8 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "INTERNAL"
     # A Converse client that sent heartbeats went silent; its stream was closed (reconnect).
     CLIENT_SILENT = "CLIENT_SILENT"
+    # A turn cut off by a daemon restart (stored by storage.reconcile; the next message resumes).
+    TURN_INTERRUPTED = "TURN_INTERRUPTED"
 
 
 GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
@@ -82,6 +84,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.NOTHING_TO_COMPACT: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
     ErrorCode.CLIENT_SILENT: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.TURN_INTERRUPTED: grpc.StatusCode.UNAVAILABLE,
 }
 
 

@@ -11,6 +11,7 @@ from google.protobuf.struct_pb2 import Struct
 from betcode.cli.exit_codes import ExitCode, exit_code_of_error, retry_after_seconds
 from betcode.cli.headless import Approver, Streams, TurnFollower, parse_allow_rules
 from betcode.permissions.rules import InvalidRule
+from betcode.storage.reconcile import INTERRUPTED_CODE
 from betcode.v1 import agent_pb2
 
 PROMPT = "do the thing"
@@ -320,6 +321,8 @@ def test_summary_carries_usage_and_cost() -> None:
         ("INVALID_REQUEST", {}, ExitCode.INVALID_ARGUMENTS),
         ("MACHINE_OFFLINE", {}, ExitCode.CONNECTION),
         ("SUBPROCESS_CRASHED", {}, ExitCode.INTERNAL),
+        (INTERRUPTED_CODE, {}, ExitCode.CONNECTION),  # the daemon died mid-turn
+        ("CLIENT_SILENT", {}, ExitCode.CONNECTION),
         ("SESSION_ACTIVE", {}, ExitCode.AGENT_ERROR),
         ("some_claude_code", {}, ExitCode.AGENT_ERROR),
     ],
