@@ -299,6 +299,32 @@ def input_lock_event(holder_client_id: str, *, you_hold: bool = False) -> AgentE
     )
 
 
+def input_lock_requested_event(
+    requested_by_client_id: str,
+    holder_client_id: str,
+    deadline: float,
+    *,
+    kept: bool = False,
+) -> AgentEvent:
+    """A RequestInputLock waiting for the holder until ``deadline`` (epoch seconds), or, with
+    ``kept``, its end: the holder answered by sending input."""
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(deadline * 1e9))
+    state = (
+        agent_pb2.INPUT_LOCK_REQUEST_STATE_KEPT
+        if kept
+        else agent_pb2.INPUT_LOCK_REQUEST_STATE_PENDING
+    )
+    return AgentEvent(
+        input_lock_requested=agent_pb2.InputLockRequested(
+            requested_by_client_id=requested_by_client_id,
+            holder_client_id=holder_client_id,
+            request_deadline=stamp,
+            state=state,
+        )
+    )
+
+
 def _string(value: object) -> str:
     return value if isinstance(value, str) else ""
 

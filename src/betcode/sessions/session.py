@@ -43,8 +43,8 @@ from betcode.sessions.event_log import EventLog, LogBatch
 from betcode.sessions.fanout import FanoutHub, Frame
 from betcode.sessions.input_lock import InputLock
 from betcode.sessions.line_types import line_type
+from betcode.sessions.lock_transfers import LockTransfers
 from betcode.sessions.turns import Turns
-from betcode.storage import clients as client_rows
 from betcode.storage import sessions as session_rows
 from betcode.storage.rows import MessageRow
 from betcode.v1 import agent_pb2, common_pb2
@@ -88,7 +88,7 @@ class Session:
         self.lock = InputLock(
             context.settings.lock_transfer_seconds, context.settings.lock_idle_seconds
         )
-        self.lock.watch(self._lock_moved)
+        self._lock_transfers = LockTransfers(record.id, self.lock, self.emit, self.background_write)
         self._reader = ProtocolReader()
         self.translator = translate.Translator(
             session_id=record.id,
@@ -343,17 +343,7 @@ class Session:
 
     async def request_input_lock(self, client_id: str) -> bool:
         """RequestInputLock: the holder has the transfer timeout to answer by sending input."""
-        transfer = self.lock.request(client_id)
-        if transfer is None:
-            return True
-        await asyncio.sleep(max(0.0, transfer.deadline - time.monotonic()))
-        return self.lock.resolve(transfer)
-
-    def _lock_moved(self, holder: str | None) -> None:
-        """Every change of holder: shown to the clients, and mirrored in SQLite
-        (sessions.input_lock_client, connected_clients.has_input_lock) through the writer."""
-        self.emit([translate.input_lock_event(holder or "")])
-        self.background_write(lambda c: client_rows.record_input_lock(c, self.id, holder))
+        return await self._lock_transfers.request(client_id)
 
     # ---- supervisor hooks ----
 

@@ -12,6 +12,7 @@ from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -22,6 +23,23 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _InputLockRequestState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _InputLockRequestStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InputLockRequestState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INPUT_LOCK_REQUEST_STATE_UNSPECIFIED: _InputLockRequestState.ValueType  # 0
+    INPUT_LOCK_REQUEST_STATE_PENDING: _InputLockRequestState.ValueType  # 1
+    INPUT_LOCK_REQUEST_STATE_KEPT: _InputLockRequestState.ValueType  # 2
+
+class InputLockRequestState(_InputLockRequestState, metaclass=_InputLockRequestStateEnumTypeWrapper): ...
+
+INPUT_LOCK_REQUEST_STATE_UNSPECIFIED: InputLockRequestState.ValueType  # 0
+INPUT_LOCK_REQUEST_STATE_PENDING: InputLockRequestState.ValueType  # 1
+INPUT_LOCK_REQUEST_STATE_KEPT: InputLockRequestState.ValueType  # 2
+Global___InputLockRequestState: _TypeAlias = InputLockRequestState  # noqa: Y015
 
 @_typing.final
 class AgentRequest(_message.Message):
@@ -291,6 +309,7 @@ class AgentEvent(_message.Message):
     PERMISSION_RESOLVED_FIELD_NUMBER: _builtins.int
     INPUT_LOCK_FIELD_NUMBER: _builtins.int
     PERMISSION_REMINDER_FIELD_NUMBER: _builtins.int
+    INPUT_LOCK_REQUESTED_FIELD_NUMBER: _builtins.int
     sequence: _builtins.int
     """Per session, contiguous and monotonic; the same for live and replayed events."""
     parent_tool_use_id: _builtins.str
@@ -337,6 +356,10 @@ class AgentEvent(_message.Message):
     def permission_reminder(self) -> Global___PermissionReminder:
         """BetCode addition."""
 
+    @_builtins.property
+    def input_lock_requested(self) -> Global___InputLockRequested:
+        """BetCode addition."""
+
     def __init__(
         self,
         *,
@@ -360,12 +383,13 @@ class AgentEvent(_message.Message):
         permission_resolved: Global___PermissionResolved | None = ...,
         input_lock: Global___InputLockChange | None = ...,
         permission_reminder: Global___PermissionReminder | None = ...,
+        input_lock_requested: Global___InputLockRequested | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "error", b"error", "event", b"event", "input_lock", b"input_lock", "permission_reminder", b"permission_reminder", "permission_request", b"permission_request", "permission_resolved", b"permission_resolved", "plan_mode", b"plan_mode", "session_info", b"session_info", "status_change", b"status_change", "text_delta", b"text_delta", "timestamp", b"timestamp", "todo_update", b"todo_update", "tool_call_result", b"tool_call_result", "tool_call_start", b"tool_call_start", "turn_complete", b"turn_complete", "usage", b"usage", "user_input", b"user_input", "user_question", b"user_question"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "error", b"error", "event", b"event", "input_lock", b"input_lock", "input_lock_requested", b"input_lock_requested", "permission_reminder", b"permission_reminder", "permission_request", b"permission_request", "permission_resolved", b"permission_resolved", "plan_mode", b"plan_mode", "session_info", b"session_info", "status_change", b"status_change", "text_delta", b"text_delta", "timestamp", b"timestamp", "todo_update", b"todo_update", "tool_call_result", b"tool_call_result", "tool_call_start", b"tool_call_start", "turn_complete", b"turn_complete", "usage", b"usage", "user_input", b"user_input", "user_question", b"user_question"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "error", b"error", "event", b"event", "input_lock", b"input_lock", "parent_tool_use_id", b"parent_tool_use_id", "permission_reminder", b"permission_reminder", "permission_request", b"permission_request", "permission_resolved", b"permission_resolved", "plan_mode", b"plan_mode", "sequence", b"sequence", "session_info", b"session_info", "status_change", b"status_change", "text_delta", b"text_delta", "timestamp", b"timestamp", "todo_update", b"todo_update", "tool_call_result", b"tool_call_result", "tool_call_start", b"tool_call_start", "turn_complete", b"turn_complete", "usage", b"usage", "user_input", b"user_input", "user_question", b"user_question"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["encrypted", b"encrypted", "error", b"error", "event", b"event", "input_lock", b"input_lock", "input_lock_requested", b"input_lock_requested", "parent_tool_use_id", b"parent_tool_use_id", "permission_reminder", b"permission_reminder", "permission_request", b"permission_request", "permission_resolved", b"permission_resolved", "plan_mode", b"plan_mode", "sequence", b"sequence", "session_info", b"session_info", "status_change", b"status_change", "text_delta", b"text_delta", "timestamp", b"timestamp", "todo_update", b"todo_update", "tool_call_result", b"tool_call_result", "tool_call_start", b"tool_call_start", "turn_complete", b"turn_complete", "usage", b"usage", "user_input", b"user_input", "user_question", b"user_question"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["text_delta", "tool_call_start", "tool_call_result", "permission_request", "user_question", "todo_update", "status_change", "session_info", "error", "usage", "plan_mode", "turn_complete", "user_input", "encrypted", "permission_resolved", "input_lock", "permission_reminder"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["text_delta", "tool_call_start", "tool_call_result", "permission_request", "user_question", "todo_update", "status_change", "session_info", "error", "usage", "plan_mode", "turn_complete", "user_input", "encrypted", "permission_resolved", "input_lock", "permission_reminder", "input_lock_requested"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -946,6 +970,42 @@ class InputLockChange(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___InputLockChange: _TypeAlias = InputLockChange  # noqa: Y015
+
+@_typing.final
+class InputLockRequested(_message.Message):
+    """BetCode addition: a RequestInputLock waiting for the holder's answer (PENDING), and its end
+    when the holder kept the lock by sending input (KEPT). When the lock moves instead, the
+    InputLockChange that says so ends the request.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTED_BY_CLIENT_ID_FIELD_NUMBER: _builtins.int
+    HOLDER_CLIENT_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_DEADLINE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    requested_by_client_id: _builtins.str
+    holder_client_id: _builtins.str
+    state: Global___InputLockRequestState.ValueType
+    @_builtins.property
+    def request_deadline(self) -> _timestamp_pb2.Timestamp:
+        """When the lock moves to the requester unless the holder sent input before."""
+
+    def __init__(
+        self,
+        *,
+        requested_by_client_id: _builtins.str = ...,
+        holder_client_id: _builtins.str = ...,
+        request_deadline: _timestamp_pb2.Timestamp | None = ...,
+        state: Global___InputLockRequestState.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request_deadline", b"request_deadline"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["holder_client_id", b"holder_client_id", "request_deadline", b"request_deadline", "requested_by_client_id", b"requested_by_client_id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InputLockRequested: _TypeAlias = InputLockRequested  # noqa: Y015
 
 @_typing.final
 class PermissionReminder(_message.Message):

@@ -123,6 +123,7 @@ FIELDS = {
         24: ("permission_resolved", "PermissionResolved"),
         25: ("input_lock", "InputLockChange"),
         26: ("permission_reminder", "PermissionReminder"),
+        27: ("input_lock_requested", "InputLockRequested"),
     },
     agent_pb2.StartConversation.DESCRIPTOR: {
         1: ("session_id", "string"),
@@ -240,7 +241,7 @@ def test_message_field_numbers_and_types(message: Descriptor) -> None:
 
 def test_agent_event_payloads_share_one_oneof() -> None:
     oneof = agent_pb2.AgentEvent.DESCRIPTOR.oneofs_by_name["event"]
-    assert sorted(field.number for field in oneof.fields) == list(range(10, 27))
+    assert sorted(field.number for field in oneof.fields) == list(range(10, 28))
 
 
 @pytest.mark.parametrize("enum_name", list(ENUMS))

@@ -1,0 +1,109 @@
+"""RequestInputLock on a real session and store: the wait is announced in the session's log
+(InputLockRequested PENDING with its deadline) and settled once — by the InputLockChange of
+the lock moving, or by InputLockRequested KEPT when the holder sent input in time."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncGenerator
+from pathlib import Path
+
+from session_parts import RecordingGate
+
+from betcode.sessions.fanout import Frame
+from betcode.sessions.session import Session
+from betcode.storage import StoreWriter
+from betcode.v1 import agent_pb2
+
+World = tuple[Session, RecordingGate, StoreWriter, Path]
+TRANSFER_SECONDS = 0.3
+PENDING = agent_pb2.INPUT_LOCK_REQUEST_STATE_PENDING
+KEPT = agent_pb2.INPUT_LOCK_REQUEST_STATE_KEPT
+
+
+def attach(session: Session, client_id: str) -> AsyncGenerator[list[Frame], None]:
+    return session.attach(client_id, 0, max_count=64, max_bytes=1 << 20)
+
+
+async def lock_events(writer: StoreWriter, db_path: Path) -> list[tuple[object, ...]]:
+    """The stored lock events in order: ("moved", holder) or (state, requester, holder)."""
+    await writer.call(lambda _c: None)  # everything emitted so far is committed
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute(
+            "SELECT payload FROM events WHERE kind IN ('input_lock', 'input_lock_requested') "
+            "ORDER BY sequence"
+        ).fetchall()
+    seen: list[tuple[object, ...]] = []
+    for (payload,) in rows:
+        event = agent_pb2.AgentEvent.FromString(payload)
+        if event.HasField("input_lock"):
+            seen.append(("moved", event.input_lock.holder_client_id))
+        else:
+            asked = event.input_lock_requested
+            seen.append((asked.state, asked.requested_by_client_id, asked.holder_client_id))
+    return seen
+
+
+async def two_clients(session: Session) -> list[AsyncGenerator[list[Frame], None]]:
+    session.lock.retime(TRANSFER_SECONDS, 300)
+    streams = [attach(session, "holder"), attach(session, "asker")]
+    for stream in streams:
+        await asyncio.wait_for(anext(stream), 10)
+    assert session.lock.holder == "holder"
+    return streams
+
+
+async def test_an_idle_holder_is_told_then_the_lock_moves(world: World) -> None:
+    session, _, writer, db_path = world
+    streams = await two_clients(session)
+    asked_at = time.time()
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0)  # the wait is announced before it sleeps
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+    ]
+    assert await asyncio.wait_for(request, 10) is True
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        ("moved", "asker"),  # the move settles the request: no KEPT
+    ]
+    with sqlite3.connect(db_path) as db:
+        (payload,) = db.execute(
+            "SELECT payload FROM events WHERE kind = 'input_lock_requested'"
+        ).fetchone()
+    deadline = agent_pb2.AgentEvent.FromString(payload).input_lock_requested.request_deadline
+    assert abs(deadline.ToNanoseconds() / 1e9 - (asked_at + TRANSFER_SECONDS)) < 1.0
+    for stream in streams:
+        await stream.aclose()
+
+
+async def test_a_holder_who_sends_input_keeps_the_lock_and_that_is_announced(
+    world: World,
+) -> None:
+    session, _, writer, db_path = world
+    streams = await two_clients(session)
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0.01)
+    session.lock.check_input("holder")  # what a message or an answer from the holder does
+    assert await asyncio.wait_for(request, 10) is False
+    assert session.lock.holder == "holder"
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        (KEPT, "asker", "holder"),
+    ]
+    for stream in streams:
+        await stream.aclose()
+
+
+async def test_a_free_lock_is_granted_without_announcing_a_wait(world: World) -> None:
+    session, _, writer, db_path = world
+    stream = attach(session, "only")
+    await asyncio.wait_for(anext(stream), 10)
+    assert await session.request_input_lock("only") is True
+    assert await lock_events(writer, db_path) == [("moved", "only")]
+    await stream.aclose()
