@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ from betcode.cli.chat.screens import DENY, PermissionScreen, QuestionScreen
 from betcode.cli.chat.state import LOCK_REQUEST_KEY, Changes, PermissionPrompt
 from betcode.cli.chat.widgets import (
     BlockView,
+    LockNotice,
     PromptArea,
     StatusBar,
     Transcript,
@@ -35,6 +37,7 @@ from betcode.cli.conversation import ConnectionChange, ConversationStream
 FRAME_SECONDS = 1 / 30
 MAX_HISTORY_VIEWS = 200  # blocks drawn when attaching; older ones stay in the model only
 QUESTION_DECLINED = "The user declined to answer."
+LOCK_REQUEST_CHECK_SECONDS = 1.0  # how often lock requests past their deadline are looked for
 
 
 def describe_connection(change: ConnectionChange) -> str:
@@ -76,6 +79,7 @@ class ChatApp(App[None]):
         # while one is open.
         self._status_bar = StatusBar(id="status")
         self._transcript = Transcript(id="transcript")
+        self._lock_notice = LockNotice(id="lock-notice")
         self._input = PromptArea(
             id="prompt", placeholder="Message claude (Enter sends, ctrl+j new line)"
         )
@@ -83,16 +87,19 @@ class ChatApp(App[None]):
     def compose(self) -> ComposeResult:
         yield self._status_bar
         yield self._transcript
+        yield self._lock_notice
         yield self._input
         yield Footer()
 
     def on_mount(self) -> None:
         self._status_bar.show(self.model.status)
+        self._lock_notice.show(self.model.status)
         self._input.focus()
         # Follow the conversation's end as it grows, until the user scrolls up to read.
         self._transcript.anchor()
         self.run_worker(self._converse(), name="conversation", exclusive=True)
         self.run_worker(self._draw_loop(), name="draw")
+        self.set_interval(LOCK_REQUEST_CHECK_SECONDS, self._drop_lapsed_lock_requests)
 
     async def _converse(self) -> None:
         try:
@@ -118,6 +125,11 @@ class ChatApp(App[None]):
             await self._transcript.mount(Static(note, classes="notice"))
             changes.blocks = dict.fromkeys(keys[-MAX_HISTORY_VIEWS:])
         self._changed(changes)
+        self._drop_lapsed_lock_requests()
+
+    def _drop_lapsed_lock_requests(self) -> None:
+        if self.model.lock_requests_waiting:
+            self._changed(self.model.drop_lapsed_lock_requests(datetime.now(UTC)))
 
     # --- drawing -------------------------------------------------------------------------
 
@@ -149,6 +161,7 @@ class ChatApp(App[None]):
             await self._transcript.mount_all(new_views)
         if changes.status:
             self._status_bar.show(self.model.status)
+            self._lock_notice.show(self.model.status)
         if changes.prompts or changes.status:
             await self._sync_prompt()
 
@@ -218,6 +231,7 @@ class ChatApp(App[None]):
             )
             return
         await self.stream.send_message(text)
+        self._changed(self.model.input_sent())
         self._input.clear()
         self._transcript.anchor()  # back to the end, where the answer will come
 

@@ -6,10 +6,12 @@ an answer and the status line, and returns what changed so the widgets redraw on
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from betcode.cli.chat.state import (
     ACTIVITY_OF_STATUS,
@@ -18,6 +20,7 @@ from betcode.cli.chat.state import (
     Block,
     Changes,
     Choice,
+    LockRequest,
     NoticeBlock,
     PermissionPrompt,
     Prompt,
@@ -30,6 +33,10 @@ from betcode.cli.chat.state import (
 )
 from betcode.cli.connection import client_label, other_client_label
 from betcode.v1 import agent_pb2, common_pb2
+
+# A lock request whose settling event never comes (the daemon restarted during the wait, the
+# requester's call was cancelled) is dropped this long after its deadline.
+LOCK_REQUEST_GRACE = timedelta(seconds=5)
 
 
 def struct_to_dict(value: Struct) -> dict[str, Any]:
@@ -45,6 +52,7 @@ class ChatModel:
         self._open_text: dict[str, TextBlock] = {}  # parent tool use id -> block being streamed
         self._tools: dict[str, ToolBlock] = {}
         self._settled: dict[str, Prompt] = {}  # answered or withdrawn, to name their outcome
+        self._lock_requests: dict[str, LockRequest] = {}  # waiting ones, by requester id
 
     @property
     def turn_running(self) -> bool:
@@ -58,6 +66,9 @@ class ChatModel:
         changes = Changes()
         kind = event.WhichOneof("event")
         if kind is None:
+            return changes
+        if kind == "input_lock_requested":  # its answer time is counted from the event's own
+            self._lock_requested(event.input_lock_requested, event.timestamp, changes)
             return changes
         handler = getattr(self, f"_on_{kind}", None)
         if handler is not None:
@@ -97,6 +108,22 @@ class ChatModel:
         self.status.you_hold_lock = True
         self.status.lock_holder = ""
         return Changes(status=True)
+
+    @property
+    def lock_requests_waiting(self) -> bool:
+        return bool(self._lock_requests)
+
+    def input_sent(self) -> Changes:
+        """This client (the holder) sent input: that answers a request for its lock (the
+        daemon's KEPT follows at the deadline)."""
+        answered = [r for r in self._lock_requests.values() if r.holder_id == self.client_id]
+        return self._drop_lock_requests(answered)
+
+    def drop_lapsed_lock_requests(self, now: datetime) -> Changes:
+        lapsed = self._lock_requests.values()
+        return self._drop_lock_requests(
+            [r for r in lapsed if r.deadline + LOCK_REQUEST_GRACE < now]
+        )
 
     # --- one handler per AgentEvent kind -------------------------------------------------
 
@@ -261,6 +288,22 @@ class ChatModel:
         holder = lock.holder_client_id
         self.status.lock_holder = "" if you_hold or not holder else self.holder_label(holder)
         changes.status = True
+        # A move settles every request waiting for the previous holder.
+        changes.merge(self._drop_lock_requests(list(self._lock_requests.values())))
+
+    def _lock_requested(
+        self, asked: agent_pb2.InputLockRequested, stamp: Timestamp, changes: Changes
+    ) -> None:
+        requester = asked.requested_by_client_id
+        if asked.state == agent_pb2.INPUT_LOCK_REQUEST_STATE_PENDING:
+            deadline = asked.request_deadline.ToDatetime(tzinfo=UTC)
+            seconds = (deadline - stamp.ToDatetime(tzinfo=UTC)).total_seconds()
+            request = LockRequest(requester, asked.holder_client_id, deadline, round(seconds))
+            self._lock_requests[requester] = request
+            self._show_lock_requests()
+            changes.status = True
+        elif requester in self._lock_requests:  # KEPT: the holder answered by sending input
+            changes.merge(self._drop_lock_requests([self._lock_requests[requester]]))
 
     def _on_plan_mode(self, plan: agent_pb2.PlanModeChange, _parent: str, changes: Changes) -> None:
         text = f"Plan mode on.\n\n{plan.plan}" if plan.active else "Plan mode off."
@@ -292,6 +335,39 @@ class ChatModel:
             if block is not None:
                 block.input = updated_input
                 changes.touch(block.key)
+
+    def _drop_lock_requests(self, requests: list[LockRequest]) -> Changes:
+        for request in requests:
+            del self._lock_requests[request.requester_id]
+        self._show_lock_requests()
+        return Changes(status=bool(requests))
+
+    def _show_lock_requests(self) -> None:
+        """The notice of the request that concerns this client most: one asking it for the
+        lock, then its own, then the latest between others."""
+        requests = list(self._lock_requests.values())
+        to_me = [r for r in requests if r.holder_id == self.client_id]
+        by_me = [r for r in requests if r.requester_id == self.client_id]
+        self.status.asked_for_lock = bool(to_me)
+        if to_me:
+            request = to_me[-1]
+            self.status.lock_notice = (
+                f"{self.holder_label(request.requester_id)} asks for the input lock — "
+                f"type within {request.seconds} s to keep it"
+            )
+        elif by_me:
+            request = by_me[-1]
+            self.status.lock_notice = (
+                f"waiting for {self.holder_label(request.holder_id)} ({request.seconds} s)"
+            )
+        elif requests:
+            request = requests[-1]
+            self.status.lock_notice = (
+                f"{self.holder_label(request.requester_id)} asked "
+                f"{self.holder_label(request.holder_id)} for the input lock"
+            )
+        else:
+            self.status.lock_notice = ""
 
     def _drop_prompt(self, request_id: str, changes: Changes) -> None:
         prompt = self.prompts.pop(request_id, None)

@@ -128,6 +128,16 @@ class QuestionPrompt:
 Prompt = PermissionPrompt | QuestionPrompt
 
 
+@dataclass(frozen=True)
+class LockRequest:
+    """A RequestInputLock waiting for the holder's answer (InputLockRequested PENDING)."""
+
+    requester_id: str
+    holder_id: str
+    deadline: datetime  # aware, UTC
+    seconds: int  # how long the holder was given to answer
+
+
 @dataclass
 class Status:
     session_id: str = ""
@@ -141,6 +151,8 @@ class Status:
     lock_holder: str = ""
     you_hold_lock: bool | None = None  # None: the daemon has not said
     connection: str = ""  # empty while connected, else why not and when the next try is
+    lock_notice: str = ""  # a RequestInputLock waiting for the holder, as this client sees it
+    asked_for_lock: bool = False  # the notice asks this client (the holder) to act
 
     @property
     def read_only(self) -> bool:

@@ -185,6 +185,16 @@ class StatusBar(Static):
             self.show(self._status)
 
 
+class LockNotice(Static):
+    """Above the message input while a RequestInputLock waits: to the holder, that someone
+    asks for the lock and how long it has to keep it; to the requester, whom it waits for."""
+
+    def show(self, status: Status) -> None:
+        self.update(Text(status.lock_notice))
+        self.display = bool(status.lock_notice)
+        self.set_class(status.asked_for_lock, "asked")
+
+
 class PromptArea(TextArea):
     """The message input: Enter sends, ctrl+j (or shift+enter) starts a new line; page up and
     down scroll the conversation (the input is a few lines: paging it means nothing)."""
