@@ -68,8 +68,10 @@ async def test_the_stored_input_lock_follows_the_holder(tmp_path: Path) -> None:
         await eventually(read, ("first", ["first"]))
 
         joined = agent_pb2.StartConversation(session_id=session_id)
-        second, third = attach("second", joined), attach("third", joined)
+        # One after the other: two streams opened together may attach in either order.
+        second = attach("second", joined)
         await second.wait_for("input_lock")
+        third = attach("third", joined)
         await third.wait_for("input_lock")
         await eventually(read, ("first", ["first"]))
 
