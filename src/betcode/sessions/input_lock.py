@@ -6,7 +6,8 @@ Rules (DAEMON.md "Input lock"):
 * When the holder detaches, the lock passes to the first client waiting for it, else to the
   longest-attached client, else nobody.
 * ``request`` by a non-holder gives the holder ``transfer_timeout`` seconds: if the holder sends
-  input in that time it keeps the lock (that is its answer), otherwise the lock moves.
+  input in that time it keeps the lock (that is its answer, reported at once to a watcher),
+  otherwise the lock moves.
 * A holder that sends nothing for ``idle_transfer`` seconds while others wait loses the lock to
   the first waiter.
 
@@ -62,6 +63,7 @@ class InputLock:
         self._waiters: list[str] = []
         self._holder_active_at = 0.0
         self._on_change: Callable[[str | None], None] | None = None
+        self._on_holder_input: Callable[[], None] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -97,11 +99,11 @@ class InputLock:
         if self.holder != client_id:
             self._wait_for_lock(client_id)
             raise NoInputLock(client_id, self.holder)
-        self._holder_active_at = self._clock()
+        self._holder_acted()
 
     def note_activity(self, client_id: str) -> None:
         if client_id == self.holder:
-            self._holder_active_at = self._clock()
+            self._holder_acted()
 
     def request(self, client_id: str) -> PendingTransfer | None:
         """Asks for the lock. None: granted at once. Otherwise decide with ``resolve`` later."""
@@ -131,11 +133,17 @@ class InputLock:
         self._give(self._waiters[0])
         return True
 
-    def watch(self, on_change: Callable[[str | None], None]) -> None:
+    def watch(
+        self,
+        on_change: Callable[[str | None], None],
+        on_holder_input: Callable[[], None] | None = None,
+    ) -> None:
         """From now on calls ``on_change(new_holder)`` each time the holder changes (attach,
-        detach, request, idle handover, a free lock taken by input), and applies the idle rule
+        detach, request, idle handover, a free lock taken by input) and ``on_holder_input()``
+        each time the holder sends input (its answer to a request), and applies the idle rule
         by itself (needs the running event loop)."""
         self._on_change = on_change
+        self._on_holder_input = on_holder_input
         self._arm_idle_timer()
 
     def retime(self, transfer_timeout: float, idle_transfer: float) -> None:
@@ -148,6 +156,7 @@ class InputLock:
     def close(self) -> None:
         """Stops the idle timer and the reports for good (the session is gone)."""
         self._on_change = None
+        self._on_holder_input = None
         self._cancel_idle_timer()
 
     @property
@@ -172,6 +181,11 @@ class InputLock:
         # Not moved: the holder was active meanwhile (sleep for the rest), or nobody waits.
         self.idle_handover()
         self._arm_idle_timer()
+
+    def _holder_acted(self) -> None:
+        self._holder_active_at = self._clock()
+        if self._on_holder_input is not None:
+            self._on_holder_input()
 
     def _wait_for_lock(self, client_id: str) -> None:
         if client_id not in self._waiters:

@@ -4,20 +4,22 @@ RequestInputLock that waits for the holder's answer, becomes an event in the ses
 for the lock and the requester's that it waits.
 
 A wait is announced when it starts (InputLockRequested PENDING, with its deadline) and settled
-once: by the InputLockChange of the lock moving (to the requester or anyone else), or, when
-the holder answered by sending input, by InputLockRequested KEPT at the deadline.
+once: by the InputLockChange of the lock moving at the deadline (to the requester, or earlier
+to anyone else), or, as soon as the holder answers by sending input, by InputLockRequested
+KEPT (the RequestInputLock call returns then, not granted).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 from betcode.sessions import translate
-from betcode.sessions.input_lock import InputLock
+from betcode.sessions.input_lock import InputLock, PendingTransfer
 from betcode.storage import clients as client_rows
 
 
@@ -36,7 +38,8 @@ class LockTransfers:
         self._emit = emit
         self._background_write = background_write
         self._wall_clock = wall_clock
-        lock.watch(self._moved)
+        self._answers: list[tuple[PendingTransfer, asyncio.Event]] = []  # waits in progress
+        lock.watch(self._moved, self._holder_sent_input)
 
     async def request(self, client_id: str) -> bool:
         """RequestInputLock: granted at once if nobody else holds the lock; otherwise the
@@ -49,15 +52,32 @@ class LockTransfers:
             translate.input_lock_requested_event, transfer.requester, transfer.holder, deadline
         )
         self._emit([announce()])
-        await asyncio.sleep(max(0.0, transfer.deadline - time.monotonic()))
+        answered = asyncio.Event()
+        wait = (transfer, answered)
+        self._answers.append(wait)
+        try:
+            timeout = max(0.0, transfer.deadline - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(answered.wait(), timeout)
+        finally:
+            self._answers.remove(wait)
         granted = self._lock.resolve(transfer)
         if not granted and self._lock.holder == transfer.holder:
             self._emit([announce(kept=True)])
         return granted
 
+    def _holder_sent_input(self) -> None:
+        """The holder's input answers every request waiting for it: they end now, not at
+        their deadline."""
+        for transfer, answered in self._answers:
+            if transfer.holder == self._lock.holder:
+                answered.set()
+
     def _moved(self, holder: str | None) -> None:
         """Every change of holder: shown to the clients, and mirrored in SQLite
         (sessions.input_lock_client, connected_clients.has_input_lock) through the writer."""
         self._emit([translate.input_lock_event(holder or "")])
+        for _, answered in self._answers:  # the move settles every wait (see `request`)
+            answered.set()
         session_id = self._session_id
         self._background_write(lambda c: client_rows.record_input_lock(c, session_id, holder))

@@ -19,6 +19,8 @@ from betcode.v1 import agent_pb2
 
 World = tuple[Session, RecordingGate, StoreWriter, Path]
 TRANSFER_SECONDS = 0.3
+HOUR = 3600.0
+WAIT_SECONDS = 60.0  # only a hang guard
 PENDING = agent_pb2.INPUT_LOCK_REQUEST_STATE_PENDING
 KEPT = agent_pb2.INPUT_LOCK_REQUEST_STATE_KEPT
 
@@ -46,8 +48,10 @@ async def lock_events(writer: StoreWriter, db_path: Path) -> list[tuple[object, 
     return seen
 
 
-async def two_clients(session: Session) -> list[AsyncGenerator[list[Frame], None]]:
-    session.lock.retime(TRANSFER_SECONDS, 300)
+async def two_clients(
+    session: Session, transfer_seconds: float = TRANSFER_SECONDS
+) -> list[AsyncGenerator[list[Frame], None]]:
+    session.lock.retime(transfer_seconds, 300)
     streams = [attach(session, "holder"), attach(session, "asker")]
     for stream in streams:
         await asyncio.wait_for(anext(stream), 10)
@@ -81,15 +85,16 @@ async def test_an_idle_holder_is_told_then_the_lock_moves(world: World) -> None:
         await stream.aclose()
 
 
-async def test_a_holder_who_sends_input_keeps_the_lock_and_that_is_announced(
+async def test_a_holder_who_sends_input_keeps_the_lock_and_that_is_announced_at_once(
     world: World,
 ) -> None:
     session, _, writer, db_path = world
-    streams = await two_clients(session)
+    streams = await two_clients(session, transfer_seconds=HOUR)
     request = asyncio.create_task(session.request_input_lock("asker"))
     await asyncio.sleep(0.01)
     session.lock.check_input("holder")  # what a message or an answer from the holder does
-    assert await asyncio.wait_for(request, 10) is False
+    # Settled by the answer, not by the deadline an hour away.
+    assert await asyncio.wait_for(request, WAIT_SECONDS) is False
     assert session.lock.holder == "holder"
     assert await lock_events(writer, db_path) == [
         ("moved", "holder"),
@@ -98,6 +103,21 @@ async def test_a_holder_who_sends_input_keeps_the_lock_and_that_is_announced(
     ]
     for stream in streams:
         await stream.aclose()
+
+
+async def test_a_holder_leaving_during_the_wait_settles_it_with_the_move(world: World) -> None:
+    session, _, writer, db_path = world
+    holder, asker = await two_clients(session, transfer_seconds=HOUR)
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0)
+    await holder.aclose()  # the lock passes to the first waiter: the asker
+    assert await asyncio.wait_for(request, WAIT_SECONDS) is True
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        ("moved", "asker"),
+    ]
+    await asker.aclose()
 
 
 async def test_a_free_lock_is_granted_without_announcing_a_wait(world: World) -> None:
