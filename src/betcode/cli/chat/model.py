@@ -115,7 +115,7 @@ class ChatModel:
 
     def input_sent(self) -> Changes:
         """This client (the holder) sent input: that answers a request for its lock (the
-        daemon's KEPT follows at the deadline)."""
+        daemon's KEPT follows)."""
         answered = [r for r in self._lock_requests.values() if r.holder_id == self.client_id]
         return self._drop_lock_requests(answered)
 
