@@ -30,14 +30,11 @@ class LockTransfers:
         lock: InputLock,
         emit: Callable[[Sequence[translate.AgentEvent]], object],
         background_write: Callable[[Callable[[Any], object]], None],
-        *,
-        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._session_id = session_id
         self._lock = lock
         self._emit = emit
         self._background_write = background_write
-        self._wall_clock = wall_clock
         self._answers: list[tuple[PendingTransfer, asyncio.Event]] = []  # waits in progress
         lock.watch(self._moved, self._holder_sent_input)
 
@@ -47,7 +44,7 @@ class LockTransfers:
         transfer = self._lock.request(client_id)
         if transfer is None:
             return True
-        deadline = self._wall_clock() + (transfer.deadline - transfer.asked_at)
+        deadline = time.time() + (transfer.deadline - transfer.asked_at)
         announce = partial(
             translate.input_lock_requested_event, transfer.requester, transfer.holder, deadline
         )
