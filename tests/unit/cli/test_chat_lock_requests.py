@@ -19,7 +19,7 @@ from betcode.v1 import agent_pb2
 
 PENDING = agent_pb2.INPUT_LOCK_REQUEST_STATE_PENDING
 KEPT = agent_pb2.INPUT_LOCK_REQUEST_STATE_KEPT
-ASKED_OF_ME = "cli-phone asks for the input lock — type within 10 s to keep it"
+ASKED_OF_ME = "cli-phone asks for the input lock — send a message within 10 s to keep it"
 
 
 def lock_requested(
@@ -117,7 +117,7 @@ def test_the_notice_names_clients_as_the_chat_does() -> None:
     model.apply(ev.input_lock(me))
     model.apply(lock_requested("cli:bob@laptop:7-bbbbbbbb", me, seconds=12))
     assert model.status.lock_notice == (
-        "bob@laptop asks for the input lock — type within 12 s to keep it"
+        "bob@laptop asks for the input lock — send a message within 12 s to keep it"
     )
     assert model.status.asked_for_lock
     # Asked by another terminal of the same person, the latest request is shown.

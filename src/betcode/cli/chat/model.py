@@ -353,7 +353,7 @@ class ChatModel:
             request = to_me[-1]
             self.status.lock_notice = (
                 f"{self.holder_label(request.requester_id)} asks for the input lock — "
-                f"type within {request.seconds} s to keep it"
+                f"send a message within {request.seconds} s to keep it"
             )
         elif by_me:
             request = by_me[-1]
