@@ -25,7 +25,7 @@ from betcode.server.errors import ErrorCode
 from betcode.v1 import agent_pb2
 
 T = TypeVar("T")
-SILENCE_S = 1.0
+SILENCE_S = 3.0  # ours heartbeats every 0.3 s: a loaded CI box would need a 3 s stall to drop it
 HEARTBEAT = agent_pb2.AgentRequest()
 
 
