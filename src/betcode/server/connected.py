@@ -64,8 +64,11 @@ class ConnectedClients:
             self._write(lambda c: client_rows.remove_client(c, client_id))
 
     def _write(self, fn: Callable[[sqlite3.Connection], object]) -> None:
-        # Tasks start in creation order, so the writer receives the calls in that order too.
-        task = asyncio.ensure_future(self._writer.call(fn))
+        try:
+            task = self._writer.submit(fn)  # queued now: the writer gets the calls in this order
+        except StoreClosed:
+            log.info("connected_clients not updated: the store is closed (reconciled at start)")
+            return
         self._writes.add(task)
         task.add_done_callback(self._written)
 

@@ -46,6 +46,7 @@ from betcode.sessions.line_types import line_type
 from betcode.sessions.lock_transfers import LockTransfers
 from betcode.sessions.turns import Turns
 from betcode.storage import sessions as session_rows
+from betcode.storage.errors import StoreClosed
 from betcode.storage.rows import MessageRow
 from betcode.v1 import agent_pb2, common_pb2
 
@@ -420,8 +421,10 @@ class Session:
 
     def background_write(self, fn: Callable[[Any], object]) -> None:
         """A metadata write whose result nobody waits for (it is ordered on the writer)."""
-        task = asyncio.ensure_future(self._ctx.writer.call(fn))
-        task.add_done_callback(_log_failure)
+        try:
+            self._ctx.writer.submit(fn).add_done_callback(_log_failure)
+        except StoreClosed:
+            log.warning("session %s: a metadata write came after the store closed", self.id)
 
     def _set_status(self, status: session_rows.SessionStatus) -> None:
         self.background_write(lambda c: session_rows.update_status(c, self.id, status, time.time()))

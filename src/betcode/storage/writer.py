@@ -124,11 +124,17 @@ class StoreWriter:
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(conn)` in its own transaction on the writer thread, after everything queued."""
+        return await self.submit(fn)
+
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """`call` for a caller that does not wait: queued now, so it is ordered behind what is
+        already queued and before anything queued after this returns (a task wrapping `call`
+        would queue only when it first runs)."""
         if self._closed:
             raise StoreClosed("the store writer is closed; no more writes can be made")
         future: asyncio.Future[T] = self._loop.create_future()
         self._queue.put(_Call(fn, future))
-        return await future
+        return future
 
     async def close(self) -> None:
         """Commit everything queued, checkpoint the WAL, close the connection, stop the thread."""

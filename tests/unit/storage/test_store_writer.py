@@ -167,6 +167,16 @@ async def test_call_returns_its_result_in_order_with_appends(
     assert count == 1
 
 
+async def test_a_submitted_call_is_queued_before_it_returns(writer: StoreWriter) -> None:
+    # A write nobody waits for must still run before a call made after it (a task wrapping
+    # `call` would only queue once the loop ran it, letting the later call overtake it).
+    order: list[str] = []
+    submitted = writer.submit(lambda _c: order.append("submitted"))
+    await writer.call(lambda _c: order.append("called after"))
+    assert order == ["submitted", "called after"]
+    assert submitted.done()
+
+
 async def test_a_raising_call_rolls_back_and_raises(
     writer: StoreWriter, conn: sqlite3.Connection
 ) -> None:
