@@ -39,3 +39,5 @@ def test_demo_reaches_an_approved_tool_call(tmp_path: Path) -> None:
     ]
     shown = [line for line in lines if line in expected]
     assert shown == expected, done.stdout
+    [replay] = [line for line in lines if line.startswith("▶ replay:")]
+    assert "no gap" in replay, replay  # the stored log read back is contiguous from 1

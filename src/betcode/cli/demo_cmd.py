@@ -130,22 +130,25 @@ async def _conversation(socket: Path, work: Path) -> None:
         call = stub.Converse(requests(), metadata=(("x-client-id", "demo"),))
         session_id, last_seq = await asyncio.wait_for(_show(call, outbox), TURN_TIMEOUT_S)
         call.cancel()
-        replayed = await _replay_count(stub, session_id)
+        replayed = await _replayed_sequences(stub, session_id)
+        contiguous = replayed == list(range(1, len(replayed) + 1))
         click.secho(
-            f"▶ replay: {replayed} events read back from SQLite, last sequence {last_seq}",
+            f"▶ replay: {len(replayed)} events read back from SQLite (sequences 1–"
+            f"{replayed[-1] if replayed else 0}, {'no gap' if contiguous else 'NOT contiguous'}); "
+            f"the live stream showed up to {last_seq}, the rest came as the session settled",
             fg="cyan",
         )
 
 
-async def _replay_count(stub: agent_pb2_grpc.AgentServiceStub, session_id: str) -> int:
-    count = 0
+async def _replayed_sequences(stub: agent_pb2_grpc.AgentServiceStub, session_id: str) -> list[int]:
+    sequences: list[int] = []
     async for batch in stub.ResumeSessionBatched(
         agent_pb2.ResumeSessionRequest(session_id=session_id)
     ):
         if not batch.events:  # the live edge
             break
-        count += len(batch.events)
-    return count
+        sequences.extend(event.sequence for event in batch.events)
+    return sequences
 
 
 async def _show(call: object, outbox: asyncio.Queue[agent_pb2.AgentRequest]) -> tuple[str, int]:
