@@ -22,7 +22,6 @@ expiry back by one TTL.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sqlite3
@@ -31,16 +30,8 @@ from collections.abc import Sequence
 
 from betcode.config.settings import PermissionSettings
 from betcode.permissions import orphans
-from betcode.permissions.decisions import (
-    AnswerError,
-    AnswerOutcome,
-    ClientAnswer,
-    Reply,
-    answer_audit,
-    auto_audit,
-    build_reply,
-    outcome_of,
-)
+from betcode.permissions.answers import Answers
+from betcode.permissions.decisions import AnswerOutcome, ClientAnswer, auto_audit
 from betcode.permissions.engine import Behavior, evaluate
 from betcode.permissions.grants import GrantAction, SessionGrant
 from betcode.permissions.live import LiveRequests
@@ -55,7 +46,7 @@ from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import pending as pending_rows
-from betcode.storage.audit import AuditEvent, AuditRecorder
+from betcode.storage.audit import AuditRecorder
 from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
@@ -90,6 +81,9 @@ class PermissionBridge:
         self._live = LiveRequests()
         self._notifier = (
             notifier if notifier is not None else Notifier(self.settings.notify_command)
+        )
+        self._answers = Answers(
+            writer, reader, self._live, self.metrics, self.settings, clock, self._audit
         )
         self._sweeper = PermissionSweeper(
             writer, self._live, self._notifier, self.metrics, self.settings, clock, self._audit
@@ -265,80 +259,10 @@ class PermissionBridge:
     # ---- from clients ----
 
     async def answer(self, session: Session, answer: ClientAnswer) -> AnswerOutcome:
-        """Apply a client's answer: first answer wins; the answer reaches claude even if the
-        process that asked is gone (see `orphans`)."""
+        """Apply a client's answer (`answers`): first answer wins; the answer reaches claude
+        even if the process that asked is gone (see `orphans`)."""
         self._live.remember(session)
-        request_id = answer.request_id
-        row = await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
-        if row is None or row.session_id != session.id:
-            raise AnswerError.not_found(request_id)
-        if row.response_received:
-            return _duplicate(row)
-        now = self._clock()
-        if row.expires_at <= now:
-            raise AnswerError.stale(request_id)
-        live = self._live.get(session.id, request_id)
-        reply = build_reply(row, answer, live.tool.permission_suggestions if live else ())
-        waiting = self._live.waiting(session, request_id)
-        audit = answer_audit(row, reply, answer)
-        if not await self._writer.call(
-            lambda c: self._record(c, session, row, reply, now, waiting, audit)
-        ):
-            current = await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
-            return _duplicate(current or row)
-        self._live.pop(session.id, request_id)
-        allowed = reply.outcome in ("allowed", "answered")
-        self.metrics.count(DecisionKind.USER_ALLOW if allowed else DecisionKind.USER_DENY)
-        edited = answer.updated_input if reply.decision == "allow_with_edit" else None
-        resolved = translate.permission_resolved_event(
-            request_id,
-            reply.outcome,
-            message=answer.message,
-            decided_by_client_id=answer.client_id or "",
-            # Stored with the event: every client, and every replay, shows the input that ran.
-            updated_input=edited,
-        )
-        session.emit([resolved])
-        if waiting:
-            await session.write_control(reply.line)
-        else:
-            answered = dataclasses.replace(
-                row, response_decision=reply.decision, response_payload=reply.line.decode()
-            )
-            await orphans.tell_resumed_claude(
-                session, answered, reply, answer.answers, self._writer
-            )
-        return AnswerOutcome(accepted=True, duplicate=False, outcome=reply.outcome)
-
-    def _record(
-        self,
-        conn: sqlite3.Connection,
-        session: Session,
-        row: PendingPermission,
-        reply: Reply,
-        now: float,
-        waiting: bool,
-        audit: AuditEvent,
-    ) -> bool:
-        """One transaction: the answer (if first), its session grant, `delivered` when the
-        asking process is alive (claimed before writing: an approval runs at most once), the
-        TTL extension that any answer is, and its audit row."""
-        payload = reply.line.decode()
-        if not pending_rows.answer(
-            conn, row.request_id, decision=reply.decision, payload=payload, now=now
-        ):
-            return False
-        grant = reply.grant
-        if grant is not None:
-            grant_rows.add_grant(
-                conn, session.id, grant.tool_name, "allow", now, pattern=grant.pattern
-            )
-        if waiting:
-            pending_rows.mark_delivered(conn, row.request_id)
-        if self.settings.extend_on_activity:
-            pending_rows.extend_ttl(conn, session.id, now, self.settings.ttl_seconds)
-        self._audit.insert(conn, audit)
-        return True
+        return await self._answers.apply(session, answer)
 
     async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
         """Unanswered requests of one session, or of every session (None)."""
@@ -359,6 +283,7 @@ class PermissionBridge:
         reminders, expiry and the sweep interval follow from the next sweep."""
         self.settings = settings
         self._notifier.command = settings.notify_command
+        self._answers.apply_settings(settings)
         self._sweeper.apply_settings(settings)
 
     async def run_sweeper(self, interval: float | None = None) -> None:
@@ -394,10 +319,6 @@ def _supersede(
         pending_rows.answer(conn, request_id, decision="cancelled", payload="{}", now=now)
         pending_rows.mark_delivered(conn, request_id)
     return stale
-
-
-def _duplicate(row: PendingPermission) -> AnswerOutcome:
-    return AnswerOutcome(accepted=True, duplicate=True, outcome=outcome_of(row.response_decision))
 
 
 def _event_for_row(row: PendingPermission, *, is_replay: bool) -> agent_pb2.AgentEvent:
