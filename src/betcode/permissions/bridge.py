@@ -14,10 +14,10 @@ an answer or expiry in the transaction that stores it. A forwarded request is st
 `pending_permissions` BEFORE any client sees it, then shown to every client of the session; an
 unanswered request for the same call whose process is gone (claude asks again after a restart)
 is withdrawn at the same time, so the user never answers one question twice.
-The first answer wins (a compare-and-swap in SQLite); a duplicate answer succeeds and changes
-nothing. The stored row outlives clients, claude processes and the daemon itself; `sweeper`
-reminds about it and finally expires it, and any client activity in the session pushes its
-expiry back by one TTL.
+A client's answer is applied by `answers`: the first answer wins (a compare-and-swap in
+SQLite); a duplicate answer succeeds and changes nothing. The stored row outlives clients,
+claude processes and the daemon itself; `sweeper` reminds about it and finally expires it, and
+any client activity in the session pushes its expiry back by one TTL.
 """
 
 from __future__ import annotations
