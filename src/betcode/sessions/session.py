@@ -5,8 +5,8 @@ Every stdout line of its claude process and every stdin line the daemon writes i
 store writer, and only then published to the attached clients. Lines are processed strictly in
 the order claude wrote them by one consumer task, so a permission request can be persisted
 before it is shown without reordering the stream. What the supervisor reports (a process
-state, an exit) goes through the same queue: an exit is judged only after every line the
-process printed before it (a `result` already queued ends the turn first).
+state, an exit) goes through the same queue (supervisor_reports.py): an exit is judged only
+after every line the process printed before it (a `result` already queued ends the turn first).
 
 A turn runs from a recorded user message to its `result`. Whatever else ends it — claude
 exiting, the message not reaching claude — ends it visibly (an error, then IDLE), so no client
@@ -20,12 +20,10 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from betcode.claude.command import CommandOptions
-from betcode.claude.process import describe_returncode
 from betcode.claude.supervisor import ClaudeSupervisor, SupervisorState
 from betcode.protocol import writer as stdin
 from betcode.protocol.framing import Line
@@ -44,6 +42,7 @@ from betcode.sessions.fanout import FanoutHub, Frame
 from betcode.sessions.input_lock import InputLock
 from betcode.sessions.line_types import line_type
 from betcode.sessions.lock_transfers import LockTransfers
+from betcode.sessions.supervisor_reports import SupervisorReports
 from betcode.sessions.turns import Turns
 from betcode.storage import sessions as session_rows
 from betcode.storage.errors import StoreClosed
@@ -60,7 +59,6 @@ Status = common_pb2.AgentStatus
 # Rows of one writer append while ingesting: a line waits at most this many rows' work before
 # its commit starts, and a subscriber is offered at most about this many frames at once.
 MAX_ROWS_PER_COMMIT = 256
-CRASHED_HINT = "send a message to try again"
 
 # What the consumer task takes in order: a batch of stdout lines, a supervisor report, or None
 # (the session is closing).
@@ -100,6 +98,9 @@ class Session:
         self._turns = Turns()
         self.closed = False
         self._lines: asyncio.Queue[_Item] = asyncio.Queue()
+        self._reports = SupervisorReports(
+            self._turns, self.translator, self.emit, self._set_status, self._lines.put_nowait
+        )
         self._consumer = asyncio.create_task(self._consume(), name=f"session-{self.id}")
         self.supervisor = ClaudeSupervisor(
             context.claude_binary,
@@ -346,67 +347,13 @@ class Session:
         """RequestInputLock: the holder has the transfer timeout to answer by sending input."""
         return await self._lock_transfers.request(client_id)
 
-    # ---- supervisor hooks ----
+    # ---- what the supervisor asks and reports (reports: supervisor_reports.py) ----
 
     def on_state(self, state: SupervisorState, detail: str) -> None:
-        # Whether a user line waits for this process is read now: by the time the report is
-        # handled, the line may already have been written.
-        waiting = self._turns.delivering > 0
-        self._lines.put_nowait(partial(self._supervisor_changed, state, detail, waiting))
+        self._reports.on_state(state, detail)
 
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
-        self._lines.put_nowait(
-            partial(self._claude_exited, returncode, stderr_tail, self._turns.current)
-        )
-
-    def _supervisor_changed(self, state: SupervisorState, detail: str, waiting: bool) -> None:
-        if state is SupervisorState.RESTARTING:
-            # Every restart is news, even right after another one: not deduplicated.
-            self.translator.set_status(Status.AGENT_STATUS_RESTARTING, detail)
-            self.emit([translate.status_event(Status.AGENT_STATUS_RESTARTING, detail)])
-        elif state is SupervisorState.CRASHED:
-            message = f"{detail}; {CRASHED_HINT}"
-            self.translator.set_status(Status.AGENT_STATUS_CRASHED, message)
-            self.emit(
-                [
-                    translate.error_event("SUBPROCESS_CRASHED", message, is_fatal=False),
-                    translate.status_event(Status.AGENT_STATUS_CRASHED, message),
-                ]
-            )
-            self._set_status("error")
-        elif state is SupervisorState.RUNNING:
-            restarted = self.translator.status == Status.AGENT_STATUS_RESTARTING
-            self.translator.process_restarted()
-            if restarted:
-                self._running_again(waiting)
-
-    def _running_again(self, waiting: bool) -> None:
-        """claude runs again after a crash: a message waiting for it is this process's turn;
-        otherwise the session is idle (the turn the crash cut off was ended at the exit)."""
-        self._turns.runs_again(waiting)
-        status = Status.AGENT_STATUS_THINKING if self.turn_active else Status.AGENT_STATUS_IDLE
-        self.emit(self.translator.set_status(status, "claude is running again"))
-
-    def _claude_exited(self, returncode: int, stderr_tail: list[str], turn: int) -> None:
-        """claude exited (any code): a turn it was running will never see its `result`, so
-        it ends here — unless a message recorded after the exit already began the next one."""
-        if not self._turns.exited(turn):  # no turn was running on it
-            if returncode == 0:
-                self._set_status("idle")
-            return
-        how = (
-            f"exited with code {returncode}"
-            if returncode >= 0
-            else "was " + describe_returncode(returncode)
-        )
-        message = f"claude {how} during the turn"
-        if stderr_tail:
-            message += f": {stderr_tail[-1]}"
-        events = [translate.error_event("SUBPROCESS_CRASHED", message)]
-        if not self.turn_active:
-            self._set_status("idle")
-            events += self.translator.set_status(Status.AGENT_STATUS_IDLE, message)
-        self.emit(events)
+        self._reports.on_exit(returncode, stderr_tail)
 
     def resume_session_id(self) -> str | None:
         return self.claude_session_id
