@@ -11,6 +11,11 @@ for a session whose permission request is still open (unanswered, or its answer 
 to claude): that turn goes on once the request is answered (permissions.orphans), and its log
 rightly ends waiting for the user; nor for one whose log already ends IDLE (the turn ended,
 only the status write missed the kill).
+
+A RequestInputLock still waiting (its InputLockRequested PENDING neither KEPT nor followed by a
+move of the lock) can no longer be answered: nobody holds the lock after a restart. The log
+gets the InputLockChange that says so (holder: nobody), which settles every such request of
+the session, as a move does live.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -38,6 +45,7 @@ class ReconcileReport:
     sessions_idled: int  # active → idle, turn ended in the log (the next message resumes)
     clients_cleared: int
     input_locks_cleared: int
+    lock_requests_settled: int  # RequestInputLock waits ended in the log by the restart
     worktrees_stale: int  # worktrees whose directory is missing (flagged, never deleted)
     subagents_failed: int
     orchestrations_failed: int
@@ -51,6 +59,7 @@ def reconcile(conn: sqlite3.Connection, now: float) -> ReconcileReport:
             input_locks_cleared=conn.execute(
                 "UPDATE sessions SET input_lock_client = NULL WHERE input_lock_client IS NOT NULL"
             ).rowcount,
+            lock_requests_settled=_settle_lock_requests(conn, now),
             worktrees_stale=_flag_missing_worktrees(conn),
             subagents_failed=conn.execute(
                 "UPDATE subagents SET status = 'failed', result_summary = ?, completed_at = ? "
@@ -73,38 +82,88 @@ def _end_interrupted_turns(conn: sqlite3.Connection, now: float) -> int:
             "pending_permissions p WHERE p.session_id = sessions.id AND p.delivered = 0)"
         )
     ]
-    stamp = Timestamp()
-    stamp.FromNanoseconds(int(now * 1e9))
-    ending = (
-        agent_pb2.AgentEvent(
-            error=agent_pb2.ErrorEvent(code=INTERRUPTED_CODE, message=INTERRUPTED_MESSAGE),
-            timestamp=stamp,
-        ),
-        agent_pb2.AgentEvent(
-            status_change=agent_pb2.StatusChange(
-                status=common_pb2.AGENT_STATUS_IDLE, message=INTERRUPTED_MESSAGE
-            ),
-            timestamp=stamp,
-        ),
-    )
     for session_id in cut_off:
         if _log_ends_idle(conn, session_id):
             continue  # the turn ended; only the status row missed the kill
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        rows = []
-        for offset, event in enumerate(ending, start=1):
-            event.sequence = last + offset
-            kind = event.WhichOneof("event") or ""
-            rows.append(
-                EventRow(session_id, last + offset, None, kind, event.SerializeToString(), now)
-            )
-        conn.executemany(INSERT_EVENT, rows)
+        ending = [
+            agent_pb2.AgentEvent(
+                error=agent_pb2.ErrorEvent(code=INTERRUPTED_CODE, message=INTERRUPTED_MESSAGE)
+            ),
+            agent_pb2.AgentEvent(
+                status_change=agent_pb2.StatusChange(
+                    status=common_pb2.AGENT_STATUS_IDLE, message=INTERRUPTED_MESSAGE
+                )
+            ),
+        ]
+        _append_to_log(conn, session_id, ending, now)
         log.warning("session %s was active: its turn was interrupted by the restart", session_id)
     return conn.execute(
         "UPDATE sessions SET status = 'idle', updated_at = ? WHERE status = 'active'", (now,)
     ).rowcount
+
+
+def _settle_lock_requests(conn: sqlite3.Connection, now: float) -> int:
+    """Ends every lock request still waiting in a session's log with the InputLockChange of
+    the restart (nobody holds the lock); returns how many requests it settled."""
+    settled = 0
+    for (session_id,) in conn.execute("SELECT id FROM sessions").fetchall():
+        waiting = _waiting_lock_requests(conn, session_id)
+        if waiting:
+            release = agent_pb2.AgentEvent(input_lock=agent_pb2.InputLockChange())
+            _append_to_log(conn, session_id, [release], now)
+            log.warning(
+                "session %s: %d input lock request(s) ended by the restart", session_id, waiting
+            )
+            settled += waiting
+    return settled
+
+
+def _waiting_lock_requests(conn: sqlite3.Connection, session_id: str) -> int:
+    """How many InputLockRequested PENDING of the session's log are unsettled: after the
+    last InputLockChange (a move settles every request before it), without their KEPT."""
+    (last_move,) = conn.execute(
+        "SELECT COALESCE(MAX(sequence), 0) FROM events "
+        "WHERE session_id = ? AND kind = 'input_lock'",
+        (session_id,),
+    ).fetchone()
+    asked: Counter[tuple[str, str, int]] = Counter()
+    kept: Counter[tuple[str, str, int]] = Counter()
+    for (payload,) in conn.execute(
+        "SELECT payload FROM events "
+        "WHERE session_id = ? AND sequence > ? AND kind = 'input_lock_requested'",
+        (session_id, last_move),
+    ):
+        request = agent_pb2.AgentEvent.FromString(payload).input_lock_requested
+        # KEPT repeats its request's requester, holder and deadline.
+        key = (
+            request.requested_by_client_id,
+            request.holder_client_id,
+            request.request_deadline.ToNanoseconds(),
+        )
+        if request.state == agent_pb2.INPUT_LOCK_REQUEST_STATE_PENDING:
+            asked[key] += 1
+        elif request.state == agent_pb2.INPUT_LOCK_REQUEST_STATE_KEPT:
+            kept[key] += 1
+    return (asked - kept).total()
+
+
+def _append_to_log(
+    conn: sqlite3.Connection, session_id: str, events: Sequence[agent_pb2.AgentEvent], now: float
+) -> None:
+    """Appends events the daemon makes itself under the session's next event seqs, stamped
+    and numbered as a live stream would carry them."""
+    (last,) = conn.execute(
+        "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(now * 1e9))
+    rows = []
+    for sequence, event in enumerate(events, start=last + 1):
+        event.sequence = sequence
+        event.timestamp.CopyFrom(stamp)
+        kind = event.WhichOneof("event") or ""
+        rows.append(EventRow(session_id, sequence, None, kind, event.SerializeToString(), now))
+    conn.executemany(INSERT_EVENT, rows)
 
 
 def _log_ends_idle(conn: sqlite3.Connection, session_id: str) -> bool:

@@ -69,6 +69,7 @@ def test_reconcile_corrects_everything_a_kill_left_behind(
         sessions_idled=2,
         clients_cleared=3,
         input_locks_cleared=1,
+        lock_requests_settled=0,
         worktrees_stale=1,
         subagents_failed=2,
         orchestrations_failed=1,
@@ -106,7 +107,15 @@ def test_reconcile_twice_changes_nothing_more(conn: sqlite3.Connection, tmp_path
     killed_mid_session(conn, tmp_path)
     reconcile(conn, LATER)
 
-    assert reconcile(conn, LATER + 1) == ReconcileReport(0, 0, 0, 1, 0, 0)
+    assert reconcile(conn, LATER + 1) == ReconcileReport(
+        sessions_idled=0,
+        clients_cleared=0,
+        input_locks_cleared=0,
+        lock_requests_settled=0,
+        worktrees_stale=1,
+        subagents_failed=0,
+        orchestrations_failed=0,
+    )
 
 
 def test_a_worktree_whose_directory_came_back_is_no_longer_stale(
