@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -13,10 +13,18 @@ from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError, show_value
 from betcode.config.importer import ImportPlan, apply_import, is_first_run, plan_import
 from betcode.config.layers import load_permission_layers
-from betcode.config.settings import DaemonSettings, load_daemon_settings, settings_items
+from betcode.config.settings import (
+    DEFAULT_ORIGIN,
+    ResolvedSettings,
+    SettingValue,
+    parse_override,
+    resolve_daemon_settings,
+)
 from betcode.config.values import format_duration
 from betcode.permissions.engine import RuleSet
 from betcode.permissions.rules import InvalidRule
+
+VALUE_COLUMN_MAX = 24
 
 
 @click.group("config")
@@ -31,38 +39,41 @@ def config_group() -> None:
     default=None,
     help="Working directory whose .claude/ settings apply (default: the current one).",
 )
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Show the settings as `betcode daemon start --set KEY=VALUE` would use them (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
-def show(cwd: Path | None, as_json: bool) -> None:
-    """Effective daemon settings, and every permission rule with where it came from."""
+def show(cwd: Path | None, settings: tuple[str, ...], as_json: bool) -> None:
+    """Effective daemon settings, and every permission rule, each with where it came from."""
     directory = config_dir()
     workdir = (cwd or Path.cwd()).absolute()
     try:
-        settings = load_daemon_settings(directory)
+        overrides = dict(parse_override(text) for text in settings)
+        resolved = resolve_daemon_settings(directory, overrides)
         ruleset, invalid = RuleSet.from_settings(load_permission_layers(workdir, directory))
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
     if as_json:
-        click.echo(json.dumps(_as_json(directory, settings, ruleset, invalid), indent=2))
+        click.echo(json.dumps(_as_json(directory, resolved, ruleset, invalid), indent=2))
     else:
-        _print_text(directory, workdir, settings, ruleset, invalid)
+        _print_text(directory, workdir, resolved, ruleset, invalid)
 
 
 def _print_text(
     directory: Path,
     workdir: Path,
-    settings: DaemonSettings,
+    resolved: ResolvedSettings,
     ruleset: RuleSet,
     invalid: list[InvalidRule],
 ) -> None:
     state = "" if directory.exists() else " (does not exist yet: see `betcode config import`)"
-    click.echo(f"Config dir: {directory}{state}\n\nDaemon settings:")
-    for key, value in settings_items(settings):
-        shown = show_value(value)
-        if key.endswith("_seconds") and isinstance(value, float):
-            shown = format_duration(value)
-        elif key.endswith("_seconds") and isinstance(value, tuple):
-            shown = ", ".join(format_duration(seconds) for seconds in value)
-        click.echo(f"  {key} = {shown}")
+    click.echo(f"Config dir: {directory}{state}\n")
+    click.echo("Daemon settings (--set wins over the environment, which wins over the file):")
+    _print_settings(resolved.values)
     click.echo(f"\nPermission rules for {workdir} (checked deny, then ask, then allow):")
     if not ruleset.rules:
         click.echo("  (none)")
@@ -74,12 +85,35 @@ def _print_text(
             click.echo(f"  {error}")
 
 
+def _print_settings(values: Sequence[SettingValue]) -> None:
+    """Columns: the setting, its value, where the value came from (defaults dimmed)."""
+    rows = [("SETTING", "VALUE", "FROM")]
+    rows += [(v.key, _shown_value(v.key, v.value), v.origin) for v in values]
+    key_width = max(len(key) for key, _, _ in rows)
+    # A long value (a notify command) pushes its own origin right rather than every row's.
+    value_width = max(len(value) for _, value, _ in rows if len(value) <= VALUE_COLUMN_MAX)
+    for key, value, origin in rows:
+        line = f"  {key:<{key_width}}  {value:<{value_width}}  {origin}"
+        click.echo(click.style(line, dim=True) if origin == DEFAULT_ORIGIN else line)
+
+
+def _shown_value(key: str, value: object) -> str:
+    if key.endswith("_seconds") and isinstance(value, float):
+        return format_duration(value)
+    if key.endswith("_seconds") and isinstance(value, tuple):
+        return ", ".join(format_duration(seconds) for seconds in value)
+    return show_value(value)
+
+
 def _as_json(
-    directory: Path, settings: DaemonSettings, ruleset: RuleSet, invalid: list[InvalidRule]
+    directory: Path, resolved: ResolvedSettings, ruleset: RuleSet, invalid: list[InvalidRule]
 ) -> dict[str, object]:
     return {
         "config_dir": str(directory),
-        "daemon": dataclasses.asdict(settings),
+        "settings": {
+            v.key: {"value": v.value, "origin": v.origin, "allowed": v.allowed}
+            for v in resolved.values
+        },
         "rules": [
             {"list": str(r.source.list_name), "rule": r.text, "origin": r.source.origin}
             for r in ruleset.rules

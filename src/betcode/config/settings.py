@@ -12,6 +12,9 @@ Every value is checked when loaded; an error names the file (or flag / variable)
 the value and what is allowed. Unknown keys under `daemon` are logged at WARN and ignored.
 The ranges bound what a user may configure; code (tests, benchmarks) may construct the
 dataclasses directly with other values, e.g. a 2-second watchdog.
+
+`resolve_daemon_settings` also tells, for every leaf setting, where its value came from and what
+it allows (ConfigService's GetSettings and `betcode config show` show both).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ ENV_KEYS = {
     "BETCODE_SUBPROCESS_TIMEOUT": "subprocess.timeout_seconds",
 }
 COMMAND_LINE = "command line"
+DEFAULT_ORIGIN = "default"
+_PREFIX = "daemon."
 
 log = logging.getLogger(__name__)
 _T = typing.TypeVar("_T")
@@ -104,6 +109,24 @@ class DaemonSettings:
     input_lock: InputLockSettings = field(default_factory=InputLockSettings)
 
 
+@dataclass(frozen=True, slots=True)
+class SettingValue:
+    key: str  # dotted, from the top of settings.json: "daemon.permission.ttl_seconds"
+    value: object
+    # DEFAULT_ORIGIN, the settings file's path, "environment variable NAME" or COMMAND_LINE
+    origin: str
+    allowed: str  # what the setting accepts, e.g. "allowed 1h to 30d"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSettings:
+    settings: DaemonSettings
+    values: tuple[SettingValue, ...]  # every leaf setting, in declaration order
+
+    def value(self, key: str) -> SettingValue:
+        return next(v for v in self.values if v.key == key)
+
+
 def load_daemon_settings(
     config_dir: Path,
     overrides: Mapping[str, object] | None = None,
@@ -111,22 +134,43 @@ def load_daemon_settings(
     environ: Mapping[str, str] | None = None,
 ) -> DaemonSettings:
     """Settings from `<config dir>/settings.json`, the environment and flags (module doc)."""
+    return _load(config_dir, overrides, environ)[0]
+
+
+def resolve_daemon_settings(
+    config_dir: Path,
+    overrides: Mapping[str, object] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> ResolvedSettings:
+    """The settings `load_daemon_settings` gives, each leaf with its origin and allowed values."""
+    settings, origins = _load(config_dir, overrides, environ)
+    values = tuple(
+        SettingValue(key, value, origins.of(key.removeprefix(_PREFIX)), spec_of(key).allowed_text())
+        for key, value in settings_items(settings)
+    )
+    return ResolvedSettings(settings, values)
+
+
+def _load(
+    config_dir: Path, overrides: Mapping[str, object] | None, environ: Mapping[str, str] | None
+) -> tuple[DaemonSettings, _Origins]:
     path = config_dir / SETTINGS_FILE
     data = read_settings_file(path) or {}
     section = data.get("daemon", {})
     if not isinstance(section, Mapping):
         raise ConfigError(str(path), "daemon", f"must be an object, got {show_value(section)}")
     values = copy.deepcopy(dict(section))
-    origins: dict[str, str] = {}
+    origins = _Origins(str(path), section)
     env = os.environ if environ is None else environ
     for name, key in ENV_KEYS.items():
         if env.get(name):
             _set(values, key, _text_value(env[name]))
-            origins[key] = f"environment variable {name}"
+            origins.set(key, f"environment variable {name}")
     for key, value in (overrides or {}).items():
         _set(values, key, value)
-        origins[key] = COMMAND_LINE
-    return _build(DaemonSettings, values, "", _Origins(str(path), origins))
+        origins.set(key, COMMAND_LINE)
+    return _build(DaemonSettings, values, "", origins), origins
 
 
 def settings_items(settings: object, prefix: str = "daemon") -> list[tuple[str, object]]:
@@ -142,18 +186,51 @@ def settings_items(settings: object, prefix: str = "daemon") -> list[tuple[str, 
     return items
 
 
-@dataclass(frozen=True, slots=True)
+KNOWN_KEYS = frozenset(key for key, _ in settings_items(DaemonSettings()))
+
+
+def spec_of(key: str) -> Spec:
+    """The load-time check of the setting at dotted `key` (one of KNOWN_KEYS)."""
+    cls: type = DaemonSettings
+    *parents, leaf = key.removeprefix(_PREFIX).split(".")
+    for name in parents:
+        cls = typing.get_type_hints(cls)[name]
+    spec: Spec = next(f for f in dataclasses.fields(cls) if f.name == leaf).metadata[SPEC]
+    return spec
+
+
 class _Origins:
-    file: str
-    by_key: dict[str, str]
+    """Where each value came from: the last layer that set the key or a section holding it (the
+    environment, then flags), else the file if it has the key, else the default."""
+
+    def __init__(self, file: str, section: Mapping[str, object]) -> None:
+        self.file = file
+        self._section = section
+        self._by_key: dict[str, str] = {}
+
+    def set(self, key: str, origin: str) -> None:
+        """A layer set dotted `key`; it replaces that whole value, so nothing below it keeps the
+        origin of a lower layer."""
+        for below in [k for k in self._by_key if k.startswith(key + ".")]:
+            del self._by_key[below]
+        self._by_key[key] = origin
 
     def of(self, key: str) -> str:
-        """Where the value at dotted `key` (relative to `daemon`) came from."""
+        """Where the value at dotted `key` (relative to `daemon`) came from. For a section, a
+        layer that set a key inside it is named (its error may come from that key)."""
         parts = key.split(".")
         for end in range(len(parts), 0, -1):
-            origin = self.by_key.get(".".join(parts[:end]))
+            origin = self._by_key.get(".".join(parts[:end]))
             if origin is not None:
                 return origin
+        inside = [o for k, o in self._by_key.items() if k.startswith(key + ".")]
+        if inside:
+            return inside[-1]
+        node: object = self._section
+        for part in parts:
+            if not isinstance(node, Mapping) or part not in node:
+                return DEFAULT_ORIGIN
+            node = node[part]
         return self.file
 
 

@@ -77,6 +77,18 @@ class Spec:
         show = format_duration if self.kind in ("seconds", "seconds_list") else _number
         return f"allowed {show(self.low or 0)} to {show(self.high or 0)}"
 
+    def allowed_text(self) -> str:
+        """What a value of this setting may be, for people: "allowed 1h to 30d", "true or false"."""
+        if self.kind in ("int", "float", "seconds", "seconds_list"):
+            return self.range_text()
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "names":
+            return "a list of environment variable names or PREFIX_* patterns"
+        return "a command (a string, or a list of program and arguments), or null"
+
 
 def setting(default: Any, kind: str, low: float | None = None, high: float | None = None,
             choices: tuple[str, ...] = ()) -> Any:  # fmt: skip

@@ -1,11 +1,10 @@
 """Importing ~/.claude settings and rules (copies, never links; ~/.claude untouched), and the
-`betcode config import` / `betcode config show` commands."""
+`betcode config import` command (`config show`: test_config_show.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -126,37 +125,3 @@ def test_first_run_offer_without_a_terminal_only_explains(home: Path, tmp_path: 
     config = tmp_path / "cfg"
     assert config.is_dir()
     assert not (config / "settings.json").exists()
-
-
-def test_cli_show_lists_settings_and_rule_origins(home: Path, tmp_path: Path) -> None:
-    config = tmp_path / "cfg"
-    config.mkdir()
-    (config / "settings.json").write_text(
-        json.dumps({"daemon": {"max_sessions": 7}, "permissions": {"allow": ["Nope("]}})
-    )
-    project = tmp_path / "proj"
-    (project / ".claude").mkdir(parents=True)
-    local = project / ".claude/settings.local.json"
-    local.write_text(json.dumps({"permissions": {"deny": ["Bash(rm:*)"]}}))
-    result = CliRunner().invoke(config_group, ["show", "--cwd", str(project)])
-    assert result.exit_code == 0, result.output
-    assert "daemon.max_sessions = 7" in result.output
-    assert "daemon.permission.ttl_seconds = 7d" in result.output
-    assert f"deny   Bash(rm:*)  ({local})" in result.output
-    assert "Invalid rules (skipped):" in result.output
-    assert "'Nope('" in result.output
-
-    as_json = CliRunner().invoke(config_group, ["show", "--cwd", str(project), "--json"])
-    shown = json.loads(as_json.output)
-    assert shown["daemon"]["max_sessions"] == 7
-    assert shown["rules"] == [{"list": "deny", "rule": "Bash(rm:*)", "origin": str(local)}]
-    assert shown["invalid_rules"][0]["rule"] == "Nope("
-
-
-def test_cli_show_reports_a_bad_file(home: Path, tmp_path: Path) -> None:
-    config = tmp_path / "cfg"
-    config.mkdir()
-    (config / "settings.json").write_text(json.dumps({"daemon": {"max_sessions": 0}}))
-    result = CliRunner().invoke(config_group, ["show", "--cwd", os.fspath(tmp_path)])
-    assert result.exit_code == 1
-    assert "daemon.max_sessions: 0 is out of range (allowed 1 to 1000)" in result.output
