@@ -1,28 +1,25 @@
 """The daemon under benchmark, in its own process: run_daemon() as `betcode daemon start
---foreground` runs it, with idle reaping off so no claude is reaped mid-run.
+--foreground` runs it (on the same event loop: uvloop unless BETCODE_EVENT_LOOP=asyncio), with
+idle reaping off so no claude is reaped mid-run.
 
-    .venv/bin/python benchmarks/bench_daemon.py SOCKET DATA_DIR CONFIG_DIR CLAUDE_BIN [SWITCH_S]
+    .venv/bin/python benchmarks/bench_daemon.py SOCKET DATA_DIR CONFIG_DIR CLAUDE_BIN
 
-SWITCH_S sets the interpreter's GIL switch interval (sys.setswitchinterval; default 0.005 s):
-the benchmark measures latency with and without a shorter one. Runs until SIGTERM/SIGINT;
-logs warnings and errors to stderr.
+Runs until SIGTERM/SIGINT; logs warnings and errors to stderr.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
 from pathlib import Path
 
+from betcode import event_loop
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import DaemonConfig, run_daemon
 
 
-def main(socket: str, data_dir: str, config_dir: str, claude_bin: str, *switch: str) -> int:
-    if switch:
-        sys.setswitchinterval(float(switch[0]))
+def main(socket: str, data_dir: str, config_dir: str, claude_bin: str) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     config = DaemonConfig(
         data_dir=Path(data_dir),
@@ -32,7 +29,7 @@ def main(socket: str, data_dir: str, config_dir: str, claude_bin: str, *switch: 
         environ={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": config_dir},
         policy=SupervisorPolicy(idle_reap_seconds=None, watchdog_seconds=600.0),
     )
-    return asyncio.run(run_daemon(config))
+    return event_loop.run(run_daemon(config), event_loop.chosen_event_loop())
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Daemon figures with a fake-claude flood, through real gRPC on a Unix socket.
 
     .venv/bin/python benchmarks/run.py [--quick] [--json] [--profile DIR]
+    .venv/bin/python benchmarks/run.py --latency-only [--repeat N] [--quick]
 
 The daemon runs as its own process (bench_daemon.py: what `betcode daemon start --foreground`
 runs, with fake claude children);
@@ -20,9 +21,12 @@ A turn is sent over Converse, which is closed as soon as the daemon has recorded
 * replay_100k_s: a 100,000-event session replayed from 0 on the batched stream (scaled from the
   20,000 events of --quick);
 * rss_mb: the daemon's RSS with 20 sessions (one claude each) and 100 attached clients;
-* latency_*_switch_0_5ms: the latency phase again, the daemon's GIL switch interval 0.5 ms.
+* latency_*_asyncio_loop: the latency phase again with the daemon on asyncio's own event loop
+  (BETCODE_EVENT_LOOP=asyncio) instead of uvloop.
 
-`--profile DIR` runs each daemon under cProfile and leaves DIR/<phase>.prof.
+`--profile DIR` runs each daemon under cProfile and leaves DIR/<phase>.prof. `--latency-only`
+runs just the latency phase, `--repeat N` times, one line per run (`--event-loop asyncio` for
+the daemon on asyncio's own loop).
 """
 
 from __future__ import annotations
@@ -56,16 +60,13 @@ CLIENT_PROCESSES = 2
 LIVE_EDGE = 2**62  # a from_sequence beyond the log: only what comes next
 WARM_UP_TURN = [{"do": "text", "text": "ready"}]
 START_TIMEOUT_S = 30.0
-# The latency phase runs again with this GIL switch interval in the daemon (default 5 ms): the
-# writer thread needs the GIL a few times per commit and a busy event loop holds it that long.
-SHORT_SWITCH_INTERVAL_S = 0.0005
 DAEMON_EVENTS = frozenset({"input_lock", "status_change", "user_input"})
 
 
 @dataclass(frozen=True)
 class DaemonOptions:
     profile: Path | None = None  # run under cProfile, leaving <profile>/<phase>.prof
-    switch_interval: float | None = None  # the daemon's sys.setswitchinterval
+    event_loop: str | None = None  # BETCODE_EVENT_LOOP for the daemon (None: its default)
 
 
 class DaemonProcess:
@@ -88,15 +89,18 @@ class DaemonProcess:
             str(root / "config"),
             str(fake),
         ]
-        if options.switch_interval is not None:
-            self.argv.append(str(options.switch_interval))
+        self.environ = dict(os.environ)
+        if options.event_loop is not None:
+            self.environ["BETCODE_EVENT_LOOP"] = options.event_loop
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         log = self.root / "daemon.log"
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            self.process = await asyncio.create_subprocess_exec(*self.argv, stdout=fd, stderr=fd)
+            self.process = await asyncio.create_subprocess_exec(
+                *self.argv, stdout=fd, stderr=fd, env=self.environ
+            )
         finally:
             os.close(fd)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -271,6 +275,12 @@ async def bench_daemon(
         await daemon.stop()
 
 
+def loop_thread_cpu_seconds(pid: int) -> float:
+    """CPU of the daemon's main thread, which runs its event loop (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()
     return float(times.user + times.system)
@@ -341,10 +351,12 @@ async def latency(
         job = {"op": "watch", "session": session_id, "after": after, "batched": False}
         await clients.attach({**job, "stamps": True}, clients_count)
         cpu = cpu_seconds(daemon.pid)
+        loop_cpu = loop_thread_cpu_seconds(daemon.pid)
         started = time.perf_counter()
         await driver.send(session_id)
         results = await clients.results()
         cpu = cpu_seconds(daemon.pid) - cpu
+        loop_cpu = loop_thread_cpu_seconds(daemon.pid) - loop_cpu
         elapsed = time.perf_counter() - started
         db_path = daemon.root / "data" / "daemon.db"
         written = line_write_times(db_path, session_id)
@@ -368,6 +380,7 @@ async def latency(
         "latency_line_read_p99_ms": percentile(reads, 0.99),
         "latency_daemon_cpu_percent": 100 * cpu / elapsed,
         "latency_daemon_cpu_us_per_delivery": 1e6 * cpu / deliveries,
+        "latency_daemon_loop_thread_cpu_percent": 100 * loop_cpu / elapsed,
     }
 
 
@@ -428,8 +441,8 @@ async def run(quick: bool, options: DaemonOptions) -> dict[str, Any]:
         fan = await broadcast(root / "fanout", fan_lines, [1, 10, 100], options)
         latency_lines = 2_000 if quick else 5_000
         delays = await latency(root / "latency", latency_lines, 10, options)
-        short_switch = replace(options, switch_interval=SHORT_SWITCH_INTERVAL_S)
-        delays_short = await latency(root / "latency-switch", latency_lines, 10, short_switch)
+        on_asyncio = replace(options, event_loop="asyncio")
+        delays_asyncio = await latency(root / "latency-asyncio", latency_lines, 10, on_asyncio)
         rss = await resident_memory(root / "rss", 20, 100, options)
     per_event = [v for k, v in fan.items() if k.startswith("broadcast_")]
     batched = [v for k, v in fan.items() if k.startswith("batched_")]
@@ -443,7 +456,7 @@ async def run(quick: bool, options: DaemonOptions) -> dict[str, Any]:
         "rss_mb": rss,
         **ingest,
         **delays,
-        **{f"{k}_switch_0_5ms": v for k, v in delays_short.items()},
+        **{f"{k}_asyncio_loop": v for k, v in delays_asyncio.items()},
         **fan,
     }
     rounded = {k: round(v, 3) if v < 100 else round(v) for k, v in figures.items()}
@@ -451,16 +464,32 @@ async def run(quick: bool, options: DaemonOptions) -> dict[str, Any]:
     return {**rounded, "quick": quick, "machine": about}
 
 
+async def latency_runs(quick: bool, repeat: int, options: DaemonOptions) -> None:
+    lines = 2_000 if quick else 5_000
+    with tempfile.TemporaryDirectory() as tmp:
+        for run_index in range(repeat):
+            figures = await latency(Path(tmp) / f"latency-{run_index}", lines, 10, options)
+            shown = " ".join(f"{k.removeprefix('latency_')}={v:.3g}" for k, v in figures.items())
+            print(f"run {run_index + 1}: {shown}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs, under a minute")
     parser.add_argument("--json", action="store_true", help="end with one JSON object")
     parser.add_argument("--profile", type=Path, help="run the daemons under cProfile, into DIR")
+    parser.add_argument("--latency-only", action="store_true", help="only the latency phase")
+    parser.add_argument("--repeat", type=int, default=1, help="with --latency-only: N runs")
+    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), help="the daemon's loop")
     args = parser.parse_args()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         args.profile = args.profile.absolute()
-    figures = asyncio.run(run(args.quick, DaemonOptions(profile=args.profile)))
+    options = DaemonOptions(profile=args.profile, event_loop=args.event_loop)
+    if args.latency_only:
+        asyncio.run(latency_runs(args.quick, args.repeat, options))
+        return
+    figures = asyncio.run(run(args.quick, options))
     for key, value in figures.items():
         if key != "machine":
             print(f"{key:50} {value}")

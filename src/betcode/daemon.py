@@ -32,6 +32,7 @@ from betcode.daemon_config import (
     takes_effect,
     with_settings,
 )
+from betcode.event_loop import running_event_loop
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
 from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
@@ -175,7 +176,12 @@ class Daemon:
         except BindError as exc:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
-        log.info("betcode daemon %s serving on %s", __version__, self.config.socket_path)
+        log.info(
+            "betcode daemon %s serving on %s (event loop: %s)",
+            __version__,
+            self.config.socket_path,
+            running_event_loop(),
+        )
 
     async def _open_database(self) -> Database:
         try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from harness.conditions import until
 from harness.daemon import Client, DaemonProcess, accepts_connections, daemon_process_env
 from harness.environment import Workspace
 from harness.fake_claude import FakeClaude, resume_id
@@ -201,16 +202,23 @@ def new_text(client: Client, after: int) -> str:
     return "".join(e.text_delta.text for e in client.of_kind("text_delta") if e.sequence > after)
 
 
+# The daemon runs on uvloop by default; asyncio's own loop stays a supported fallback.
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
 async def test_kill9_of_the_daemon_mid_flood_then_replay_and_resume(
-    tmp_path: Path, restarts: Restarts
+    tmp_path: Path, restarts: Restarts, event_loop: str
 ) -> None:
     fake = FakeClaude(tmp_path)
     flood = {"turns": [[{"do": "flood", "lines": 20_000, "text": "f", "rate": 4000}]]}
     binary = fake.binary([flood, {"turns": [TEXT_TURN]}])
     repo = tmp_path / "repo"
     repo.mkdir()
-    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    environ = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "BETCODE_EVENT_LOOP": event_loop,
+    }
     daemon = await restarts.start(binary, environ)
+    await until(lambda: f"(event loop: {event_loop})" in daemon.log_path.read_text())
     restarted = await kill_mid_stream_and_restart(daemon, restarts.client, repo, "flood", 500)
     assert len(restarted.before.events) < 20_000  # the flood was cut off
     writer = restarts.client("writer")

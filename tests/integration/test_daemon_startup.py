@@ -104,6 +104,23 @@ def test_invalid_settings_exit_65_naming_file_key_value_and_range(tmp_path: Path
     assert not (tmp_path / "data").exists()  # stopped before the database
 
 
+def test_an_unknown_event_loop_exits_65_before_anything_starts(tmp_path: Path) -> None:
+    env = {**foreground_env(tmp_path, too_old_claude(tmp_path)), "BETCODE_EVENT_LOOP": "trio"}
+    done = subprocess.run(
+        [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == EXIT_CONFIG_INVALID
+    assert done.stderr.strip() == (
+        "betcode daemon start: BETCODE_EVENT_LOOP='trio' is not one of: uvloop, asyncio"
+    )
+    assert not (tmp_path / "data").exists()
+
+
 def test_set_flags_override_the_file_and_are_validated(tmp_path: Path) -> None:
     write_daemon_settings(tmp_path, {"crash_policy": {"max_crashes": 0}})
     fixed = start_foreground(tmp_path, too_old_claude(tmp_path), "--set", "crash_policy={}")

@@ -25,6 +25,7 @@ from betcode.protocol.framing import (
     LineFramer,
     iter_line_batches,
 )
+from betcode.spawn import PIPE, Child, spawn
 
 logger = logging.getLogger(__name__)
 
@@ -44,20 +45,6 @@ class ClaudeStartError(Exception):
 
 class ClaudeStdinClosed(Exception):
     """claude no longer reads its stdin (it exited, or we closed its input)."""
-
-
-class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """Reports the child's exit as soon as it happens: Process.wait() also waits for the
-    pipes to close, which a surviving grandchild can postpone forever."""
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited: asyncio.Future[None] = loop.create_future()
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        if not self.exited.done():
-            self.exited.set_result(None)
 
 
 def describe_returncode(returncode: int) -> str:
@@ -82,9 +69,7 @@ class ClaudeProcess:
         self._on_lines = on_lines
         self._framer = LineFramer(max_line_bytes)
         self._chunk_size = chunk_size
-        self._process: asyncio.subprocess.Process | None = None
-        self._protocol: _ExitAwareProtocol | None = None
-        self._transport: asyncio.SubprocessTransport | None = None
+        self._child: Child | None = None
         self._finished: asyncio.Task[int] | None = None
         self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._stdin_closed = False
@@ -92,32 +77,28 @@ class ClaudeProcess:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
-        if self._process is not None:
+        if self._child is not None:
             raise RuntimeError("a ClaudeProcess is started once")
         if not await asyncio.to_thread(Path(cwd).is_dir):
             raise ClaudeStartError(
                 f"cannot start claude: working directory {cwd} does not exist (or is not a "
                 "directory); restore it or point the session at another directory"
             )
-        loop = asyncio.get_running_loop()
-        limit = self._chunk_size  # StreamReader pauses the pipe at 2 × limit buffered
         try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ExitAwareProtocol(limit, loop),
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            child = await spawn(
+                argv,
+                stdin=PIPE,
+                stdout=PIPE,
+                stderr=PIPE,
                 cwd=cwd,
-                env=dict(env),
-                start_new_session=True,
+                env=env,
+                limit=self._chunk_size,
             )
         except OSError as error:
             raise ClaudeStartError(f"cannot start claude ({argv[0]}): {error}") from error
-        self._transport, self._protocol = transport, protocol
-        self._process = asyncio.subprocess.Process(transport, protocol, loop)
+        self._child = child
         self.last_output_at = time.monotonic()
-        stdout, stderr = self._process.stdout, self._process.stderr
+        stdout, stderr = child.stdout, child.stderr
         if stdout is None or stderr is None:
             raise RuntimeError("claude was started without stdout/stderr pipes")
         pumps = (
@@ -125,19 +106,14 @@ class ClaudeProcess:
             asyncio.create_task(self._pump_stderr(stderr), name=f"claude-{self.pid}-stderr"),
         )
         self._finished = asyncio.create_task(
-            self._finish(protocol.exited, transport, pumps), name=f"claude-{self.pid}-exit"
+            self._finish(child, pumps), name=f"claude-{self.pid}-exit"
         )
 
     async def _finish(
-        self,
-        exited: asyncio.Future[None],
-        transport: asyncio.SubprocessTransport,
-        pumps: tuple[asyncio.Task[None], asyncio.Task[None]],
+        self, child: Child, pumps: tuple[asyncio.Task[None], asyncio.Task[None]]
     ) -> int:
-        await exited
-        returncode = transport.get_returncode()
-        if returncode is None:
-            raise RuntimeError("claude reported as exited without an exit status")
+        # The exit, not the end of the pipes: a surviving grandchild can hold those forever.
+        returncode = await child.wait()
         self._signal_group(signal.SIGKILL)  # leftovers of this CLI are orphans now
         _, pending = await asyncio.wait(pumps, timeout=PIPE_DRAIN_SECONDS)
         for pump in pending:
@@ -148,7 +124,7 @@ class ClaudeProcess:
             )
             pump.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        transport.close()
+        child.close()
         return returncode
 
     async def wait(self) -> int:
@@ -159,10 +135,10 @@ class ClaudeProcess:
 
     async def exited_within(self, seconds: float) -> bool:
         """Whether the CLI itself exits within `seconds` (its output may still be draining)."""
-        if self._protocol is None:
+        if self._child is None:
             raise RuntimeError("claude was not started")
         try:
-            await asyncio.wait_for(asyncio.shield(self._protocol.exited), seconds)
+            await asyncio.wait_for(self._child.wait(), seconds)
         except TimeoutError:
             return False
         return True
@@ -186,14 +162,14 @@ class ClaudeProcess:
     # -- properties -------------------------------------------------------------------------
     @property
     def pid(self) -> int:
-        if self._process is None:
+        if self._child is None:
             raise RuntimeError("claude was not started")
-        return self._process.pid
+        return self._child.pid
 
     @property
     def returncode(self) -> int | None:
         """Set as soon as the CLI exits (before its output is fully delivered)."""
-        return None if self._transport is None else self._transport.get_returncode()
+        return None if self._child is None else self._child.returncode
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -205,9 +181,9 @@ class ClaudeProcess:
         """Write complete NDJSON lines and wait until the pipe has taken them."""
         if not data.endswith(b"\n"):
             raise ValueError("claude stdin takes complete lines: data must end with a newline")
-        if self._process is None or self._process.stdin is None:
+        if self._child is None or self._child.stdin is None:
             raise RuntimeError("claude was not started")
-        stdin = self._process.stdin
+        stdin = self._child.stdin
         if self._stdin_closed or self.returncode is not None or stdin.is_closing():
             raise ClaudeStdinClosed(f"claude pid {self.pid} no longer accepts input")
         try:
@@ -220,9 +196,9 @@ class ClaudeProcess:
 
     def close_stdin(self) -> None:
         """EOF on claude's stdin: it finishes the running turn, then exits."""
-        if self._process is not None and self._process.stdin is not None:
+        if self._child is not None:
             self._stdin_closed = True
-            self._process.stdin.close()
+            self._child.close_stdin()
 
     # -- pumps ------------------------------------------------------------------------------
     async def _pump_stdout(self, stream: asyncio.StreamReader) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from betcode import event_loop
 from betcode.cli.config_cmd import offer_first_run_import
 from betcode.cli.paths import DaemonPaths, resolve_paths
 from betcode.config.dirs import config_dir
@@ -93,6 +93,7 @@ def start(
     paths = resolve_paths(socket_path, data_dir)
     rules = _checked_rules(PermissionLists(allow, deny, ask))
     config = _load_config(paths, listen, claude_bin, settings, rules)
+    loop_name = _event_loop_name()
     if not no_import:
         offer_first_run_import()
     if foreground:
@@ -100,7 +101,7 @@ def start(
         paths.pid_file.parent.mkdir(parents=True, exist_ok=True)
         paths.pid_file.write_text(f"{os.getpid()}\n")
         try:
-            code = asyncio.run(run_daemon(config))
+            code = event_loop.run(run_daemon(config), loop_name)
         finally:
             paths.pid_file.unlink(missing_ok=True)
         sys.exit(code)
@@ -108,6 +109,14 @@ def start(
         click.echo(f"daemon already running (pid {_read_pid(paths)}, socket {paths.socket})")
         return
     _spawn_detached(paths, listen, claude_bin, settings, rules)
+
+
+def _event_loop_name() -> str:
+    try:
+        return event_loop.chosen_event_loop()
+    except event_loop.EventLoopUnavailable as error:
+        click.echo(f"betcode daemon start: {error}", err=True)
+        sys.exit(EXIT_CONFIG_INVALID)
 
 
 def _checked_rules(rules: PermissionLists) -> PermissionLists:

@@ -24,12 +24,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from betcode.config.values import format_duration
 from betcode.sessions import translate
 from betcode.sessions.session import Session
+from betcode.spawn import PIPE, spawn
 
 log = logging.getLogger(__name__)
 
@@ -104,25 +106,19 @@ class Notifier:
     async def _run(self, command: tuple[str, ...], notice: ReminderNotice) -> None:
         env = {**(os.environ if self._environ is None else self._environ), **notice.environment()}
         try:
-            process = await asyncio.create_subprocess_exec(
-                *command,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-            )
+            child = await spawn(command, stderr=PIPE, env=env)
         except OSError as error:
             log.error("notify command %s could not start: %s", command[0], error)
             return
         try:
-            _, stderr = await asyncio.wait_for(process.communicate(), self.timeout)
+            _, stderr = await asyncio.wait_for(child.communicate(), self.timeout)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
+                os.killpg(child.pid, signal.SIGKILL)  # its own group: its children too
+            await child.wait()
+            child.close()
             log.error("notify command %s killed after %g s", command[0], self.timeout)
             return
-        if process.returncode != 0:
+        if child.returncode != 0:
             tail = stderr.decode(errors="replace").strip()[-STDERR_TAIL_CHARS:]
-            log.error("notify command %s exited with %s: %s", command[0], process.returncode, tail)
+            log.error("notify command %s exited with %s: %s", command[0], child.returncode, tail)

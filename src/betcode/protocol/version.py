@@ -21,9 +21,10 @@ import enum
 import os
 import re
 import signal
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from betcode.spawn import PIPE, spawn
 
 EXIT_CLAUDE_MISSING = 72  # sysexits EX_OSFILE: the claude binary cannot be found or run
 EXIT_CLAUDE_TOO_OLD = 78  # EX_CONFIG: the installed claude is below the supported minimum
@@ -195,26 +196,19 @@ async def _run_version_command(
 ) -> tuple[int, str, str] | VersionProbe:
     """(exit code, stdout, stderr) of `<binary> --version`, or a probe saying why it did not run."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            binary,
-            "--version",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=None if env is None else dict(env),
-        )
+        child = await spawn([binary, "--version"], stdout=PIPE, stderr=PIPE, env=env)
     except OSError as error:  # not found, not executable, not a program
         reason = error.strerror or str(error)
         return _probe_failure(binary, ProbeStatus.MISSING, f"cannot run {binary}: {reason}")
     try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), deadline_seconds)
+        stdout, stderr = await asyncio.wait_for(child.communicate(), deadline_seconds)
     except TimeoutError:
-        _kill_process_group(process.pid)
-        await process.wait()
+        _kill_process_group(child.pid)
+        await child.wait()
+        child.close()
         message = f"{binary} --version did not answer within {deadline_seconds:g} s"
         return _probe_failure(binary, ProbeStatus.TIMED_OUT, message)
-    returncode = process.returncode if process.returncode is not None else -1
+    returncode = await child.wait()
     decoded = (stdout.decode("utf-8", "replace").strip(), stderr.decode("utf-8", "replace").strip())
     return returncode, *decoded
 
