@@ -6,7 +6,9 @@ for the lock and the requester's that it waits.
 A wait is announced when it starts (InputLockRequested PENDING, with its deadline) and settled
 once: by the InputLockChange of the lock moving at the deadline (to the requester, or earlier
 to anyone else), or, as soon as the holder answers by sending input, by InputLockRequested
-KEPT (the RequestInputLock call returns then, not granted).
+KEPT (the RequestInputLock call returns then, not granted). A requester that goes away before
+either (its call cancelled: it disconnected) leaves the lock where it is: KEPT too, at once. A
+wait the daemon's stop cut off is settled at the next start (storage.reconcile).
 """
 
 from __future__ import annotations
@@ -56,11 +58,13 @@ class LockTransfers:
             timeout = max(0.0, transfer.deadline - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(answered.wait(), timeout)
+            granted = self._lock.resolve(transfer)
         finally:
             self._answers.remove(wait)
-        granted = self._lock.resolve(transfer)
-        if not granted and self._lock.holder == transfer.holder:
-            self._emit([announce(kept=True)])
+            # Not granted, and the lock did not move (a move settled the wait): the holder kept
+            # it, by answering or because the requester went away first (cancelled).
+            if self._lock.holder == transfer.holder:
+                self._emit([announce(kept=True)])
         return granted
 
     def _holder_sent_input(self) -> None:

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
+import pytest
 from session_parts import RecordingGate
 
 from betcode.sessions.fanout import Frame
@@ -127,3 +128,42 @@ async def test_a_free_lock_is_granted_without_announcing_a_wait(world: World) ->
     assert await session.request_input_lock("only") is True
     assert await lock_events(writer, db_path) == [("moved", "only")]
     await stream.aclose()
+
+
+async def test_a_requester_gone_before_the_answer_settles_its_request_at_once(
+    world: World,
+) -> None:
+    session, _, writer, db_path = world
+    holder, asker = await two_clients(session, transfer_seconds=HOUR)
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0)  # announced: it waits for the holder
+    # The requester disconnects: its stream ends and gRPC cancels its RequestInputLock call.
+    await asker.aclose()
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    assert session.lock.holder == "holder"
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        (KEPT, "asker", "holder"),  # settled now, not an hour later
+    ]
+    await holder.aclose()
+
+
+async def test_a_request_cancelled_after_the_lock_moved_is_not_settled_twice(
+    world: World,
+) -> None:
+    session, _, writer, db_path = world
+    holder, asker = await two_clients(session, transfer_seconds=HOUR)
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0)
+    await holder.aclose()  # the lock moves to the asker: that settles the request
+    request.cancel()
+    await asyncio.gather(request, return_exceptions=True)
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        ("moved", "asker"),
+    ]
+    await asker.aclose()
