@@ -10,14 +10,11 @@ Code's settings format). A rejected change leaves the file untouched.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
 import tempfile
-import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from betcode.config.errors import ConfigError, show_value
@@ -30,37 +27,16 @@ from betcode.config.layers import (
     read_settings_file,
 )
 from betcode.config.settings import (
-    COMMAND_LINE,
-    ENV_KEYS,
-    DaemonSettings,
+    DEFAULT_ORIGIN,
+    KNOWN_KEYS,
+    ResolvedSettings,
     load_daemon_settings,
-    settings_items,
+    resolve_daemon_settings,
 )
-from betcode.config.values import SPEC, Spec
 from betcode.permissions.engine import RuleSet
 from betcode.permissions.rules import InvalidRule
 
-DEFAULT_ORIGIN = "default"
 _PREFIX = "daemon."
-KNOWN_KEYS = frozenset(key for key, _ in settings_items(DaemonSettings()))
-
-
-@dataclass(frozen=True, slots=True)
-class SettingValue:
-    key: str  # dotted, from the top of settings.json: "daemon.permission.ttl_seconds"
-    value: object
-    # DEFAULT_ORIGIN, the settings file's path, "environment variable NAME" or COMMAND_LINE
-    origin: str
-    allowed: str
-
-
-@dataclass(frozen=True, slots=True)
-class ResolvedSettings:
-    settings: DaemonSettings
-    values: tuple[SettingValue, ...]
-
-    def value(self, key: str) -> SettingValue:
-        return next(v for v in self.values if v.key == key)
 
 
 class RejectedChange(ValueError):
@@ -89,13 +65,7 @@ class ConfigStore:
 
     def resolve(self) -> ResolvedSettings:
         """The effective daemon settings; ConfigError if the file cannot be used."""
-        settings = load_daemon_settings(self.config_dir, self._overrides, environ=self._environ)
-        section = self._read().get("daemon", {})
-        values = tuple(
-            SettingValue(key, value, self._origin(key, section), allowed_text(spec_of(key)))
-            for key, value in settings_items(settings)
-        )
-        return ResolvedSettings(settings, values)
+        return resolve_daemon_settings(self.config_dir, self._overrides, environ=self._environ)
 
     def change_settings(self, changes: Mapping[str, object]) -> None:
         """Validate `changes` (dotted keys from the top, values as in JSON) and write them.
@@ -157,42 +127,6 @@ class ConfigStore:
 
     def _layer(self, data: Mapping[str, object]) -> SettingsLayer:
         return permission_layer(data, str(self.path), self.config_dir)
-
-    def _origin(self, key: str, section: object) -> str:
-        below = key.removeprefix(_PREFIX)
-        if any(_related(below, flag) for flag in self._overrides):
-            return COMMAND_LINE
-        for name, env_key in ENV_KEYS.items():
-            if self._environ.get(name) and _related(below, env_key):
-                return f"environment variable {name}"
-        node = section
-        for part in below.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return DEFAULT_ORIGIN
-            node = node[part]
-        return str(self.path)
-
-
-def spec_of(key: str) -> Spec:
-    """The load-time check of the setting at dotted `key` (one of KNOWN_KEYS)."""
-    cls: type = DaemonSettings
-    *parents, leaf = key.removeprefix(_PREFIX).split(".")
-    for name in parents:
-        cls = typing.get_type_hints(cls)[name]
-    spec: Spec = next(f for f in dataclasses.fields(cls) if f.name == leaf).metadata[SPEC]
-    return spec
-
-
-def allowed_text(spec: Spec) -> str:
-    if spec.kind in ("int", "float", "seconds", "seconds_list"):
-        return spec.range_text()
-    if spec.kind == "choice":
-        return "one of " + ", ".join(spec.choices)
-    if spec.kind == "bool":
-        return "true or false"
-    if spec.kind == "names":
-        return "a list of environment variable names or PREFIX_* patterns"
-    return "a command (a string, or a list of program and arguments), or null"
 
 
 def write_atomically(path: Path, data: Mapping[str, object]) -> None:
