@@ -2,12 +2,16 @@
 
 Rules (DAEMON.md "Input lock"):
 
+* Only an attached client (one with a Converse stream on the session: it can send input) ever
+  holds the lock or waits for it. A client is attached while at least one of its streams is;
+  the lock is free only while nobody is attached.
 * The first client to attach to a session with no holder gets the lock.
 * When the holder detaches, the lock passes to the first client waiting for it, else to the
   longest-attached client, else nobody.
 * ``request`` by a non-holder gives the holder ``transfer_timeout`` seconds: if the holder sends
   input in that time it keeps the lock (that is its answer, reported at once to a watcher),
-  otherwise the lock moves.
+  otherwise the lock moves, if the requester is still attached then. A request withdrawn
+  before its end (``withdraw``) stops waiting for the lock.
 * A holder that sends nothing for ``idle_transfer`` seconds while others wait loses the lock to
   the first waiter.
 
@@ -30,12 +34,29 @@ class NoInputLock(Exception):
     """Input from a client that does not hold the lock."""
 
     def __init__(self, client_id: str, holder: str | None) -> None:
-        super().__init__(
+        super().__init__(self.explain(client_id, holder))
+        self.client_id = client_id
+        self.holder = holder
+
+    @staticmethod
+    def explain(client_id: str, holder: str | None) -> str:
+        return (
             f"client {client_id} does not hold the input lock of this session "
             f"(holder: {holder or 'nobody'}); call RequestInputLock to ask for it"
         )
-        self.client_id = client_id
-        self.holder = holder
+
+
+class NotAttached(NoInputLock):
+    """Input, or a lock request, from a client without a Converse stream on the session: it
+    could not send input with the lock, so it never gets it (the same refusal on the wire)."""
+
+    @staticmethod
+    def explain(client_id: str, holder: str | None) -> str:
+        return (
+            f"client {client_id} is not attached to this session "
+            f"(input lock holder: {holder or 'nobody'}); attach to the session with Converse "
+            "before sending input or requesting its input lock"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +80,7 @@ class InputLock:
         self.idle_transfer = idle_transfer
         self._clock = clock
         self.holder: str | None = None
-        self._attached: dict[str, float] = {}  # client id -> attach time, in attach order
+        self._attached: dict[str, int] = {}  # client id -> its open streams, in attach order
         self._waiters: list[str] = []
         self._holder_active_at = 0.0
         self._on_change: Callable[[str | None], None] | None = None
@@ -75,15 +96,19 @@ class InputLock:
         return list(self._waiters)
 
     def attach(self, client_id: str) -> bool:
-        """Registers a client; returns True when it holds the lock afterwards."""
-        self._attached.setdefault(client_id, self._clock())
+        """Registers one stream of a client; returns True when it holds the lock afterwards."""
+        self._attached[client_id] = self._attached.get(client_id, 0) + 1
         if self.holder is None:
             self._give(client_id)
         return self.holder == client_id
 
     def detach(self, client_id: str) -> bool:
-        """Forgets a client; returns True when the holder changed."""
-        self._attached.pop(client_id, None)
+        """Forgets one stream of a client, and the client with its last one; returns True
+        when the holder changed."""
+        streams = self._attached.pop(client_id, 0) - 1
+        if streams > 0:
+            self._attached[client_id] = streams
+            return False
         if client_id in self._waiters:
             self._waiters.remove(client_id)
         if self.holder != client_id:
@@ -93,9 +118,10 @@ class InputLock:
         return True
 
     def check_input(self, client_id: str) -> None:
-        """Raises NoInputLock unless ``client_id`` may send input now (a free lock is taken)."""
-        if self.holder is None and client_id in self._attached:
-            self._give(client_id)
+        """Raises NoInputLock unless ``client_id`` may send input now (NotAttached when it
+        is not attached)."""
+        if client_id not in self._attached:
+            raise NotAttached(client_id, self.holder)
         if self.holder != client_id:
             self._wait_for_lock(client_id)
             raise NoInputLock(client_id, self.holder)
@@ -106,23 +132,35 @@ class InputLock:
             self._holder_acted()
 
     def request(self, client_id: str) -> PendingTransfer | None:
-        """Asks for the lock. None: granted at once. Otherwise decide with ``resolve`` later."""
+        """Asks for the lock (NotAttached for a client that is not attached). None: granted at
+        once. Otherwise decide with ``resolve`` later, or ``withdraw`` the request."""
+        if client_id not in self._attached:
+            raise NotAttached(client_id, self.holder)
         if self.holder is None or self.holder == client_id:
-            self._attached.setdefault(client_id, self._clock())
             self._give(client_id)
+            self._holder_acted()  # the holder is there and wants the lock: an answer too
             return None
         self._wait_for_lock(client_id)
         now = self._clock()
         return PendingTransfer(client_id, self.holder, now, now + self.transfer_timeout)
 
     def resolve(self, transfer: PendingTransfer) -> bool:
-        """After the deadline: moves the lock unless the holder answered by sending input."""
+        """After the deadline: moves the lock unless the holder answered by sending input or
+        the requester is no longer attached (then the holder keeps it)."""
         if self.holder == transfer.requester:
             return True
+        if transfer.requester not in self._attached:
+            return False
         if self.holder != transfer.holder or self._holder_active_at > transfer.asked_at:
             return False
         self._give(transfer.requester)
         return True
+
+    def withdraw(self, client_id: str) -> None:
+        """The client no longer asks for the lock (its request was cancelled): it stops
+        waiting, so the idle rule does not hand it the lock later."""
+        if client_id in self._waiters:
+            self._waiters.remove(client_id)
 
     def idle_handover(self) -> bool:
         """Moves the lock from an idle holder to the first waiter; True when it moved."""

@@ -6,9 +6,11 @@ for the lock and the requester's that it waits.
 A wait is announced when it starts (InputLockRequested PENDING, with its deadline) and settled
 once: by the InputLockChange of the lock moving at the deadline (to the requester, or earlier
 to anyone else), or, as soon as the holder answers by sending input, by InputLockRequested
-KEPT (the RequestInputLock call returns then, not granted). A requester that goes away before
-either (its call cancelled: it disconnected) leaves the lock where it is: KEPT too, at once. A
-wait the daemon's stop cut off is settled at the next start (storage.reconcile).
+KEPT (the RequestInputLock call returns then, not granted). The lock only goes to an attached
+client: a requester whose Converse stream is gone at the deadline (and not back) is not
+granted, KEPT; one whose call is cancelled before either end (it disconnected, or gave up)
+withdraws its request, KEPT at once. A wait the daemon's stop cut off is settled at the next
+start (storage.reconcile).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class LockTransfers:
 
     async def request(self, client_id: str) -> bool:
         """RequestInputLock: granted at once if nobody else holds the lock; otherwise the
-        holder has the transfer timeout to answer by sending input."""
+        holder has the transfer timeout to answer by sending input. NotAttached for a client
+        without a Converse stream on the session."""
         transfer = self._lock.request(client_id)
         if transfer is None:
             return True
@@ -59,6 +62,9 @@ class LockTransfers:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(answered.wait(), timeout)
             granted = self._lock.resolve(transfer)
+        except asyncio.CancelledError:
+            self._lock.withdraw(client_id)
+            raise
         finally:
             self._answers.remove(wait)
             # Not granted, and the lock did not move (a move settled the wait): the holder kept

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from betcode.sessions.input_lock import InputLock, NoInputLock
+from betcode.sessions.input_lock import InputLock, NoInputLock, NotAttached
 
 
 class FakeClock:
@@ -83,9 +83,76 @@ def test_request_refused_when_holder_sends_input(lock: InputLock, clock: FakeClo
     assert lock.holder == "a"
 
 
-def test_request_of_free_lock_is_granted_at_once(lock: InputLock) -> None:
+def test_the_holder_asking_for_its_lock_is_granted_at_once(lock: InputLock) -> None:
+    lock.attach("solo")
     assert lock.request("solo") is None
     assert lock.holder == "solo"
+
+
+@pytest.mark.parametrize("attached", [[], ["a"]], ids=["free lock", "held lock"])
+def test_a_client_that_never_attached_can_neither_request_nor_wait(
+    lock: InputLock, attached: list[str]
+) -> None:
+    for client in attached:
+        lock.attach(client)
+    with pytest.raises(NotAttached, match="attach to the session with Converse") as refused:
+        lock.request("stranger")
+    assert isinstance(refused.value, NoInputLock)  # the same wire refusal as other input
+    with pytest.raises(NotAttached):
+        lock.check_input("stranger")
+    assert (lock.holder, lock.attached, lock.waiters) == (
+        attached[0] if attached else None,
+        attached,
+        [],
+    )
+
+
+def test_a_requester_gone_at_the_deadline_leaves_the_lock_with_the_holder(
+    lock: InputLock, clock: FakeClock
+) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    transfer = lock.request("b")
+    assert transfer is not None
+    lock.detach("b")  # its stream closed; its request still waits
+    clock.now = transfer.deadline
+    assert lock.resolve(transfer) is False
+    assert lock.holder == "a"
+
+
+def test_a_requester_back_by_the_deadline_gets_the_lock(lock: InputLock, clock: FakeClock) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    transfer = lock.request("b")
+    assert transfer is not None
+    lock.detach("b")  # a dropped stream, healed before the holder's time is up
+    lock.attach("b")
+    clock.now = transfer.deadline
+    assert lock.resolve(transfer) is True
+    assert lock.holder == "b"
+
+
+def test_a_withdrawn_request_stops_waiting(lock: InputLock, clock: FakeClock) -> None:
+    lock.attach("a")
+    lock.attach("b")
+    assert lock.request("b") is not None
+    assert lock.waiters == ["b"]
+    lock.withdraw("b")
+    assert lock.waiters == []
+    clock.now += 301
+    assert lock.idle_handover() is False
+    assert lock.holder == "a"
+
+
+def test_a_client_stays_attached_while_one_of_its_streams_is(lock: InputLock) -> None:
+    lock.attach("a")
+    lock.attach("a")  # a second stream of the same client (a reconnect racing the old one)
+    lock.attach("b")
+    assert lock.detach("a") is False
+    assert lock.holder == "a"
+    lock.check_input("a")
+    assert lock.detach("a") is True
+    assert (lock.holder, lock.attached) == ("b", ["b"])
 
 
 def test_idle_holder_hands_over_only_when_someone_waits(lock: InputLock, clock: FakeClock) -> None:

@@ -14,6 +14,7 @@ import pytest
 from session_parts import RecordingGate
 
 from betcode.sessions.fanout import Frame
+from betcode.sessions.input_lock import NotAttached
 from betcode.sessions.session import Session
 from betcode.storage import StoreWriter
 from betcode.v1 import agent_pb2
@@ -166,4 +167,89 @@ async def test_a_request_cancelled_after_the_lock_moved_is_not_settled_twice(
         (PENDING, "asker", "holder"),
         ("moved", "asker"),
     ]
+    await asker.aclose()
+
+
+async def test_a_requester_whose_stream_closed_is_not_given_the_lock_at_the_deadline(
+    world: World,
+) -> None:
+    session, _, writer, db_path = world
+    holder, asker = await two_clients(session)
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0)
+    await asker.aclose()  # its Converse stream ends; its RequestInputLock call goes on
+    assert await asyncio.wait_for(request, WAIT_SECONDS) is False
+    assert session.lock.holder == "holder"
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        (KEPT, "asker", "holder"),
+    ]
+    session.lock.check_input("holder")  # and it still takes the holder's input
+    await holder.aclose()
+
+
+@pytest.mark.parametrize("others", [[], ["holder"]], ids=["nobody attached", "a holder"])
+async def test_a_client_without_a_stream_is_refused_and_nothing_changes(
+    world: World, others: list[str]
+) -> None:
+    session, _, writer, db_path = world
+    streams = [attach(session, client) for client in others]
+    for stream in streams:
+        await asyncio.wait_for(anext(stream), 10)
+    with pytest.raises(NotAttached, match="attach to the session with Converse"):
+        await asyncio.wait_for(session.request_input_lock("stranger"), WAIT_SECONDS)
+    assert (session.lock.holder, session.lock.waiters) == (others[0] if others else None, [])
+    assert await lock_events(writer, db_path) == [("moved", client) for client in others]
+    for stream in streams:
+        await stream.aclose()
+
+
+async def test_a_withdrawn_request_is_not_handed_the_lock_by_the_idle_rule(world: World) -> None:
+    session, _, writer, db_path = world
+    holder, asker = await two_clients(session, transfer_seconds=HOUR)
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0)
+    request.cancel()  # the requester gave up; its stream stays open
+    await asyncio.gather(request, return_exceptions=True)
+    session.lock.retime(HOUR, 0.0)  # the holder is idle for long enough from now on
+    assert session.lock.idle_handover() is False
+    assert (session.lock.holder, session.lock.waiters) == ("holder", [])
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        (KEPT, "asker", "holder"),
+    ]
+    for stream in (holder, asker):
+        await stream.aclose()
+
+
+async def test_the_holder_asking_for_its_own_lock_answers_a_waiting_request(
+    world: World,
+) -> None:
+    session, _, writer, db_path = world
+    streams = await two_clients(session, transfer_seconds=HOUR)
+    request = asyncio.create_task(session.request_input_lock("asker"))
+    await asyncio.sleep(0)
+    assert await session.request_input_lock("holder") is True
+    assert await asyncio.wait_for(request, WAIT_SECONDS) is False  # not an hour later
+    assert await lock_events(writer, db_path) == [
+        ("moved", "holder"),
+        (PENDING, "asker", "holder"),
+        (KEPT, "asker", "holder"),
+    ]
+    for stream in streams:
+        await stream.aclose()
+
+
+async def test_a_holder_with_a_second_stream_keeps_the_lock_when_one_closes(world: World) -> None:
+    session, _, _, _ = world
+    first, asker = await two_clients(session)
+    second = attach(session, "holder")  # the same client again (a reconnect racing the old one)
+    await asyncio.wait_for(anext(second), 10)
+    await first.aclose()
+    assert session.lock.holder == "holder"
+    assert await session.request_input_lock("holder") is True
+    await second.aclose()
+    assert session.lock.holder == "asker"
     await asker.aclose()
