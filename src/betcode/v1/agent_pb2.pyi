@@ -32,13 +32,21 @@ class _InputLockRequestStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[
     DESCRIPTOR: _descriptor.EnumDescriptor
     INPUT_LOCK_REQUEST_STATE_UNSPECIFIED: _InputLockRequestState.ValueType  # 0
     INPUT_LOCK_REQUEST_STATE_PENDING: _InputLockRequestState.ValueType  # 1
+    """The requester waits for the holder's answer until request_deadline."""
     INPUT_LOCK_REQUEST_STATE_KEPT: _InputLockRequestState.ValueType  # 2
+    """The holder keeps the lock: it sent input before the deadline, or the requester went away
+    (its RequestInputLock call ended, or it was no longer attached with Converse).
+    """
 
 class InputLockRequestState(_InputLockRequestState, metaclass=_InputLockRequestStateEnumTypeWrapper): ...
 
 INPUT_LOCK_REQUEST_STATE_UNSPECIFIED: InputLockRequestState.ValueType  # 0
 INPUT_LOCK_REQUEST_STATE_PENDING: InputLockRequestState.ValueType  # 1
+"""The requester waits for the holder's answer until request_deadline."""
 INPUT_LOCK_REQUEST_STATE_KEPT: InputLockRequestState.ValueType  # 2
+"""The holder keeps the lock: it sent input before the deadline, or the requester went away
+(its RequestInputLock call ended, or it was no longer attached with Converse).
+"""
 Global___InputLockRequestState: _TypeAlias = InputLockRequestState  # noqa: Y015
 
 @_typing.final
@@ -974,8 +982,9 @@ Global___InputLockChange: _TypeAlias = InputLockChange  # noqa: Y015
 @_typing.final
 class InputLockRequested(_message.Message):
     """BetCode addition: a RequestInputLock waiting for the holder's answer (PENDING), and its end
-    when the holder kept the lock by sending input (KEPT). When the lock moves instead, the
-    InputLockChange that says so ends the request.
+    when the lock stayed with the holder (KEPT): the holder sent input in time, or the requester
+    went away first (its call cancelled, or no Converse stream on the session at the deadline).
+    When the lock moves instead, the InputLockChange that says so ends the request.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

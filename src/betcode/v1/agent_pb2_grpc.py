@@ -147,7 +147,10 @@ class AgentServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RequestInputLock(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Only a client attached to the session with Converse (same x-client-id) may ask; any other
+        gets FAILED_PRECONDITION (code NO_INPUT_LOCK). The holder has the transfer time to keep
+        the lock by sending input; the lock never goes to a client no longer attached.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

@@ -41,6 +41,10 @@ class AgentServiceStub:
     CompactSession: _grpc.UnaryUnaryMultiCallable[_agent_pb2.CompactSessionRequest, _agent_pb2.CompactSessionResponse]
     CancelTurn: _grpc.UnaryUnaryMultiCallable[_agent_pb2.CancelTurnRequest, _agent_pb2.CancelTurnResponse]
     RequestInputLock: _grpc.UnaryUnaryMultiCallable[_agent_pb2.InputLockRequest, _agent_pb2.InputLockResponse]
+    """Only a client attached to the session with Converse (same x-client-id) may ask; any other
+    gets FAILED_PRECONDITION (code NO_INPUT_LOCK). The holder has the transfer time to keep
+    the lock by sending input; the lock never goes to a client no longer attached.
+    """
     ExchangeKeys: _grpc.UnaryUnaryMultiCallable[_tunnel_pb2.KeyExchangeRequest, _tunnel_pb2.KeyExchangeResponse]
     """Relay path only; a local daemon answers UNIMPLEMENTED."""
     ListSessionGrants: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ListSessionGrantsRequest, _agent_pb2.ListSessionGrantsResponse]
@@ -68,6 +72,10 @@ class AgentServiceAsyncStub(AgentServiceStub):
     CompactSession: _aio.UnaryUnaryMultiCallable[_agent_pb2.CompactSessionRequest, _agent_pb2.CompactSessionResponse]  # type: ignore[assignment]
     CancelTurn: _aio.UnaryUnaryMultiCallable[_agent_pb2.CancelTurnRequest, _agent_pb2.CancelTurnResponse]  # type: ignore[assignment]
     RequestInputLock: _aio.UnaryUnaryMultiCallable[_agent_pb2.InputLockRequest, _agent_pb2.InputLockResponse]  # type: ignore[assignment]
+    """Only a client attached to the session with Converse (same x-client-id) may ask; any other
+    gets FAILED_PRECONDITION (code NO_INPUT_LOCK). The holder has the transfer time to keep
+    the lock by sending input; the lock never goes to a client no longer attached.
+    """
     ExchangeKeys: _aio.UnaryUnaryMultiCallable[_tunnel_pb2.KeyExchangeRequest, _tunnel_pb2.KeyExchangeResponse]  # type: ignore[assignment]
     """Relay path only; a local daemon answers UNIMPLEMENTED."""
     ListSessionGrants: _aio.UnaryUnaryMultiCallable[_agent_pb2.ListSessionGrantsRequest, _agent_pb2.ListSessionGrantsResponse]  # type: ignore[assignment]
@@ -127,7 +135,11 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _agent_pb2.InputLockRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_agent_pb2.InputLockResponse, _abc.Awaitable[_agent_pb2.InputLockResponse]]: ...
+    ) -> _typing.Union[_agent_pb2.InputLockResponse, _abc.Awaitable[_agent_pb2.InputLockResponse]]:
+        """Only a client attached to the session with Converse (same x-client-id) may ask; any other
+        gets FAILED_PRECONDITION (code NO_INPUT_LOCK). The holder has the transfer time to keep
+        the lock by sending input; the lock never goes to a client no longer attached.
+        """
 
     @_abc_1.abstractmethod
     def ExchangeKeys(
