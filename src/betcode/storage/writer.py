@@ -4,7 +4,7 @@ The event loop never touches SQLite. `append` only enqueues; the thread drains w
 queued (up to a row and a byte cap) into ONE transaction without lingering, then makes ONE
 `call_soon_threadsafe` per batch that runs every callback of the batch on the loop. Any other
 write goes through `call`, on the same thread and in submission order. WAL checkpoints run on
-the same thread between commits (never inside one), so no commit waits for a checkpoint.
+a thread of their own (storage/checkpointer.py), never inside a commit nor ahead of one.
 
 A failed write never stops the stream: it is logged, counted and marks the writer degraded,
 and the callbacks still run (with ok=False) so the frames are published anyway.
@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from betcode.storage.checkpointer import WalCheckpointer
 from betcode.storage.database import Database, transaction
 from betcode.storage.errors import StoreClosed
 from betcode.storage.rows import INSERT_EVENT, INSERT_MESSAGE, LogRow, MessageRow
@@ -33,11 +34,10 @@ OnCommitted = Callable[[bool], None]
 
 MAX_BATCH_ROWS = 256
 MAX_BATCH_BYTES = 4 * 1024 * 1024
-# WAL checkpoints: when idle after this many commits or bytes, and at the latest after these.
+# A WAL checkpoint is asked for after this many commits or payload bytes: small and frequent
+# keeps each one short and the WAL file small.
 CHECKPOINT_COMMITS = 64
 CHECKPOINT_BYTES = 1024 * 1024
-CHECKPOINT_COMMITS_MAX = 1024
-CHECKPOINT_BYTES_MAX = 16 * 1024 * 1024
 MAX_ROWS_PER_STATEMENT = 256  # x 6 columns: far below SQLite's 32,766 bound parameters
 
 
@@ -55,6 +55,7 @@ class WriterHealth:
     rows_lost: int
     batches_committed: int
     rows_committed: int
+    checkpoints: int
 
 
 @dataclass(slots=True)
@@ -88,12 +89,14 @@ class StoreWriter:
         loop: asyncio.AbstractEventLoop | None = None,
         max_batch_rows: int = MAX_BATCH_ROWS,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        checkpointer: WalCheckpointer | None = None,
     ) -> None:
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._max_rows = max_batch_rows
         self._max_bytes = max_batch_bytes
         self._conn = database.connect()
-        self._conn.execute("PRAGMA wal_autocheckpoint = 0")  # see _checkpoint_if_due
+        self._conn.execute("PRAGMA wal_autocheckpoint = 0")  # never inside a COMMIT
+        self._checkpointer = checkpointer if checkpointer is not None else WalCheckpointer(database)
         self._commits_since_checkpoint = 0
         self._bytes_since_checkpoint = 0
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
@@ -154,6 +157,7 @@ class StoreWriter:
             rows_lost=self._rows_lost,
             batches_committed=self._batches_committed,
             rows_committed=self._rows_committed,
+            checkpoints=self._checkpointer.completed,
         )
 
     # ---- the writer thread ----
@@ -166,7 +170,7 @@ class StoreWriter:
             if isinstance(item, _Append):
                 batch, carried = self._drain_batch(item)
                 self._commit_batch(batch)
-                self._checkpoint_if_due(idle=carried is None and self._queue.empty())
+                self._checkpoint_if_due()
             elif isinstance(item, _Call):
                 self._run_call(item)
             else:
@@ -189,26 +193,15 @@ class StoreWriter:
             size += item.size
         return batch, None
 
-    def _checkpoint_if_due(self, idle: bool) -> None:
-        """Copies the WAL back into the database between commits, never inside one.
-
-        SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold and
-        delays that commit's publishing by several ms. Here it runs after the callbacks were
-        handed to the loop, preferably while nothing waits (small and frequent, ~1-3 ms), and
-        regardless once the WAL has grown a lot, which keeps the WAL file bounded.
-        """
-        due = self._commits_since_checkpoint >= CHECKPOINT_COMMITS or (
-            self._bytes_since_checkpoint >= CHECKPOINT_BYTES
-        )
-        overdue = self._commits_since_checkpoint >= CHECKPOINT_COMMITS_MAX or (
-            self._bytes_since_checkpoint >= CHECKPOINT_BYTES_MAX
-        )
-        if not (overdue or (idle and due)):
+    def _checkpoint_if_due(self) -> None:
+        """SQLite's automatic checkpoint would run inside the COMMIT that crosses its threshold
+        and delay that commit's publishing by milliseconds; the checkpointer runs it beside."""
+        if (
+            self._commits_since_checkpoint < CHECKPOINT_COMMITS
+            and self._bytes_since_checkpoint < CHECKPOINT_BYTES
+        ):
             return
-        try:
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as exc:
-            log.warning("WAL checkpoint failed (retried after the next commits): %s", exc)
+        self._checkpointer.request()
         self._commits_since_checkpoint = 0
         self._bytes_since_checkpoint = 0
 
@@ -270,6 +263,7 @@ class StoreWriter:
             self._to_loop(_settle, item.future, result, None)
 
     def _stop(self, item: _Stop) -> None:
+        self._checkpointer.close()
         try:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as exc:

@@ -10,10 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from harness.conditions import until
 from store_helpers import NOW, add_session, line_and_events
 
 from betcode.storage import Database, EventRow, MessageRow, StoreClosed, StoreWriter
 from betcode.storage import writer as writer_module
+from betcode.storage.checkpointer import WalCheckpointer
 
 
 class Gate:
@@ -236,22 +238,53 @@ async def test_one_large_append_is_stored_whole_in_order_with_every_value(
     assert [EventRow(*row) for row in events] == [r for r in rows if type(r) is EventRow]
 
 
-async def test_the_wal_is_checkpointed_between_commits_while_the_writer_runs(
-    writer: StoreWriter, database: Database, monkeypatch: pytest.MonkeyPatch
+async def test_the_wal_is_checkpointed_while_the_writer_runs(
+    writer: StoreWriter, database: Database
 ) -> None:
-    # SQLite's own auto-checkpoint (inside a COMMIT, at 1000 WAL pages) would not have run
-    # yet: 100 small commits write ~400 pages. The writer checkpoints between commits: when
-    # idle (racy to observe), and at the latest after CHECKPOINT_COMMITS_MAX commits.
-    monkeypatch.setattr(writer_module, "CHECKPOINT_COMMITS_MAX", 50)
+    # SQLite's own auto-checkpoint (inside a COMMIT, at 1000 WAL pages) is off and would not
+    # have run yet: 100 small commits write ~400 pages. The writer asks the checkpointer for
+    # one every CHECKPOINT_COMMITS commits.
     await writer.call(lambda c: add_session(c))
     size_before = database.path.stat().st_size
     for line in range(1, 101):
         committed = asyncio.get_running_loop().create_future()
         writer.append(line_and_events("s1", line, 2 * line - 1), committed.set_result)
         assert await committed
-    await flush(writer)
+    await until(lambda: writer.health().checkpoints >= 1)
 
     assert database.path.stat().st_size > size_before  # pages were copied out of the WAL
+
+
+async def test_commits_go_on_while_a_checkpoint_is_under_way(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint (2-3 ms of copying and fsync) never holds up the commits behind it."""
+    monkeypatch.setattr(writer_module, "CHECKPOINT_COMMITS", 5)
+    release = threading.Event()
+    started = threading.Event()
+
+    class StuckCheckpointer(WalCheckpointer):
+        def checkpoint(self) -> None:
+            started.set()
+            release.wait()  # until the test lets go, however long the commits take
+            super().checkpoint()
+
+    writer = StoreWriter(database, checkpointer=StuckCheckpointer(database))
+    try:
+        await writer.call(lambda c: add_session(c))
+        for line in range(1, 51):
+            if line == 6:  # the 5th commit asked for a checkpoint, which is now stuck
+                assert await asyncio.to_thread(started.wait, 30)
+            committed = asyncio.get_running_loop().create_future()
+            writer.append(line_and_events("s1", line, 2 * line - 1), committed.set_result)
+            assert await asyncio.wait_for(committed, 20)  # a hang guard, not a measurement
+        assert writer.health().checkpoints == 0  # still stuck
+    finally:
+        release.set()
+        await writer.close()
+    conn = database.connect()
+    assert seqs(conn, "messages") == list(range(1, 51))
+    conn.close()
 
 
 async def test_close_commits_everything_queued_and_checkpoints(database: Database) -> None:
