@@ -25,8 +25,8 @@ A turn is sent over Converse, which is closed as soon as the daemon has recorded
   (BETCODE_EVENT_LOOP=asyncio) instead of uvloop.
 
 `--profile DIR` runs each daemon under cProfile and leaves DIR/<phase>.prof. `--latency-only`
-runs just the latency phase, `--repeat N` times, one line per run (`--event-loop asyncio` for
-the daemon on asyncio's own loop).
+runs just the latency phase, `--repeat N` times, one line per run (with `--json`, then one
+JSON object with every run; `--event-loop asyncio` for the daemon on asyncio's own loop).
 """
 
 from __future__ import annotations
@@ -464,13 +464,18 @@ async def run(quick: bool, options: DaemonOptions) -> dict[str, Any]:
     return {**rounded, "quick": quick, "machine": about}
 
 
-async def latency_runs(quick: bool, repeat: int, options: DaemonOptions) -> None:
+async def latency_runs(quick: bool, repeat: int, options: DaemonOptions) -> dict[str, Any]:
     lines = 2_000 if quick else 5_000
+    about = machine()
+    runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for run_index in range(repeat):
             figures = await latency(Path(tmp) / f"latency-{run_index}", lines, 10, options)
             shown = " ".join(f"{k.removeprefix('latency_')}={v:.3g}" for k, v in figures.items())
             print(f"run {run_index + 1}: {shown}", flush=True)
+            runs.append({k: round(v, 3) for k, v in figures.items()})
+    about["load_average_after"] = os.getloadavg()
+    return {"quick": quick, "runs": runs, "machine": about}
 
 
 def main() -> None:
@@ -487,7 +492,9 @@ def main() -> None:
         args.profile = args.profile.absolute()
     options = DaemonOptions(profile=args.profile, event_loop=args.event_loop)
     if args.latency_only:
-        asyncio.run(latency_runs(args.quick, args.repeat, options))
+        series = asyncio.run(latency_runs(args.quick, args.repeat, options))
+        if args.json:
+            print(json.dumps(series))
         return
     figures = asyncio.run(run(args.quick, options))
     for key, value in figures.items():
