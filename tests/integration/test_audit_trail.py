@@ -1,7 +1,7 @@
 """The audit trail and the session limit through a real daemon (fake claude, real socket, real
 database file): daemon.max_sessions=2 refuses a third session with RESOURCE_EXHAUSTED;
-sessions and decisions land in audit_log (also with the real CLI); a database without
-audit_log stops the daemon at startup (STO-05)."""
+sessions (created, deleted) and decisions land in audit_log (also with the real CLI); a
+database without audit_log stops the daemon at startup (STO-05)."""
 
 from __future__ import annotations
 
@@ -129,6 +129,10 @@ async def test_max_sessions_2_refuses_a_third_session_and_leaves_the_others_work
     w.clients.append(observer)
     observer.resume(second.session_id)
     await observer.wait_for("session_info")
+    async with grpc.aio.insecure_channel(f"unix:{w.daemon.socket}") as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        request = agent_pb2.DeleteSessionRequest(session_id=second.session_id)
+        await stub.DeleteSession(request, metadata=(("x-client-id", "janitor"),))
     assert await w.shutdown() == 0
     rows = w.audit()
     creates = [
@@ -151,6 +155,17 @@ async def test_max_sessions_2_refuses_a_third_session_and_leaves_the_others_work
         "echo hi",
     )
     assert json.loads(grant["context"])["decision"] == "allow_once"
+    # The deleted session's trail outlives it, and its end is in it.
+    [complete] = [r for r in rows if r["event_type"] == "session_complete"]
+    assert (complete["actor_id"], complete["session_id"], complete["outcome"]) == (
+        "janitor",
+        second.session_id,
+        "success",
+    )
+    assert json.loads(complete["context"]) == {"reason": "deleted"}
+    assert [r["session_id"] for r in rows if r["event_type"] == "session_create"].count(
+        second.session_id
+    ) == 1
 
 
 def start_foreground(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

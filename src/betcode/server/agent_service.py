@@ -220,7 +220,7 @@ class AgentService:
         self, request: agent_pb2.DeleteSessionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.DeleteSessionResponse:
         session_id = check_id(request.session_id, "session_id")
-        if not await self._sessions.delete(session_id):
+        if not await self._sessions.delete(session_id, client_id_of(context)):
             raise SessionNotFound(session_id)
         return agent_pb2.DeleteSessionResponse(deleted=True)
 

@@ -6,7 +6,8 @@ claude process (running, starting or restarting) or an attached client. Creating
 refused (`SessionLimitReached`); attaching to, or sending to, an existing session never is.
 
 Audited (storage.audit): session_create (also when refused), session_resume (a claude process
-spawned with --resume) and session_error (claude crashed too often: CRASHED).
+spawned with --resume), session_error (claude crashed too often: CRASHED) and session_complete
+(the session was deleted).
 """
 
 from __future__ import annotations
@@ -300,13 +301,26 @@ class SessionManager:
         ):
             raise SessionNotFound(session_id)
 
-    async def delete(self, session_id: str) -> bool:
+    async def delete(self, session_id: str, client_id: str | None = None) -> bool:
+        """Stops the session's claude and removes its rows; its audit trail stays."""
         validate_session_id(session_id)
         session = self._sessions.pop(session_id, None)
         if session is not None:
             session.lock.close()
             await session.close()
-        return await self._ctx.writer.call(lambda c: session_rows.delete_session(c, session_id))
+        deleted = await self._ctx.writer.call(lambda c: session_rows.delete_session(c, session_id))
+        if deleted:
+            self._audit.record(
+                AuditEvent(
+                    event_type="session_complete",
+                    actor_type="user",
+                    actor_id=client_id or UNKNOWN_CLIENT,
+                    outcome="success",
+                    session_id=session_id,
+                    context={"reason": "deleted"},
+                )
+            )
+        return deleted
 
     async def shutdown(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
