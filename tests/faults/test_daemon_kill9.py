@@ -131,14 +131,17 @@ async def kill_mid_stream_and_restart(
     assert (after.status, after.input_lock_client, after.connected_clients) == ("idle", None, 0)
     cut = len(before.events)
     assert after.events[:cut] == before.events  # nothing lost
-    # ... and the interrupted turn ended once, under the next seqs: the log ends IDLE.
+    # ... and the interrupted turn ended once, under the next seqs: the log ends IDLE, with
+    # the input lock nobody's (its holder's stream died with the daemon).
     ending = [agent_pb2.AgentEvent.FromString(payload) for _, payload in after.events[cut:]]
     assert [(e.sequence, e.WhichOneof("event")) for e in ending] == [
         (cut + 1, "error"),
         (cut + 2, "status_change"),
+        (cut + 3, "input_lock"),
     ]
     assert "turn interrupted by a daemon restart" in ending[0].error.message
     assert ending[1].status_change.status == common_pb2.AGENT_STATUS_IDLE
+    assert ending[2].input_lock.holder_client_id == ""
 
     observer = open_client("observer")
     observer.resume(session_id, from_sequence=0)

@@ -12,10 +12,10 @@ to claude): that turn goes on once the request is answered (permissions.orphans)
 rightly ends waiting for the user; nor for one whose log already ends IDLE (the turn ended,
 only the status write missed the kill).
 
-A RequestInputLock still waiting (its InputLockRequested PENDING neither KEPT nor followed by a
-move of the lock) can no longer be answered: nobody holds the lock after a restart. The log
-gets the InputLockChange that says so (holder: nobody), which settles every such request of
-the session, as a move does live.
+Nobody holds an input lock after a restart, so a session whose log last gave the lock to a
+client gets the InputLockChange that says so (holder: nobody); a replay then shows the lock
+as it is, not as it was. That move also settles every RequestInputLock still waiting (its
+InputLockRequested PENDING neither KEPT nor followed by a move), as a move does live.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def reconcile(conn: sqlite3.Connection, now: float) -> ReconcileReport:
             input_locks_cleared=conn.execute(
                 "UPDATE sessions SET input_lock_client = NULL WHERE input_lock_client IS NOT NULL"
             ).rowcount,
-            lock_requests_settled=_settle_lock_requests(conn, now),
+            lock_requests_settled=_release_input_locks(conn, now),
             worktrees_stale=_flag_missing_worktrees(conn),
             subagents_failed=conn.execute(
                 "UPDATE subagents SET status = 'failed', result_summary = ?, completed_at = ? "
@@ -102,15 +102,18 @@ def _end_interrupted_turns(conn: sqlite3.Connection, now: float) -> int:
     ).rowcount
 
 
-def _settle_lock_requests(conn: sqlite3.Connection, now: float) -> int:
-    """Ends every lock request still waiting in a session's log with the InputLockChange of
-    the restart (nobody holds the lock); returns how many requests it settled."""
+def _release_input_locks(conn: sqlite3.Connection, now: float) -> int:
+    """Appends the restart's InputLockChange (nobody holds the lock) to every log whose last
+    move gave the lock to a client or that has a request still waiting; returns how many
+    waiting requests that settled."""
     settled = 0
     for (session_id,) in conn.execute("SELECT id FROM sessions").fetchall():
-        waiting = _waiting_lock_requests(conn, session_id)
-        if waiting:
+        last_move, holder = _last_lock_move(conn, session_id)
+        waiting = _waiting_lock_requests(conn, session_id, last_move)
+        if holder or waiting:
             release = agent_pb2.AgentEvent(input_lock=agent_pb2.InputLockChange())
             _append_to_log(conn, session_id, [release], now)
+        if waiting:
             log.warning(
                 "session %s: %d input lock request(s) ended by the restart", session_id, waiting
             )
@@ -118,14 +121,21 @@ def _settle_lock_requests(conn: sqlite3.Connection, now: float) -> int:
     return settled
 
 
-def _waiting_lock_requests(conn: sqlite3.Connection, session_id: str) -> int:
-    """How many InputLockRequested PENDING of the session's log are unsettled: after the
-    last InputLockChange (a move settles every request before it), without their KEPT."""
-    (last_move,) = conn.execute(
-        "SELECT COALESCE(MAX(sequence), 0) FROM events "
-        "WHERE session_id = ? AND kind = 'input_lock'",
+def _last_lock_move(conn: sqlite3.Connection, session_id: str) -> tuple[int, str]:
+    """(seq, holder) of the session's last InputLockChange; (0, "") when there is none."""
+    row = conn.execute(
+        "SELECT sequence, payload FROM events WHERE session_id = ? AND kind = 'input_lock' "
+        "ORDER BY sequence DESC LIMIT 1",
         (session_id,),
     ).fetchone()
+    if row is None:
+        return 0, ""
+    return row[0], agent_pb2.AgentEvent.FromString(row[1]).input_lock.holder_client_id
+
+
+def _waiting_lock_requests(conn: sqlite3.Connection, session_id: str, last_move: int) -> int:
+    """How many InputLockRequested PENDING of the session's log are unsettled: after the
+    last InputLockChange (a move settles every request before it), without their KEPT."""
     asked: Counter[tuple[str, str, int]] = Counter()
     kept: Counter[tuple[str, str, int]] = Counter()
     for (payload,) in conn.execute(

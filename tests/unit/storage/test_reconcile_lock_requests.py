@@ -1,6 +1,6 @@
-"""Startup reconciliation settles the RequestInputLock waits a stopped daemon left open: their
-session's log gets the InputLockChange of the restart (nobody holds the lock), once, and a
-replay shows it."""
+"""Startup reconciliation: nobody holds an input lock after a restart, so a log that gave the
+lock to a client, or that has RequestInputLock waits left open, gets the restart's
+InputLockChange (nobody holds the lock), once, and a replay shows it."""
 
 from __future__ import annotations
 
@@ -97,11 +97,26 @@ def test_settled_requests_get_nothing_and_a_second_restart_adds_nothing(
     assert reconcile(conn, LATER).lock_requests_settled == 2  # both of "one-of-two"
     assert reconcile(conn, LATER + 1).lock_requests_settled == 0
 
-    for untouched, length in (("kept", 3), ("moved", 3), ("never", 1)):
-        assert len(log_of(conn, untouched)) == length
-    settled = log_of(conn, "one-of-two")
-    assert len(settled) == 6  # one release settles every request of the session
-    assert settled[-1].WhichOneof("event") == "input_lock"
+    # "kept" and "moved" had nothing waiting, but their logs gave the lock to a client: they
+    # get the release too (nobody holds it now); a second restart adds nothing anywhere.
+    for released, length in (("kept", 4), ("moved", 4), ("one-of-two", 6)):
+        ending = log_of(conn, released)
+        assert len(ending) == length
+        assert ending[-1].input_lock == agent_pb2.InputLockChange()
+    assert len(log_of(conn, "never")) == 1
+
+
+def test_a_log_that_last_gave_the_lock_away_ends_with_nobody_holding_it(
+    conn: sqlite3.Connection,
+) -> None:
+    write_log(conn, "held", moved("alice"), text("hi"))
+    write_log(conn, "released", moved("alice"), moved(""), text("bye"))
+
+    assert reconcile(conn, LATER).lock_requests_settled == 0
+
+    *_, release = log_of(conn, "held")
+    assert (release.sequence, release.input_lock.holder_client_id) == (3, "")
+    assert len(log_of(conn, "released")) == 3  # already says nobody holds it
 
 
 async def test_a_replay_after_the_restart_ends_with_the_turn_and_the_wait_settled(
