@@ -78,6 +78,7 @@ def test_doctor_reports_the_pinned_cli(tmp_path: Path, claude_bin: Path) -> None
     assert "FULLY_COMPATIBLE" in done.stdout
     assert str(tmp_path / "cfg") in done.stdout
     assert str(tmp_path / "data") in done.stdout
+    assert "event loop:  uvloop (the daemon's)" in done.stdout
 
 
 def too_old_claude(tmp_path: Path) -> str:

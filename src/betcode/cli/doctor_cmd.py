@@ -1,4 +1,5 @@
-"""`betcode doctor`: which claude BetCode would run, whether it is compatible, where files live."""
+"""`betcode doctor`: which claude BetCode would run, whether it is compatible, where files live,
+which event loop the daemon would run on."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 
 import click
 
+from betcode import event_loop
 from betcode.claude.locate import ClaudeNotFound, find_claude_binary
 from betcode.cli.paths import resolve_paths
 from betcode.config.dirs import config_dir
@@ -22,6 +24,10 @@ def doctor(claude_bin: str | None) -> None:
     click.echo(f"config dir:  {config_dir()}")
     click.echo(f"data dir:    {paths.data_dir}")
     click.echo(f"socket:      {paths.socket}")
+    try:
+        click.echo(f"event loop:  {event_loop.chosen_event_loop()} (the daemon's)")
+    except event_loop.EventLoopUnavailable as error:
+        click.echo(f"event loop:  UNUSABLE — {error}")
     try:
         binary = find_claude_binary(claude_bin, os.environ)
     except ClaudeNotFound as error:
