@@ -23,7 +23,8 @@ import time
 from betcode import __version__
 from betcode.claude.environment import build_child_env
 from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
-from betcode.config.errors import ConfigError, show_value
+from betcode.config.errors import ConfigError
+from betcode.config.settings import display_value
 from betcode.daemon_config import (
     PYTHON_LOG_LEVELS,
     DaemonConfig,
@@ -261,8 +262,8 @@ class Daemon:
             log.info(
                 "configuration reload: %s changed from %s to %s (%s)",
                 key,
-                show_value(old),
-                show_value(new),
+                display_value(key, old),
+                display_value(key, new),
                 takes_effect(key),
             )
         if not changes:

@@ -107,9 +107,11 @@ async def test_sighup_keeps_the_old_settings_on_an_error_and_applies_good_ones(
     assert world.starts() == 2  # still the start's max_crashes
     assert problem in await world.config_health()
 
-    world.write_settings({"max_crashes": 1, "initial_backoff_ms": 100})
-    logged = await world.sighup_and_wait_for("daemon.crash_policy.max_crashes changed")
+    world.write_settings({"max_crashes": 1, "initial_backoff_ms": 100, "window_seconds": "2m"})
+    # Changes are logged in declaration order: window_seconds comes last.
+    logged = await world.sighup_and_wait_for("daemon.crash_policy.window_seconds changed")
     assert "daemon.crash_policy.max_crashes changed from 2 to 1" in logged
+    assert "daemon.crash_policy.window_seconds changed from 1m to 2m" in logged  # as written
     await world.session_until_crashed("second")
     assert world.starts() == 3  # one start, then CRASHED
     assert "reloaded 1 time(s)" in await world.config_health()

@@ -10,17 +10,17 @@ from pathlib import Path
 import click
 
 from betcode.config.dirs import config_dir
-from betcode.config.errors import ConfigError, show_value
+from betcode.config.errors import ConfigError
 from betcode.config.importer import ImportPlan, apply_import, is_first_run, plan_import
 from betcode.config.layers import load_permission_layers
 from betcode.config.settings import (
     DEFAULT_ORIGIN,
     ResolvedSettings,
     SettingValue,
+    display_value,
     parse_override,
     resolve_daemon_settings,
 )
-from betcode.config.values import format_duration
 from betcode.permissions.engine import RuleSet
 from betcode.permissions.rules import InvalidRule
 
@@ -88,21 +88,13 @@ def _print_text(
 def _print_settings(values: Sequence[SettingValue]) -> None:
     """Columns: the setting, its value, where the value came from (defaults dimmed)."""
     rows = [("SETTING", "VALUE", "FROM")]
-    rows += [(v.key, _shown_value(v.key, v.value), v.origin) for v in values]
+    rows += [(v.key, display_value(v.key, v.value), v.origin) for v in values]
     key_width = max(len(key) for key, _, _ in rows)
     # A long value (a notify command) pushes its own origin right rather than every row's.
     value_width = max(len(value) for _, value, _ in rows if len(value) <= VALUE_COLUMN_MAX)
     for key, value, origin in rows:
         line = f"  {key:<{key_width}}  {value:<{value_width}}  {origin}"
         click.echo(click.style(line, dim=True) if origin == DEFAULT_ORIGIN else line)
-
-
-def _shown_value(key: str, value: object) -> str:
-    if key.endswith("_seconds") and isinstance(value, float):
-        return format_duration(value)
-    if key.endswith("_seconds") and isinstance(value, tuple):
-        return ", ".join(format_duration(seconds) for seconds in value)
-    return show_value(value)
 
 
 def _as_json(

@@ -31,7 +31,16 @@ from pathlib import Path
 
 from betcode.config.errors import ConfigError, show_value
 from betcode.config.layers import SETTINGS_FILE, read_settings_file
-from betcode.config.values import DAY, HOUR, MIB, SPEC, Rejected, Spec, setting
+from betcode.config.values import (
+    DAY,
+    HOUR,
+    MIB,
+    SPEC,
+    Rejected,
+    Spec,
+    format_duration,
+    setting,
+)
 
 LOG_LEVELS = ("error", "warn", "info", "debug", "trace")
 ENV_KEYS = {
@@ -197,6 +206,17 @@ def spec_of(key: str) -> Spec:
         cls = typing.get_type_hints(cls)[name]
     spec: Spec = next(f for f in dataclasses.fields(cls) if f.name == leaf).metadata[SPEC]
     return spec
+
+
+def display_value(key: str, value: object) -> str:
+    """A setting's value for people (`config show`, the reload log): durations spelled like
+    "10m", everything else as JSON."""
+    kind = spec_of(key).kind
+    if kind == "seconds" and isinstance(value, int | float):
+        return format_duration(value)
+    if kind == "seconds_list" and isinstance(value, list | tuple):
+        return ", ".join(format_duration(seconds) for seconds in value)
+    return show_value(value)
 
 
 class _Origins:
