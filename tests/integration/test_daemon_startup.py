@@ -30,11 +30,15 @@ def foreground_env(tmp_path: Path, claude_bin: str) -> dict[str, str]:
 
 
 def start_foreground(
-    tmp_path: Path, claude_bin: str, *args: str, stdin: int | None = subprocess.DEVNULL
+    tmp_path: Path,
+    claude_bin: str,
+    *args: str,
+    stdin: int | None = subprocess.DEVNULL,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground", *args],
-        env=foreground_env(tmp_path, claude_bin),
+        env={**foreground_env(tmp_path, claude_bin), **(extra_env or {})},
         stdin=stdin,
         capture_output=True,
         text=True,
@@ -106,14 +110,8 @@ def test_invalid_settings_exit_65_naming_file_key_value_and_range(tmp_path: Path
 
 
 def test_an_unknown_event_loop_exits_65_before_anything_starts(tmp_path: Path) -> None:
-    env = {**foreground_env(tmp_path, too_old_claude(tmp_path)), "BETCODE_EVENT_LOOP": "trio"}
-    done = subprocess.run(
-        [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = start_foreground(
+        tmp_path, too_old_claude(tmp_path), extra_env={"BETCODE_EVENT_LOOP": "trio"}
     )
     assert done.returncode == EXIT_CONFIG_INVALID
     assert done.stderr.strip() == (
