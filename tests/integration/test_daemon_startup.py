@@ -85,6 +85,22 @@ def test_doctor_reports_the_pinned_cli(tmp_path: Path, claude_bin: Path) -> None
     assert "event loop:  uvloop (the daemon's)" in done.stdout
 
 
+def test_doctor_names_an_unusable_event_loop_and_exits_like_the_daemon_would(
+    tmp_path: Path, claude_bin: Path
+) -> None:
+    env = {**foreground_env(tmp_path, str(claude_bin)), "BETCODE_EVENT_LOOP": "trio"}
+    done = subprocess.run(
+        [sys.executable, "-m", "betcode.cli.main", "doctor"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == EXIT_CONFIG_INVALID
+    assert "event loop:  UNUSABLE — BETCODE_EVENT_LOOP='trio' is not one of" in done.stdout
+    assert "FULLY_COMPATIBLE" in done.stdout  # the rest of the report is still there
+
+
 def too_old_claude(tmp_path: Path) -> str:
     """A claude the daemon refuses at its version check: the step after config and import."""
     version = {"version": "claude v1.0.22 (anthropic-2024-12-01)"}

@@ -13,6 +13,7 @@ from betcode import event_loop
 from betcode.claude.locate import ClaudeNotFound, find_claude_binary
 from betcode.cli.paths import resolve_paths
 from betcode.config.dirs import config_dir
+from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.protocol.version import probe_claude_version
 
 
@@ -24,9 +25,11 @@ def doctor(claude_bin: str | None) -> None:
     click.echo(f"config dir:  {config_dir()}")
     click.echo(f"data dir:    {paths.data_dir}")
     click.echo(f"socket:      {paths.socket}")
+    loop_problem = None
     try:
         click.echo(f"event loop:  {event_loop.chosen_event_loop()} (the daemon's)")
     except event_loop.EventLoopUnavailable as error:
+        loop_problem = error
         click.echo(f"event loop:  UNUSABLE — {error}")
     try:
         binary = find_claude_binary(claude_bin, os.environ)
@@ -40,3 +43,5 @@ def doctor(claude_bin: str | None) -> None:
     click.echo(f"level:       {probe.level.name} — {probe.message}")
     if probe.exit_code is not None:
         sys.exit(probe.exit_code)
+    if loop_problem is not None:
+        sys.exit(EXIT_CONFIG_INVALID)  # what `daemon start` would exit with
