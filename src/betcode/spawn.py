@@ -106,6 +106,9 @@ async def spawn(
         popen.kill()
         for transport in transports:
             transport.close()
+        for pipe in (popen.stdin, popen.stdout, popen.stderr):
+            if pipe is not None:
+                pipe.close()  # also those no transport took over yet
         raise
     return Child(popen, writer, out, err, exited, transports)
 
