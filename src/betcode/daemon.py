@@ -97,8 +97,7 @@ class Daemon:
         database = await self._open_database()
         self._writer = writer = StoreWriter(database)
         self._reader = reader = StoreReader(database)
-        report = await writer.call(lambda c: reconcile(c, time.time()))
-        log.info("reconciled stored state: %s", report)
+        await writer.call(lambda c: reconcile(c, time.time()))  # logs its own report
         self._audit = audit = AuditRecorder(writer)
         self._retention_task = asyncio.create_task(audit.run_retention(), name="audit-retention")
         self.bridge = bridge = PermissionBridge(
