@@ -39,6 +39,33 @@ MAX_BATCH_BYTES = 4 * 1024 * 1024
 CHECKPOINT_COMMITS = 64
 CHECKPOINT_BYTES = 1024 * 1024
 MAX_ROWS_PER_STATEMENT = 256  # x 6 columns: far below SQLite's 32,766 bound parameters
+# A batch of up to this many rows (a few lines at a time: the latency-sensitive case) is written
+# by ONE statement into log_rows, exact-sized; bigger ones table by table in a transaction.
+SINGLE_STATEMENT_ROWS = 32
+
+# Lines and events go into one temporary view whose trigger routes each row to its table, so
+# a small batch is one INSERT: one implicit transaction (atomic, as a statement is), and one
+# trip into SQLite instead of four (BEGIN, two INSERTs, COMMIT). Every trip gives the GIL away
+# and must win it back from a busy event loop, which made commits slow exactly when clients
+# were being served. The view and trigger live in the writer connection's TEMP schema only.
+_LOG_ROWS_SCHEMA = """
+CREATE TEMP VIEW log_rows (is_message, session_id, sequence, third, fourth, payload, created_at)
+    AS SELECT 0, '', 0, NULL, '', NULL, 0 WHERE 0;
+CREATE TEMP TRIGGER log_rows_insert INSTEAD OF INSERT ON log_rows
+BEGIN
+    INSERT INTO messages (session_id, sequence, direction, message_type, payload, created_at)
+        SELECT NEW.session_id, NEW.sequence, NEW.third, NEW.fourth, CAST(NEW.payload AS TEXT),
+               NEW.created_at
+        WHERE NEW.is_message;
+    INSERT INTO events (session_id, sequence, message_sequence, kind, payload, created_at)
+        SELECT NEW.session_id, NEW.sequence, NEW.third, NEW.fourth, NEW.payload, NEW.created_at
+        WHERE NOT NEW.is_message;
+END;
+"""
+_INSERT_LOG_ROW = (
+    "INSERT INTO log_rows (is_message, session_id, sequence, third, fourth, payload, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +123,7 @@ class StoreWriter:
         self._max_bytes = max_batch_bytes
         self._conn = database.connect()
         self._conn.execute("PRAGMA wal_autocheckpoint = 0")  # never inside a COMMIT
+        self._conn.executescript(_LOG_ROWS_SCHEMA)
         self._checkpointer = checkpointer if checkpointer is not None else WalCheckpointer(database)
         self._commits_since_checkpoint = 0
         self._bytes_since_checkpoint = 0
@@ -228,11 +256,16 @@ class StoreWriter:
         return True
 
     def _insert(self, rows: Sequence[LogRow]) -> None:
-        messages = [row for row in rows if type(row) is MessageRow]
-        events = [row for row in rows if type(row) is not MessageRow]
-        with transaction(self._conn):
-            _insert_rows(self._conn, INSERT_MESSAGE, messages)
-            _insert_rows(self._conn, INSERT_EVENT, events)
+        if len(rows) <= SINGLE_STATEMENT_ROWS:
+            statement = _multi_row_insert(_INSERT_LOG_ROW, len(rows))
+            values = [value for row in rows for value in (type(row) is MessageRow, *row)]
+            self._conn.execute(statement, values)
+        else:  # a flood: the trigger's per-row cost would show, the trips would not
+            messages = [row for row in rows if type(row) is MessageRow]
+            events = [row for row in rows if type(row) is not MessageRow]
+            with transaction(self._conn):
+                _insert_rows(self._conn, INSERT_MESSAGE, messages)
+                _insert_rows(self._conn, INSERT_EVENT, events)
         self._batches_committed += 1
         self._rows_committed += len(rows)
         self._commits_since_checkpoint += 1

@@ -238,6 +238,29 @@ async def test_one_large_append_is_stored_whole_in_order_with_every_value(
     assert [EventRow(*row) for row in events] == [r for r in rows if type(r) is EventRow]
 
 
+async def test_a_small_batch_is_all_or_nothing_and_leaves_no_trace_in_the_schema(
+    writer: StoreWriter, conn: sqlite3.Connection
+) -> None:
+    """A batch of a few rows is ONE statement through the writer's temporary log_rows view:
+    atomic like a transaction, in both tables, and invisible to every other connection."""
+    await writer.call(lambda c: add_session(c))
+    outcomes: list[bool] = []
+    writer.append(line_and_events("s1", 1, 1), outcomes.append)  # line 1 + events 1, 2
+    await flush(writer)
+    # Line 2 is new, but its second event reuses seq 2: the whole batch must fail.
+    clash = [*line_and_events("s1", 2, 3)[:2], EventRow("s1", 2, 2, "text_delta", b"x", NOW)]
+    writer.append(clash, outcomes.append)
+    await flush(writer)
+
+    assert outcomes == [True, False]
+    assert seqs(conn, "messages") == [1]  # line 2 was not stored without its events
+    assert seqs(conn, "events") == [1, 2]
+    names = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert "log_rows" not in names
+    with pytest.raises(sqlite3.OperationalError, match="no such table: log_rows"):
+        conn.execute("SELECT * FROM log_rows")
+
+
 async def test_the_wal_is_checkpointed_while_the_writer_runs(
     writer: StoreWriter, database: Database
 ) -> None:

@@ -1,0 +1,152 @@
+"""The floor under the daemon's latency figure: bare grpc.aio fan-out, no daemon at all.
+
+    .venv/bin/python benchmarks/bench_transport.py [--quick] [--repeat N] [--json]
+
+A server process (uvloop, like the daemon) publishes one small message per millisecond to 10
+server-streaming calls on a Unix socket, one message per stream message, as the per-event
+stream does; two client processes (5 calls each, one channel per call, as benchmarks/run.py's
+clients) stamp each arrival. Latency is publish → arrival, p50 / p99 over all deliveries. Run
+next to `run.py --latency-only`, it tells how much of the daemon's tail is the transport and the
+machine: the daemon adds claude's pipe, SQLite and the session to this path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from betcode import event_loop
+
+METHOD = "/bench.Transport/Watch"
+STREAMS = 10
+PROCESSES = 2
+RATE_PER_S = 1000
+PAYLOAD = b"x" * 80  # about a TextDelta event
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+async def serve(socket: str, messages: int) -> None:
+    """Waits for STREAMS calls, publishes `messages` paced messages to each, then ends them."""
+    queues: list[asyncio.Queue[bytes | None]] = []
+    all_attached = asyncio.Event()
+
+    async def watch(_request: bytes, _context: grpc.aio.ServicerContext) -> Any:
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        queues.append(queue)
+        if len(queues) == STREAMS:
+            all_attached.set()
+        yield b"ready"
+        while (item := await queue.get()) is not None:
+            yield item
+
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Transport",
+        {"Watch": grpc.unary_stream_rpc_method_handler(watch, _identity, _identity)},
+    )
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(f"unix:{socket}")
+    await server.start()
+    await all_attached.wait()
+    started = time.monotonic()
+    for number in range(messages):
+        ahead = started + number / RATE_PER_S - time.monotonic()
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+        frame = struct.pack("<Q", time.monotonic_ns()) + PAYLOAD
+        for queue in queues:
+            queue.put_nowait(frame)
+    for queue in queues:
+        queue.put_nowait(None)
+    await server.stop(5)
+
+
+async def watch(socket: str, streams: int) -> None:
+    """Client process: `streams` calls; prints the delays (ms) of everything received."""
+
+    async def one() -> list[float]:
+        async with grpc.aio.insecure_channel(
+            f"unix:{socket}", options=(("grpc.use_local_subchannel_pool", 1),)
+        ) as channel:
+            call = channel.unary_stream(METHOD, _identity, _identity)(b"")
+            delays = []
+            async for message in call:
+                now = time.monotonic_ns()
+                if message != b"ready":
+                    delays.append((now - struct.unpack_from("<Q", message)[0]) / 1e6)
+            return delays
+
+    results = await asyncio.gather(*(one() for _ in range(streams)))
+    print(json.dumps([delay for delays in results for delay in delays]))
+
+
+async def measure(messages: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        socket = str(Path(tmp) / "transport.sock")
+        me = str(Path(__file__).resolve())
+        server = await asyncio.create_subprocess_exec(sys.executable, me, "--serve", socket,
+                                                      str(messages))  # fmt: skip
+        while not os.path.exists(socket):
+            await asyncio.sleep(0.02)
+        clients = [
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                me,
+                "--watch",
+                socket,
+                str(STREAMS // PROCESSES),
+                stdout=asyncio.subprocess.PIPE,
+                limit=64 * 1024 * 1024,
+            )  # fmt: skip
+            for _ in range(PROCESSES)
+        ]
+        outputs = [await client.communicate() for client in clients]
+        await server.wait()
+    delays = sorted(delay for out, _ in outputs for delay in json.loads(out))
+    return {
+        "transport_p50_ms": round(statistics.median(delays), 3),
+        "transport_p99_ms": round(delays[int(len(delays) * 0.99)], 3),
+        "transport_max_ms": round(delays[-1], 3),
+        "transport_samples": len(delays),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2,000 messages instead of 5,000")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="end with one JSON object")
+    parser.add_argument("--serve", nargs=2, metavar=("SOCKET", "MESSAGES"), help=argparse.SUPPRESS)
+    parser.add_argument("--watch", nargs=2, metavar=("SOCKET", "STREAMS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        event_loop.run(serve(args.serve[0], int(args.serve[1])), event_loop.chosen_event_loop())
+        return
+    if args.watch:
+        asyncio.run(watch(args.watch[0], int(args.watch[1])))
+        return
+    runs = []
+    for run_index in range(args.repeat):
+        figures = asyncio.run(measure(2_000 if args.quick else 5_000))
+        print(f"run {run_index + 1}: " + " ".join(f"{k}={v}" for k, v in figures.items()))
+        runs.append(figures)
+    if args.json:
+        print(json.dumps({"runs": runs, "load_average_after": os.getloadavg()}))
+
+
+if __name__ == "__main__":
+    main()
