@@ -33,6 +33,7 @@ STREAMS = 10
 PROCESSES = 2
 RATE_PER_S = 1000
 PAYLOAD = b"x" * 80  # about a TextDelta event
+SCRIPT = str(Path(__file__).resolve())
 
 
 def _identity(data: bytes) -> bytes:
@@ -96,22 +97,21 @@ async def watch(socket: str, streams: int) -> None:
 
 async def measure(messages: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        socket = str(Path(tmp) / "transport.sock")
-        me = str(Path(__file__).resolve())
-        server = await asyncio.create_subprocess_exec(sys.executable, me, "--serve", socket,
-                                                      str(messages))  # fmt: skip
-        while not os.path.exists(socket):
-            await asyncio.sleep(0.02)
+        socket = Path(tmp) / "transport.sock"
+        server = await asyncio.create_subprocess_exec(
+            sys.executable, SCRIPT, "--serve", str(socket), str(messages)
+        )
+        await wait_for_socket(socket)
         clients = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
-                me,
+                SCRIPT,
                 "--watch",
-                socket,
+                str(socket),
                 str(STREAMS // PROCESSES),
                 stdout=asyncio.subprocess.PIPE,
                 limit=64 * 1024 * 1024,
-            )  # fmt: skip
+            )
             for _ in range(PROCESSES)
         ]
         outputs = [await client.communicate() for client in clients]
@@ -123,6 +123,14 @@ async def measure(messages: int) -> dict[str, float]:
         "transport_max_ms": round(delays[-1], 3),
         "transport_samples": len(delays),
     }
+
+
+async def wait_for_socket(socket: Path) -> None:
+    """The server process binds its socket once it is ready for the clients."""
+    exists = await asyncio.to_thread(socket.exists)
+    while not exists:
+        await asyncio.sleep(0.02)
+        exists = await asyncio.to_thread(socket.exists)
 
 
 def main() -> None:
