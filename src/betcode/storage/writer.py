@@ -49,22 +49,24 @@ SINGLE_STATEMENT_ROWS = 32
 # and must win it back from a busy event loop, which made commits slow exactly when clients
 # were being served. The view and trigger live in the writer connection's TEMP schema only.
 _LOG_ROWS_SCHEMA = """
-CREATE TEMP VIEW log_rows (is_message, session_id, sequence, third, fourth, payload, created_at)
-    AS SELECT 0, '', 0, NULL, '', NULL, 0 WHERE 0;
+CREATE TEMP VIEW log_rows (
+    is_message, session_id, sequence, direction_or_source, type_or_kind, payload, created_at
+) AS SELECT 0, '', 0, NULL, '', NULL, 0 WHERE 0;
 CREATE TEMP TRIGGER log_rows_insert INSTEAD OF INSERT ON log_rows
 BEGIN
     INSERT INTO messages (session_id, sequence, direction, message_type, payload, created_at)
-        SELECT NEW.session_id, NEW.sequence, NEW.third, NEW.fourth, CAST(NEW.payload AS TEXT),
-               NEW.created_at
+        SELECT NEW.session_id, NEW.sequence, NEW.direction_or_source, NEW.type_or_kind,
+               CAST(NEW.payload AS TEXT), NEW.created_at
         WHERE NEW.is_message;
     INSERT INTO events (session_id, sequence, message_sequence, kind, payload, created_at)
-        SELECT NEW.session_id, NEW.sequence, NEW.third, NEW.fourth, NEW.payload, NEW.created_at
+        SELECT NEW.session_id, NEW.sequence, NEW.direction_or_source, NEW.type_or_kind,
+               NEW.payload, NEW.created_at
         WHERE NOT NEW.is_message;
 END;
 """
 _INSERT_LOG_ROW = (
-    "INSERT INTO log_rows (is_message, session_id, sequence, third, fourth, payload, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO log_rows (is_message, session_id, sequence, direction_or_source, type_or_kind,"
+    " payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
 
