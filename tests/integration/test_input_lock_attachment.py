@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from harness.daemon import Client, daemon_config
+from harness.lock_story import lock_story
 
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.fake_claude import make_fake_claude
@@ -48,18 +49,6 @@ async def config(tmp_path: Path) -> AsyncIterator[DaemonConfig]:
         yield config
     finally:
         await daemon.stop()
-
-
-def lock_story(client: Client) -> list[tuple[object, ...]]:
-    """The lock events a client received: ("moved", holder) or (state, requester, holder)."""
-    story: list[tuple[object, ...]] = []
-    for event in client.events:
-        if event.HasField("input_lock"):
-            story.append(("moved", event.input_lock.holder_client_id))
-        elif event.HasField("input_lock_requested"):
-            asked = event.input_lock_requested
-            story.append((asked.state, asked.requested_by_client_id, asked.holder_client_id))
-    return story
 
 
 async def request_lock(client: Client, session_id: str) -> agent_pb2.InputLockResponse:
@@ -107,7 +96,7 @@ async def test_a_client_without_a_converse_stream_is_refused_the_lock(
 
         holder.say("the lock is still mine")
         await holder.wait_for("turn_complete")
-        assert lock_story(holder) == [("moved", "holder")]  # no wait was ever announced
+        assert lock_story(holder.events) == [("moved", "holder")]  # no wait was ever announced
     finally:
         await stranger.close()
         await holder.close()
@@ -130,7 +119,7 @@ async def test_a_requester_whose_stream_closed_gets_no_lock_at_the_deadline(
         assert not request.done(), "the deadline passed before the daemon saw the stream close"
         assert (await asyncio.wait_for(request, 30)).granted is False
         await holder.wait_for("input_lock_requested", 2)
-        assert lock_story(holder) == [
+        assert lock_story(holder.events) == [
             ("moved", "holder"),
             (PENDING, "asker", "holder"),
             (KEPT, "asker", "holder"),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from harness.daemon import Client, DaemonProcess, daemon_config, daemon_process_env
+from harness.lock_story import lock_story
 
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
@@ -25,18 +26,6 @@ PENDING = agent_pb2.INPUT_LOCK_REQUEST_STATE_PENDING
 KEPT = agent_pb2.INPUT_LOCK_REQUEST_STATE_KEPT
 # The longest transfer time the settings allow: no wait here ends by its deadline.
 TRANSFER_SECONDS = 60
-
-
-def lock_story(events: list[agent_pb2.AgentEvent]) -> list[tuple[object, ...]]:
-    """The lock events in order: ("moved", holder) or (state, requester, holder)."""
-    story: list[tuple[object, ...]] = []
-    for event in events:
-        if event.HasField("input_lock"):
-            story.append(("moved", event.input_lock.holder_client_id))
-        elif event.HasField("input_lock_requested"):
-            asked = event.input_lock_requested
-            story.append((asked.state, asked.requested_by_client_id, asked.holder_client_id))
-    return story
 
 
 def ask_for_the_lock(asker: Client, session_id: str) -> asyncio.Future[agent_pb2.InputLockResponse]:
