@@ -1,7 +1,9 @@
 """The composition root: startup → serve → shutdown, and the only place signals are handled.
 
 Startup order (DAEMON.md): config (`daemon_config.load_daemon_config`; `betcode daemon start`
-then offers the first-run import) → claude version check (exit 72 missing, 78 too old) →
+then offers the first-run import) → `--listen` checked, the data dir's lock and the socket's lock
+taken (exit 69: one daemon per data dir and per socket; nothing touched before this) → claude
+version check (exit 72 missing, 78 too old) →
 database + migrations, and the audit log must be there (exit 74 otherwise) → reconciliation in
 one transaction → sessions and services → bind.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 import time
 
@@ -39,7 +42,13 @@ from betcode.permissions.rulebook import RuleBook
 from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
 from betcode.server.agent_service import RAW_RESPONSE_METHODS, AgentService
 from betcode.server.app import DaemonServer, RpcService
-from betcode.server.binding import BindError
+from betcode.server.binding import (
+    BindError,
+    LoopbackAddress,
+    SocketClaim,
+    claim_socket_path,
+    parse_listen_address,
+)
 from betcode.server.claude_status import ClaudeCodeReport
 from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentReport, HealthMonitor, permission_check
@@ -47,6 +56,7 @@ from betcode.server.version_service import ServerCapabilities, VersionService
 from betcode.sessions.context import SessionContext
 from betcode.sessions.manager import SessionManager
 from betcode.storage.audit import AuditRecorder, require_audit_log
+from betcode.storage.data_dir_lock import DataDirClaim, DataDirInUse, claim_data_dir
 from betcode.storage.database import Database, open_database
 from betcode.storage.errors import StorageError
 from betcode.storage.reader import StoreReader
@@ -88,12 +98,14 @@ class Daemon:
         self._retention_task: asyncio.Task[None] | None = None
         self._reloads = 0
         self._reload_problem: str | None = None
+        self._data_dir_claim: DataDirClaim | None = None
+        self._socket_claim: SocketClaim | None = None
 
     # ---- startup ----
 
     async def start(self) -> None:
+        socket_claim, tcp_address = self._claim_places()
         binary = await self._check_claude()
-        self.config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         database = await self._open_database()
         self._writer = writer = StoreWriter(database)
         self._reader = reader = StoreReader(database)
@@ -121,7 +133,15 @@ class Daemon:
         self.sessions = SessionManager(
             context, audit=audit, max_sessions=self.config.settings.max_sessions
         )
-        health = HealthMonitor(server_version=__version__, claude_code=lambda: self._claude_report)
+        health = HealthMonitor(
+            server_version=__version__,
+            claude_code=lambda: self._claude_report,
+            facts={
+                "pid": str(os.getpid()),
+                "socket": str(self.config.socket_path),
+                "data_dir": str(self.config.data_dir),
+            },
+        )
         health.add_component("storage", self._storage_report, critical=True)
         health.add_component("sessions", self._sessions_report, critical=False)
         health.add_component("permissions", permission_check(bridge), critical=False)
@@ -172,7 +192,7 @@ class Daemon:
             ],
         )
         try:
-            await self.server.start(self.config.socket_path, self.config.listen)
+            await self.server.serve(socket_claim, tcp_address)
         except BindError as exc:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
@@ -182,6 +202,17 @@ class Daemon:
             self.config.socket_path,
             running_event_loop(),
         )
+
+    def _claim_places(self) -> tuple[SocketClaim, LoopbackAddress | None]:
+        """Checks where to serve, then takes the data dir's lock and the socket's: all before
+        the database is opened or anything reconciled, so a refused start changes nothing."""
+        try:
+            tcp_address = parse_listen_address(self.config.listen) if self.config.listen else None
+            self._data_dir_claim = claim_data_dir(self.config.data_dir, self.config.socket_path)
+            self._socket_claim = claim_socket_path(self.config.socket_path)
+        except (BindError, DataDirInUse) as exc:
+            raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
+        return self._socket_claim, tcp_address
 
     async def _open_database(self) -> Database:
         try:
@@ -306,6 +337,10 @@ class Daemon:
             await self._writer.close()
         if self._reader is not None:
             self._reader.close()
+        # Last: a newcomer may open the database only once we are done with it.
+        for claim in (self._socket_claim, self._data_dir_claim):
+            if claim is not None:
+                claim.release()
 
 
 async def run_daemon(config: DaemonConfig) -> int:

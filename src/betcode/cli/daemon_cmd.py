@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from betcode import event_loop
 from betcode.cli.config_cmd import offer_first_run_import
+from betcode.cli.health import ask_health, print_health
 from betcode.cli.paths import DaemonPaths, resolve_paths
 from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
@@ -27,6 +31,8 @@ from betcode.daemon_config import (
     load_daemon_config,
 )
 from betcode.permissions.rules import InvalidRule, RuleList, RuleSource, parse_rule
+from betcode.server.binding import socket_holder_pid
+from betcode.v1 import health_pb2
 
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 15.0
@@ -98,15 +104,10 @@ def start(
         offer_first_run_import()
     if foreground:
         _configure_logging(PYTHON_LOG_LEVELS[config.settings.log_level])
-        paths.pid_file.parent.mkdir(parents=True, exist_ok=True)
-        paths.pid_file.write_text(f"{os.getpid()}\n")
-        try:
-            code = event_loop.run(run_daemon(config), loop_name)
-        finally:
-            paths.pid_file.unlink(missing_ok=True)
-        sys.exit(code)
-    if _alive(paths):
-        click.echo(f"daemon already running (pid {_read_pid(paths)}, socket {paths.socket})")
+        sys.exit(event_loop.run(run_daemon(config), loop_name))
+    running = find_daemon(paths.socket)
+    if running is not None and running.answering:
+        click.echo(f"daemon already running (pid {running.pid}, socket {paths.socket})")
         return
     _spawn_detached(paths, listen, claude_bin, settings, rules)
 
@@ -187,6 +188,7 @@ def _spawn_detached(
         for text in rules.get(list_name.value):
             argv += [f"--{list_name.value}", text]
     with open(paths.log_file, "ab") as log_file:
+        log_offset = log_file.tell()
         process = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -198,13 +200,17 @@ def _spawn_detached(
     while time.monotonic() < deadline:
         code = process.poll()
         if code is not None:
-            # Its own exit code (65 config, 69 socket, 72/78 claude, 74 storage) says why.
+            # Its own exit code (65 config, 69 socket or data dir, 72/78 claude, 74 storage)
+            # says why, and so does the error it logged.
             click.echo(
                 f"Error: the daemon exited with code {code} during startup; see {paths.log_file}",
                 err=True,
             )
+            for line in _errors_logged_since(paths.log_file, log_offset):
+                click.echo(f"  {line}", err=True)
             sys.exit(code)
-        if paths.socket.exists() and _alive(paths):
+        running = find_daemon(paths.socket)
+        if running is not None and running.answering and running.pid == process.pid:
             click.echo(f"daemon started (pid {process.pid}, socket {paths.socket})")
             return
         time.sleep(0.1)
@@ -214,34 +220,42 @@ def _spawn_detached(
 @daemon_group.command("stop")
 @_path_options
 def stop(socket_path: Path | None, data_dir: Path | None) -> None:
-    """Stop the daemon (SIGTERM; it stops its claude processes and flushes)."""
+    """Stop the daemon serving the socket (SIGTERM; it stops its claude processes and flushes)."""
     paths = resolve_paths(socket_path, data_dir)
-    pid = _read_pid(paths)
-    if pid is None or not _alive(paths):
-        click.echo("daemon is not running")
+    running = find_daemon(paths.socket)
+    if running is None:
+        click.echo(f"daemon is not running (socket {paths.socket})")
         return
-    os.kill(pid, signal.SIGTERM)
+    os.kill(running.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
-        if not _pid_alive(pid):
-            click.echo("daemon stopped")
+        if not _pid_alive(running.pid):
+            click.echo(f"daemon stopped (pid {running.pid}, socket {paths.socket})")
             return
         time.sleep(0.1)
-    raise click.ClickException(f"daemon (pid {pid}) did not stop within {STOP_TIMEOUT_SECONDS}s")
+    raise click.ClickException(
+        f"daemon (pid {running.pid}) did not stop within {STOP_TIMEOUT_SECONDS}s"
+    )
 
 
 @daemon_group.command("status")
 @_path_options
 def status(socket_path: Path | None, data_dir: Path | None) -> None:
-    """Show whether the daemon runs, and the health of its parts."""
-    from betcode.cli.health import print_health
-
+    """Show whether a daemon serves the socket, and the health of its parts."""
     paths = resolve_paths(socket_path, data_dir)
-    if not _alive(paths):
+    running = find_daemon(paths.socket)
+    if running is None:
         click.echo(f"daemon is not running (socket {paths.socket})")
         sys.exit(1)
-    click.echo(f"daemon running (pid {_read_pid(paths)}, socket {paths.socket})")
-    print_health(paths.socket)
+    if running.health is None:
+        click.echo(
+            f"daemon pid {running.pid} holds {paths.socket} but does not answer "
+            "(starting, stopping or stuck)"
+        )
+        sys.exit(1)
+    where = running.health.metadata.get("data_dir", "unknown")
+    click.echo(f"daemon running (pid {running.pid}, socket {paths.socket}, data dir {where})")
+    print_health(running.health)
 
 
 @daemon_group.command("logs")
@@ -256,14 +270,56 @@ def logs(socket_path: Path | None, data_dir: Path | None, lines: int) -> None:
     click.echo("\n".join(tail))
 
 
-def _read_pid(paths: DaemonPaths) -> int | None:
-    try:
-        return int(paths.pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
+@dataclass(frozen=True, slots=True)
+class RunningDaemon:
+    pid: int
+    # Its answer over the socket; None while it holds the socket's lock without answering.
+    health: health_pb2.HealthDetailsResponse | None
+
+    @property
+    def answering(self) -> bool:
+        return self.health is not None
+
+
+def find_daemon(socket: Path) -> RunningDaemon | None:
+    """The daemon serving ``socket``, told by that daemon itself over the socket (its pid is in
+    its health answer), else by the lock on the socket, which only a live process holds.
+    Nothing shared with other daemons (such as a file in the data dir) is trusted."""
+    health = ask_health(socket)
+    if health is not None and health.metadata.get("pid", "").isdigit():
+        return RunningDaemon(int(health.metadata["pid"]), health)
+    pid = socket_holder_pid(socket)
+    return RunningDaemon(pid, None) if pid is not None else None
+
+
+def _errors_logged_since(log_file: Path, offset: int) -> list[str]:
+    """The ERROR lines a failed start wrote to its log (so the user need not open it)."""
+    with open(log_file, "rb") as log:
+        log.seek(offset)
+        lines = log.read().decode(errors="replace").splitlines()
+    return [message for line in lines if (message := _error_message(line))][-3:]
+
+
+def _error_message(log_line: str) -> str | None:
+    """The message of an ERROR line, whether the log is text or one JSON object a line."""
+    if log_line.startswith("{"):
+        with contextlib.suppress(ValueError):
+            record = json.loads(log_line)
+            if isinstance(record, dict) and str(record.get("level", "")).upper() == "ERROR":
+                return str(record.get("message", log_line))
+            return None
+    return log_line if " ERROR " in log_line else None
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs; a zombie (exited, not yet reaped by its parent) does not."""
+    stat_file = Path(f"/proc/{pid}/stat")
+    if stat_file.parent.parent.joinpath("self").exists():  # Linux: the state is readable
+        try:
+            state = stat_file.read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return False
+        return state not in ("Z", "X")
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -271,11 +327,6 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _alive(paths: DaemonPaths) -> bool:
-    pid = _read_pid(paths)
-    return pid is not None and _pid_alive(pid) and paths.socket.exists()
 
 
 def _configure_logging(level: int) -> None:

@@ -27,11 +27,15 @@ async def fetch_health(socket: Path) -> health_pb2.HealthDetailsResponse:
         return response
 
 
-def print_health(socket: Path) -> None:
+def ask_health(socket: Path) -> health_pb2.HealthDetailsResponse | None:
+    """The health details of the daemon serving ``socket``, or None when none answers."""
     try:
-        details = asyncio.run(fetch_health(socket))
-    except grpc.RpcError as error:
-        raise click.ClickException(f"the daemon did not answer its health check: {error}") from None
+        return asyncio.run(fetch_health(socket))
+    except grpc.RpcError:
+        return None
+
+
+def print_health(details: health_pb2.HealthDetailsResponse) -> None:
     overall = STATUS_NAMES.get(details.overall_status, str(details.overall_status))
     degraded = f" (degraded: {details.degraded_reason})" if details.degraded else ""
     click.echo(f"overall: {overall}{degraded}")

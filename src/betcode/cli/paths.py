@@ -14,10 +14,6 @@ class DaemonPaths:
     data_dir: Path
 
     @property
-    def pid_file(self) -> Path:
-        return self.data_dir / "daemon.pid"
-
-    @property
     def log_file(self) -> Path:
         return self.data_dir / "daemon.log"
 

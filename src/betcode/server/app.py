@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from betcode.server.binding import (
     BindError,
+    LoopbackAddress,
     SocketClaim,
     claim_socket_path,
     owner_only_umask,
@@ -163,7 +164,11 @@ class DaemonServer:
         Raises ``DaemonAlreadyRunning`` or ``BindError``; nothing is left bound on failure.
         """
         tcp_address = parse_listen_address(listen) if listen else None
-        claim = claim_socket_path(socket_path)
+        await self.serve(claim_socket_path(socket_path), tcp_address)
+
+    async def serve(self, claim: SocketClaim, tcp_address: LoopbackAddress | None) -> None:
+        """Binds a socket path already claimed (and a checked loopback address) and starts
+        serving. The claim is released if this fails; nothing is left bound."""
         try:
             with owner_only_umask():
                 self._bind(claim.target)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import ipaddress
 import os
 import socket
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from betcode.config.dirs import SOCKET_ENV
+from betcode.lock_file import LockHeld, holder_content, take_exclusive
 
 # sun_path holds 108 bytes on Linux, 104 on macOS/BSD, including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = (104 if sys.platform == "darwin" else 108) - 1
@@ -101,20 +101,25 @@ def _make_private_dirs(directory: Path) -> None:
 
 
 def _lock(lock_path: Path, socket_path: Path) -> int:
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
+        # The holder's pid, to name it in this message and for `betcode daemon status|stop`.
+        return take_exclusive(lock_path, f"{os.getpid()}\n".encode())
+    except LockHeld as held:
+        holder = held.content.decode(errors="replace").strip() or "unknown"
         raise DaemonAlreadyRunning(
             f"another BetCode daemon (pid {holder}) is already serving {socket_path}; "
             f"stop it with `betcode daemon stop`, or start this one with a different --socket"
         ) from None
-    # The holder's pid, only to make the message above useful.
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+
+
+def socket_holder_pid(socket_path: Path) -> int | None:
+    """The pid of the process holding ``socket_path``'s lock (the daemon serving it, or one
+    starting or stopping on it), or None when nothing holds it."""
+    content = holder_content(lock_path_for(Path(os.path.abspath(socket_path))))
+    if content is None:
+        return None
+    text = content.decode(errors="replace").strip()
+    return int(text) if text.isdigit() else None
 
 
 def _clear_stale_socket(path: Path) -> None:

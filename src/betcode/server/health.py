@@ -116,12 +116,16 @@ class HealthMonitor:
         *,
         server_version: str,
         claude_code: ClaudeCodeProvider | None = None,
+        facts: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         check_timeout_s: float = 2.0,
     ) -> None:
         self.standard = StandardHealthServicer()
         self.board = StatusBoard()
         self._server_version = server_version
+        # Fixed for the daemon's life (its pid, socket, data dir): `betcode daemon status|stop`
+        # learn which process serves a socket by asking over that socket.
+        self._facts = dict(facts or {})
         self._claude_code = claude_code
         self._clock = clock
         self._check_timeout_s = check_timeout_s
@@ -164,6 +168,7 @@ class HealthMonitor:
                 for c, r in reports
             ],
             metadata={
+                **self._facts,
                 "version": self._server_version,
                 "uptime_seconds": str(int(self._clock() - self._started_at)),
                 **{
