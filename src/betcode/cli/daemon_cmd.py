@@ -10,14 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from betcode import event_loop
+from betcode.cli import service_cmd
 from betcode.cli.config_cmd import offer_first_run_import
-from betcode.cli.health import ask_health, print_health
+from betcode.cli.health import find_daemon, print_health
 from betcode.cli.paths import DaemonPaths, resolve_paths
 from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
@@ -31,8 +31,6 @@ from betcode.daemon_config import (
     load_daemon_config,
 )
 from betcode.permissions.rules import InvalidRule, RuleList, RuleSource, parse_rule
-from betcode.server.binding import socket_holder_pid
-from betcode.v1 import health_pb2
 
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 15.0
@@ -157,27 +155,17 @@ def _load_config(
         sys.exit(EXIT_CONFIG_INVALID)
 
 
-def _spawn_detached(
+def foreground_argv(
     paths: DaemonPaths,
     listen: str | None,
     claude_bin: str | None,
     settings: tuple[str, ...],
     rules: PermissionLists,
-) -> None:
-    paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    argv = [
-        sys.executable,
-        "-m",
-        "betcode.cli.main",
-        "daemon",
-        "start",
-        "--foreground",
-        "--no-import",
-        "--socket",
-        str(paths.socket),
-        "--data-dir",
-        str(paths.data_dir),
-    ]
+) -> list[str]:
+    """The command line of the daemon process itself, as a detached start or a service runs
+    it: in the foreground, with the paths resolved now and the same flags."""
+    argv = [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"]
+    argv += ["--no-import", "--socket", str(paths.socket), "--data-dir", str(paths.data_dir)]
     if listen:
         argv += ["--listen", listen]
     if claude_bin:
@@ -187,6 +175,18 @@ def _spawn_detached(
     for list_name in RuleList:
         for text in rules.get(list_name.value):
             argv += [f"--{list_name.value}", text]
+    return argv
+
+
+def _spawn_detached(
+    paths: DaemonPaths,
+    listen: str | None,
+    claude_bin: str | None,
+    settings: tuple[str, ...],
+    rules: PermissionLists,
+) -> None:
+    paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    argv = foreground_argv(paths, listen, claude_bin, settings, rules)
     with open(paths.log_file, "ab") as log_file:
         log_offset = log_file.tell()
         process = subprocess.Popen(
@@ -258,6 +258,41 @@ def status(socket_path: Path | None, data_dir: Path | None) -> None:
     print_health(running.health)
 
 
+@daemon_group.command("install-service")
+@_path_options
+@click.option("--listen", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051.")
+@click.option("--claude-bin", help="The claude binary (env BETCODE_CLAUDE_BIN).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="As for `start`.")
+@click.option("--allow", "allow", multiple=True, metavar="RULE", help=RULE_HELP.format("allow"))
+@click.option("--deny", "deny", multiple=True, metavar="RULE", help=RULE_HELP.format("deny"))
+@click.option("--ask", "ask", multiple=True, metavar="RULE", help=RULE_HELP.format("ask"))
+@click.option("--uninstall", is_flag=True, help="Stop, disable and remove the service.")
+@click.option("--no-enable", is_flag=True, help="Write the files only; do not enable or start.")
+def install_service_command(
+    socket_path: Path | None,
+    data_dir: Path | None,
+    listen: str | None,
+    claude_bin: str | None,
+    settings: tuple[str, ...],
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    ask: tuple[str, ...],
+    uninstall: bool,
+    no_enable: bool,
+) -> None:
+    """Run the daemon as a user service (systemd on Linux, launchd on macOS) that restarts on
+    failure and keeps claude running across its own restarts."""
+    if uninstall:
+        sys.exit(service_cmd.uninstall(os.environ, config_dir()))
+    paths = resolve_paths(socket_path, data_dir)
+    rules = _checked_rules(PermissionLists(allow, deny, ask))
+    # The same checks as `start`, so a unit that could never start is not written.
+    _load_config(paths, listen, claude_bin, settings, rules)
+    start_argv = foreground_argv(paths, listen, claude_bin, settings, rules)
+    plan = service_cmd.service_plan(start_argv, paths, config_dir(), os.environ)
+    sys.exit(service_cmd.install(plan, paths, os.environ, enable=not no_enable))
+
+
 @daemon_group.command("logs")
 @_path_options
 @click.option("-n", "--lines", default=50, show_default=True, help="How many lines to show.")
@@ -268,28 +303,6 @@ def logs(socket_path: Path | None, data_dir: Path | None, lines: int) -> None:
         raise click.ClickException(f"no log file at {paths.log_file}")
     tail = paths.log_file.read_text(errors="replace").splitlines()[-lines:]
     click.echo("\n".join(tail))
-
-
-@dataclass(frozen=True, slots=True)
-class RunningDaemon:
-    pid: int
-    # Its answer over the socket; None while it holds the socket's lock without answering.
-    health: health_pb2.HealthDetailsResponse | None
-
-    @property
-    def answering(self) -> bool:
-        return self.health is not None
-
-
-def find_daemon(socket: Path) -> RunningDaemon | None:
-    """The daemon serving ``socket``, told by that daemon itself over the socket (its pid is in
-    its health answer), else by the lock on the socket, which only a live process holds.
-    Nothing shared with other daemons (such as a file in the data dir) is trusted."""
-    health = ask_health(socket)
-    if health is not None and health.metadata.get("pid", "").isdigit():
-        return RunningDaemon(int(health.metadata["pid"]), health)
-    pid = socket_holder_pid(socket)
-    return RunningDaemon(pid, None) if pid is not None else None
 
 
 def _errors_logged_since(log_file: Path, offset: int) -> list[str]:

@@ -1,13 +1,15 @@
-"""Printing the daemon's health details (used by `daemon status` and `doctor`)."""
+"""Asking the daemon serving a socket who it is and how it is (`daemon status|stop|start`)."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import grpc
 
+from betcode.server.binding import socket_holder_pid
 from betcode.v1 import health_pb2, health_pb2_grpc, version_pb2
 
 STATUS_NAMES = {
@@ -48,3 +50,25 @@ def print_health(details: health_pb2.HealthDetailsResponse) -> None:
         click.echo(
             f"  claude: {claude.version} ({level}) at {claude.binary_path} [{claude.binary_source}]"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class RunningDaemon:
+    pid: int
+    # Its answer over the socket; None while it holds the socket's lock without answering.
+    health: health_pb2.HealthDetailsResponse | None
+
+    @property
+    def answering(self) -> bool:
+        return self.health is not None
+
+
+def find_daemon(socket: Path) -> RunningDaemon | None:
+    """The daemon serving ``socket``, told by that daemon itself over the socket (its pid is in
+    its health answer), else by the lock on the socket, which only a live process holds.
+    Nothing shared with other daemons (such as a file in the data dir) is trusted."""
+    health = ask_health(socket)
+    if health is not None and health.metadata.get("pid", "").isdigit():
+        return RunningDaemon(int(health.metadata["pid"]), health)
+    pid = socket_holder_pid(socket)
+    return RunningDaemon(pid, None) if pid is not None else None
