@@ -26,6 +26,7 @@ import time
 from betcode import __version__
 from betcode.claude.environment import build_child_env
 from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
+from betcode.commands.catalog import CommandCatalog, stored_init_lookup, user_claude_dir
 from betcode.config.errors import ConfigError
 from betcode.config.settings import display_value
 from betcode.daemon_config import (
@@ -50,6 +51,7 @@ from betcode.server.binding import (
     parse_listen_address,
 )
 from betcode.server.claude_status import ClaudeCodeReport
+from betcode.server.command_service import CommandService
 from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentReport, HealthMonitor, permission_check
 from betcode.server.version_service import ServerCapabilities, VersionService
@@ -62,7 +64,7 @@ from betcode.storage.errors import StorageError
 from betcode.storage.reader import StoreReader
 from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
-from betcode.v1 import agent_pb2, config_pb2, version_pb2
+from betcode.v1 import agent_pb2, commands_pb2, config_pb2, version_pb2
 
 __all__ = ["Daemon", "DaemonConfig", "DaemonStartupError", "run_daemon"]
 
@@ -179,6 +181,10 @@ class Daemon:
             on_change=self.reload,
             settings_overrides=self.config.settings_overrides,
         )
+        commands = CommandService(
+            self.sessions,
+            CommandCatalog(user_claude_dir(self.config.environ), stored_init_lookup(reader)),
+        )
         self.server = DaemonServer(
             health=health,
             version=version,
@@ -189,6 +195,7 @@ class Daemon:
                     raw_responses=RAW_RESPONSE_METHODS,
                 ),
                 RpcService(config_pb2.DESCRIPTOR.services_by_name["ConfigService"], config_service),
+                RpcService(commands_pb2.DESCRIPTOR.services_by_name["CommandService"], commands),
             ],
         )
         try:

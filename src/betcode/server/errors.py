@@ -55,6 +55,8 @@ class ErrorCode(enum.StrEnum):
     CLIENT_SILENT = "CLIENT_SILENT"
     # A turn cut off by a daemon restart (stored by storage.reconcile; the next message resumes).
     TURN_INTERRUPTED = "TURN_INTERRUPTED"
+    # A service command this daemon knows but will not run (CommandService; the message says why).
+    COMMAND_REFUSED = "COMMAND_REFUSED"
 
 
 GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
@@ -85,6 +87,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
     ErrorCode.CLIENT_SILENT: grpc.StatusCode.UNAVAILABLE,
     ErrorCode.TURN_INTERRUPTED: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.COMMAND_REFUSED: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 

@@ -50,6 +50,25 @@ def messages_after(
     ]
 
 
+def last_system_init(conn: sqlite3.Connection, session_id: str | None) -> bytes | None:
+    """The newest `system/init` line claude wrote in the session (any session when None)."""
+    where = (
+        "direction = 'out' AND message_type = 'system' AND (payload LIKE '%\"subtype\":\"init\"%'"
+        ' OR payload LIKE \'%"subtype": "init"%\')'
+    )
+    if session_id is None:
+        row = conn.execute(
+            f"SELECT CAST(payload AS BLOB) FROM messages WHERE {where} ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    else:
+        row = conn.execute(
+            f"SELECT CAST(payload AS BLOB) FROM messages WHERE session_id = ? AND {where} "
+            "ORDER BY sequence DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
 def max_sequences(conn: sqlite3.Connection, session_id: str) -> tuple[int, int]:
     """(highest line seq, highest event seq) of a session; 0 when it has none yet."""
     row = conn.execute(

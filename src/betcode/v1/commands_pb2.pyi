@@ -293,12 +293,20 @@ Global___PluginInfo: _TypeAlias = PluginInfo  # noqa: Y015
 class GetCommandRegistryRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """BetCode addition (upstream's later revision uses the same number): the session whose project
+    commands and claude commands to list. Empty: BetCode's built-ins, the user's commands and the
+    claude commands seen last by any session.
+    """
     def __init__(
         self,
+        *,
+        session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -330,17 +338,21 @@ class ListAgentsRequest(_message.Message):
 
     QUERY_FIELD_NUMBER: _builtins.int
     MAX_RESULTS_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     max_results: _builtins.int
+    session_id: _builtins.str
+    """BetCode addition: the session whose project agents to list (empty: the user's and claude's)."""
     def __init__(
         self,
         *,
         query: _builtins.str = ...,
         max_results: _builtins.int = ...,
+        session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_results", b"max_results", "query", b"query"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_results", b"max_results", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -372,17 +384,24 @@ class ListPathRequest(_message.Message):
 
     QUERY_FIELD_NUMBER: _builtins.int
     MAX_RESULTS_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     query: _builtins.str
+    """A path relative to the session's directory, or part of one ("src/ma", "main"). Absolute
+    paths, `..` segments and symlinks leading out of the session's tree are INVALID_ARGUMENT.
+    """
     max_results: _builtins.int
+    session_id: _builtins.str
+    """BetCode addition, required: paths are completed below this session's working directory."""
     def __init__(
         self,
         *,
         query: _builtins.str = ...,
         max_results: _builtins.int = ...,
+        session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_results", b"max_results", "query", b"query"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_results", b"max_results", "query", b"query", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -414,7 +433,10 @@ class ExecuteServiceCommandRequest(_message.Message):
 
     COMMAND_FIELD_NUMBER: _builtins.int
     ARGS_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     command: _builtins.str
+    session_id: _builtins.str
+    """BetCode addition (upstream's later revision uses the same number): the session it runs for."""
     @_builtins.property
     def args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -422,10 +444,11 @@ class ExecuteServiceCommandRequest(_message.Message):
         *,
         command: _builtins.str = ...,
         args: _abc.Iterable[_builtins.str] | None = ...,
+        session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
