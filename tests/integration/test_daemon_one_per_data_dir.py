@@ -9,6 +9,7 @@ of the data dir and stopped the wrong one; a failed start deleted the running da
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -59,6 +60,17 @@ def snapshot(data: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, .
     return sessions, events
 
 
+async def settled_snapshot(data: Path) -> tuple[list[tuple[object, ...]], ...]:
+    """The snapshot once the live turn has written all it will (its claude then hangs)."""
+    previous = snapshot(data)
+    while True:
+        await asyncio.sleep(0.3)
+        current = snapshot(data)
+        if current == previous:
+            return current
+        previous = current
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> tuple[Path, Path]:
     """(root, fake claude whose turn streams a little, then hangs: a live turn)."""
@@ -91,7 +103,7 @@ async def test_a_second_daemon_on_the_data_dir_is_refused_and_changes_nothing(
     root, claude = world
     client = await live_session(first.socket)
     try:
-        before = snapshot(root / "data")
+        before = await settled_snapshot(root / "data")
         lock_before = (root / "data" / "daemon.lock").read_bytes()
         second_env = env_for(root, claude, root / "data", root / "b.sock")
         second = betcode(second_env, "daemon", "start", "--foreground", "--no-import")
