@@ -50,6 +50,10 @@ WHAT = {
     "sending input within this time, else it moves",
     "input_lock.idle_handover_seconds": "a holder idle this long loses the lock to a waiting "
     "client",
+    "http.listen": "serve the web client on `HOST:PORT` (`betcode daemon start --http`); empty: "
+    "off. Beyond loopback only with `tls_cert` and `tls_key`",
+    "http.tls_cert": "TLS certificate (PEM file) for the web client (`--http-tls-cert`)",
+    "http.tls_key": "TLS private key (PEM file) for the web client (`--http-tls-key`)",
 }
 
 
@@ -70,6 +74,7 @@ def allowed(spec: Spec) -> str:
         "bool": "true, false",
         "names": "list of names",
         "argv": "string or list, or null",
+        "text": "string",
     }[spec.kind]
 
 

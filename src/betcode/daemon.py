@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 
 from betcode import __version__
 from betcode.claude.environment import build_child_env
@@ -65,6 +66,8 @@ from betcode.storage.reader import StoreReader
 from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
 from betcode.v1 import agent_pb2, commands_pb2, config_pb2, version_pb2
+from betcode.web.domain import make_web_domain
+from betcode.web.server import WebPlaces, WebServer, WebStartError
 
 __all__ = ["Daemon", "DaemonConfig", "DaemonStartupError", "run_daemon"]
 
@@ -90,6 +93,7 @@ class Daemon:
         self._stopping = asyncio.Event()
         self._claude_report: ClaudeCodeReport | None = None
         self.server: DaemonServer | None = None
+        self.web: WebServer | None = None
         self.sessions: SessionManager | None = None
         self._writer: StoreWriter | None = None
         self._reader: StoreReader | None = None
@@ -202,6 +206,7 @@ class Daemon:
             await self.server.serve(socket_claim, tcp_address)
         except BindError as exc:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
+        await self._start_web(agent_silence=lambda: self.config.settings.client_silence_seconds)
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
         log.info(
             "betcode daemon %s serving on %s (event loop: %s)",
@@ -220,6 +225,24 @@ class Daemon:
         except (BindError, DataDirInUse) as exc:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         return self._socket_claim, tcp_address
+
+    async def _start_web(self, agent_silence: Callable[[], float]) -> None:
+        """The web client (`daemon.http.listen`), on the same sessions and bridge as gRPC."""
+        http = self.config.settings.http
+        if not http.listen or self.sessions is None or self.bridge is None or not self._writer:
+            return
+        domain = make_web_domain(
+            self.sessions,
+            self.bridge,
+            self._writer,
+            max_payload_bytes=self.config.settings.max_payload_bytes,
+            client_silence=agent_silence,
+        )
+        self.web = WebServer(http, WebPlaces(self.config.config_dir, self.config.data_dir), domain)
+        try:
+            await self.web.start()
+        except WebStartError as exc:
+            raise DaemonStartupError(str(exc), exc.exit_code) from exc
 
     async def _open_database(self) -> Database:
         try:
@@ -332,6 +355,8 @@ class Daemon:
         for task in (self._sweeper_task, self._retention_task):
             if task is not None:
                 task.cancel()
+        if self.web is not None:
+            await self.web.stop()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
         if self.sessions is not None:

@@ -66,6 +66,13 @@ def _path_options(function: click.decorators.FC) -> click.decorators.FC:
 @click.option("--listen", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051.")
 @click.option("--claude-bin", help="The claude binary (env BETCODE_CLAUDE_BIN).")
 @click.option(
+    "--http",
+    metavar="HOST:PORT",
+    help="Serve the web client there (setting http.listen); beyond loopback only with TLS.",
+)
+@click.option("--http-tls-cert", type=click.Path(), help="TLS certificate (PEM) for --http.")
+@click.option("--http-tls-key", type=click.Path(), help="TLS private key (PEM) for --http.")
+@click.option(
     "--set",
     "settings",
     multiple=True,
@@ -87,6 +94,9 @@ def start(
     foreground: bool,
     listen: str | None,
     claude_bin: str | None,
+    http: str | None,
+    http_tls_cert: str | None,
+    http_tls_key: str | None,
     settings: tuple[str, ...],
     no_import: bool,
     allow: tuple[str, ...],
@@ -94,6 +104,7 @@ def start(
     ask: tuple[str, ...],
 ) -> None:
     """Start the daemon (detached unless --foreground)."""
+    settings += _http_settings(http, http_tls_cert, http_tls_key)
     paths = resolve_paths(socket_path, data_dir)
     rules = _checked_rules(PermissionLists(allow, deny, ask))
     config = _load_config(paths, listen, claude_bin, settings, rules)
@@ -108,6 +119,18 @@ def start(
         click.echo(f"daemon already running (pid {running.pid}, socket {paths.socket})")
         return
     _spawn_detached(paths, listen, claude_bin, settings, rules)
+
+
+def _http_settings(
+    listen: str | None, tls_cert: str | None, tls_key: str | None
+) -> tuple[str, ...]:
+    """The --http flags are settings (`http.*`), checked and passed on like any --set."""
+    named = {"http.listen": listen, "http.tls_cert": tls_cert, "http.tls_key": tls_key}
+    return tuple(
+        f"{key}={json.dumps(os.path.abspath(value) if key != 'http.listen' else value)}"
+        for key, value in named.items()
+        if value
+    )
 
 
 def _event_loop_name() -> str:

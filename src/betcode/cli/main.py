@@ -29,6 +29,7 @@ LAZY_COMMANDS = {
     "permissions": ("betcode.cli.permissions_cmd", "permissions_group"),
     "run": ("betcode.cli.run_cmd", "run"),
     "sessions": ("betcode.cli.sessions_cmd", "sessions_group"),
+    "web": ("betcode.cli.web_cmd", "web_group"),
 }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import ipaddress
 import json
 import logging
 import os
@@ -105,6 +106,48 @@ class InputLockSettings:
 
 
 @dataclass(frozen=True)
+class HttpSettings:
+    """The web client (`betcode.web`): off while `listen` is empty. A non-loopback address
+    needs TLS, so the access token never crosses a network in clear text."""
+
+    listen: str = setting("", "text")
+    tls_cert: str = setting("", "text")
+    tls_key: str = setting("", "text")
+
+    def __post_init__(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key must be given together")
+        if not self.listen:
+            return
+        host, _port = split_host_port(self.listen)
+        if not self.tls_cert and not is_loopback_host(host):
+            raise ValueError(
+                f"listen {self.listen!r} is not a loopback address; serving the web client "
+                "beyond this machine needs TLS (--http-tls-cert and --http-tls-key), or reach "
+                "it through an ssh tunnel or a private network (README: the web client)"
+            )
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """`HOST:PORT` (an IPv6 host in brackets) → (host, port); ValueError saying what is wrong.
+    HOST is an IP address or `localhost`: a name would need DNS to tell where it binds."""
+    host, separator, port_text = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not separator or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"{address!r} is not HOST:PORT (e.g. 127.0.0.1:8484)")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"{address!r}: the host must be an IP address or localhost") from None
+    return host, int(port_text)
+
+
+def is_loopback_host(host: str) -> bool:
+    return host == "localhost" or ipaddress.ip_address(host).is_loopback
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
@@ -116,6 +159,7 @@ class DaemonSettings:
     subprocess: SubprocessSettings = field(default_factory=SubprocessSettings)
     permission: PermissionSettings = field(default_factory=PermissionSettings)
     input_lock: InputLockSettings = field(default_factory=InputLockSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
 
 
 @dataclass(frozen=True, slots=True)

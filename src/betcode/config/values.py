@@ -87,6 +87,8 @@ class Spec:
             return "true or false"
         if self.kind == "names":
             return "a list of environment variable names or PREFIX_* patterns"
+        if self.kind == "text":
+            return "a string (empty: not set)"
         return "a command (a string, or a list of program and arguments), or null"
 
 
@@ -158,6 +160,12 @@ def _names(spec: Spec, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _text(spec: Spec, value: object) -> str:
+    if not isinstance(value, str):
+        raise Rejected("is not a string")
+    return value
+
+
 def _argv(spec: Spec, value: object) -> tuple[str, ...] | None:
     if value is None:
         return None
@@ -180,4 +188,5 @@ _CONVERTERS: dict[str, Callable[[Spec, object], Any]] = {
     "choice": _choice,
     "names": _names,
     "argv": _argv,
+    "text": _text,
 }

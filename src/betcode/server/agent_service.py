@@ -107,7 +107,7 @@ class AgentService:
             client_id, after, max_count=PER_EVENT_BATCH, max_bytes=BATCH_MAX_BYTES
         )
         with self._clients.attached(client_id, session.id, client_type):
-            pump = asyncio.create_task(_pump(stream, outbox))
+            pump = asyncio.create_task(pump_batches(stream, outbox))
             reader = asyncio.create_task(self._converse.serve(session, client_id, requests, outbox))
             try:
                 while (batch := await outbox.get()) is not None:
@@ -340,7 +340,7 @@ class AgentService:
         return session
 
 
-async def _pump(
+async def pump_batches(
     stream: AsyncGenerator[list[Any], None], outbox: asyncio.Queue[list[bytes] | None]
 ) -> None:
     # aclosing: a pump cancelled while waiting on the outbox closes the attachment at once

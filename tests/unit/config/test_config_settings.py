@@ -202,7 +202,7 @@ def test_settings_items_lists_every_leaf() -> None:
     items = dict(settings_items(DaemonSettings()))
     assert items["daemon.crash_policy.max_crashes"] == 5
     assert items["daemon.permission.ttl_seconds"] == 604800
-    assert len(items) == 21
+    assert len(items) == 24
 
 
 @pytest.mark.parametrize(

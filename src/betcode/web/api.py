@@ -1,0 +1,110 @@
+"""The JSON endpoints: sessions (list, create), the input lock, answers to permission requests
+and questions. Each checks its fields like the gRPC services do, then calls the same domain
+object; a refusal is the gRPC code and message with an HTTP status (`errors`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from aiohttp import web
+
+from betcode.permissions.decisions import AnswerError, ClientAnswer
+from betcode.server import convert
+from betcode.server.validation import check_answers, check_id, check_text, invalid
+from betcode.v1 import common_pb2
+from betcode.web.domain import WebDomain, web_client_id
+from betcode.web.errors import json_body, text_field
+from betcode.web.events import message_json
+
+DOMAIN_KEY = web.AppKey("domain", WebDomain)
+SESSION_PAGE = 200
+# The page's names for PermissionDecision values: the enum names without their prefix.
+DECISIONS = {
+    name.removeprefix("PERMISSION_DECISION_").lower(): value
+    for name, value in common_pb2.PermissionDecision.items()
+    if value != common_pb2.PERMISSION_DECISION_UNSPECIFIED
+}
+
+
+def api_routes() -> list[web.RouteDef]:
+    return [
+        web.get("/api/sessions", list_sessions),
+        web.post("/api/sessions", create_session),
+        web.post("/api/sessions/{session_id}/lock", request_lock),
+        web.post("/api/permissions/{request_id}", answer_permission),
+    ]
+
+
+async def list_sessions(request: web.Request) -> web.Response:
+    """Newest first, each with its count of waiting approvals; `pending` is the total."""
+    domain = request.app[DOMAIN_KEY]
+    page = await domain.sessions.list(limit=SESSION_PAGE)
+    waiting = await domain.bridge.list_pending(None)
+    counts = Counter(row.session_id for row in waiting)
+    sessions = [
+        {**message_json(convert.session_summary(record)), "pending": counts[record.id]}
+        for record in page.sessions
+    ]
+    return web.json_response({"sessions": sessions, "total": page.total, "pending": len(waiting)})
+
+
+async def create_session(request: web.Request) -> web.Response:
+    domain = request.app[DOMAIN_KEY]
+    body = await json_body(request)
+    client_id = web_client_id(request)
+    session = await domain.sessions.create(
+        working_directory=text_field(body, "working_directory"),
+        model=check_id(text_field(body, "model"), "model", required=False),
+        client_id=client_id,
+    )
+    return web.json_response({"session_id": session.id}, status=201)
+
+
+async def request_lock(request: web.Request) -> web.Response:
+    """RequestInputLock: the holder has the transfer timeout to keep it by sending input."""
+    domain = request.app[DOMAIN_KEY]
+    client_id = web_client_id(request)
+    session = await domain.session(request.match_info["session_id"], client_id)
+    previous = session.lock.holder or ""
+    granted = await session.request_input_lock(client_id)
+    return web.json_response({"granted": granted, "previous_holder": previous})
+
+
+async def answer_permission(request: web.Request) -> web.Response:
+    """AnswerPermission: a request of any session, without the input lock (an approval may be
+    answered from anywhere); a repeated answer succeeds and changes nothing (`duplicate`)."""
+    domain = request.app[DOMAIN_KEY]
+    body = await json_body(request)
+    client_id = web_client_id(request)
+    answer = ClientAnswer(
+        request_id=check_id(request.match_info["request_id"], "request_id"),
+        decision=_decision(body.get("decision", "")),
+        message=check_text(text_field(body, "message"), "message"),
+        answers=check_answers(_answers(body.get("answers", {})), "answers"),
+        client_id=client_id,
+    )
+    row = await domain.bridge.find_request(answer.request_id)
+    if row is None:
+        raise AnswerError.not_found(answer.request_id)
+    session = await domain.session(row.session_id, client_id)
+    outcome = await domain.bridge.answer(session, answer)
+    return web.json_response(
+        {"accepted": outcome.accepted, "duplicate": outcome.duplicate, "outcome": outcome.outcome}
+    )
+
+
+def _decision(name: Any) -> int:
+    if name == "":
+        return common_pb2.PERMISSION_DECISION_UNSPECIFIED  # a question's answers
+    if not isinstance(name, str) or name not in DECISIONS:
+        raise invalid(f"decision {name!r} is not one of {', '.join(DECISIONS)}")
+    return DECISIONS[name]
+
+
+def _answers(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(
+        isinstance(key, str) and isinstance(text, str) for key, text in value.items()
+    ):
+        raise invalid("answers must be an object of question text to answer text")
+    return value

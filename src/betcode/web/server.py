@@ -1,0 +1,157 @@
+"""The web client's HTTP server: the aiohttp app, bound on the daemon's own event loop.
+
+Started by the daemon after its gRPC server when `daemon.http.listen` is set; it writes
+`<data dir>/web-address` (the base URL, for `betcode web`) once it listens, and removes it
+when it stops. Stopping closes every open stream first (code 1001, "going away"): the pages
+reconnect from their last sequence to whatever daemon serves next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import ssl
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from aiohttp import WSCloseCode, web
+
+from betcode.config.settings import HttpSettings, split_host_port
+from betcode.web.access import Access, make_guard
+from betcode.web.api import DOMAIN_KEY, api_routes
+from betcode.web.domain import WebDomain
+from betcode.web.errors import MAX_PAYLOAD_KEY, translate_errors
+from betcode.web.stream import OPEN_SOCKETS_KEY, stream_routes
+from betcode.web.token import TokenFile
+
+log = logging.getLogger(__name__)
+
+ADDRESS_FILE = "web-address"
+SHUTDOWN_SECONDS = 2.0
+STATIC = resources.files("betcode.web") / "static"
+# The page's files, served as they are: no build step, nothing from a CDN.
+ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
+PAGE_FILES = ("index.html", *ASSETS)
+PAGE_KEY = web.AppKey("page", dict[str, bytes])
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class WebStartError(Exception):
+    """The web client cannot start: `exit_code` is 65 for a TLS file that cannot be used,
+    69 for an address that cannot be bound."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class WebPlaces:
+    config_dir: Path  # holds the access token
+    data_dir: Path  # gets the address file
+
+
+def address_path(data_dir: Path) -> Path:
+    return data_dir / ADDRESS_FILE
+
+
+class WebServer:
+    def __init__(self, settings: HttpSettings, places: WebPlaces, domain: WebDomain) -> None:
+        self._settings = settings
+        self._places = places
+        self._domain = domain
+        self._runner: web.AppRunner | None = None
+        self.url: str | None = None
+
+    async def start(self) -> None:
+        host, port = split_host_port(self._settings.listen)
+        tls = self._tls_context()
+        token = TokenFile(self._places.config_dir)
+        access = Access(token, port, tls is not None)
+        app = self._build_app(access)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=tls)
+        try:
+            await site.start()
+        except OSError as error:
+            await runner.cleanup()
+            raise WebStartError(
+                f"the web client cannot listen on {self._settings.listen}: {error.strerror}", 69
+            ) from error
+        self._runner = runner
+        bound_port = runner.addresses[0][1]
+        access.port = bound_port  # port 0 picks one at bind time
+        shown_host = f"[{host}]" if ":" in host else host
+        self.url = f"{'https' if tls else 'http'}://{shown_host}:{bound_port}"
+        path = address_path(self._places.data_dir)
+        path.write_text(f"{self.url}\n")
+        path.chmod(0o600)
+        log.info("web client serving on %s (`betcode web` prints the link)", self.url)
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        if not self._settings.tls_cert:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self._settings.tls_cert, self._settings.tls_key)
+        except (OSError, ssl.SSLError) as error:
+            raise WebStartError(
+                f"daemon.http.tls_cert / tls_key ({self._settings.tls_cert}, "
+                f"{self._settings.tls_key}) cannot be used: {error}",
+                65,
+            ) from error
+        return context
+
+    def _build_app(self, access: Access) -> web.Application:
+        app = web.Application(
+            middlewares=[make_guard(access), translate_errors],
+            client_max_size=self._domain.max_payload_bytes,
+        )
+        app[DOMAIN_KEY] = self._domain
+        app[MAX_PAYLOAD_KEY] = self._domain.max_payload_bytes
+        app[OPEN_SOCKETS_KEY] = set()
+        app[PAGE_KEY] = {name: (STATIC / name).read_bytes() for name in PAGE_FILES}
+        app.router.add_routes(
+            [web.get("/", _index), web.get("/static/{name}", _asset), *api_routes()]
+        )
+        app.router.add_routes(stream_routes())
+        app.on_response_prepare.append(_security_headers)
+        app.on_shutdown.append(_close_streams)
+        return app
+
+    async def stop(self) -> None:
+        if self._runner is None:
+            return
+        runner, self._runner = self._runner, None
+        with contextlib.suppress(FileNotFoundError):
+            address_path(self._places.data_dir).unlink()
+        await runner.cleanup()
+
+
+async def _index(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[PAGE_KEY]["index.html"], content_type="text/html")
+
+
+async def _asset(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in ASSETS:
+        raise web.HTTPNotFound()
+    return web.Response(body=request.app[PAGE_KEY][name], content_type=ASSETS[name])
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for key, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(key, value)
+
+
+async def _close_streams(app: web.Application) -> None:
+    sockets = app[OPEN_SOCKETS_KEY].copy()
+    for socket in sockets:
+        await socket.close(code=WSCloseCode.GOING_AWAY, message=b"the daemon is stopping")

@@ -1,0 +1,227 @@
+"""The daemon's web client without a browser: access rules, bad input, and the JSON/WebSocket
+protocol on the real CLI (mock model), next to a gRPC client of the same session."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import aiohttp
+import pytest
+from harness.daemon import Client, daemon_config
+from harness.environment import Workspace
+from harness.web import WebClient
+
+from betcode.config.settings import MIB, DaemonSettings, HttpSettings
+from betcode.daemon import Daemon
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.web.token import rotate_token, token_path
+
+TOOL_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\""} multiply'
+
+
+class WebDaemon:
+    def __init__(self, daemon: Daemon, config_dir: Path, socket: Path) -> None:
+        self.daemon = daemon
+        self.config_dir = config_dir
+        self.socket = socket
+        assert daemon.web is not None
+        assert daemon.web.url is not None
+        self.url = daemon.web.url
+
+    @property
+    def token(self) -> str:
+        return token_path(self.config_dir).read_text().strip()
+
+    def client(self, client_id: str = "web-test") -> WebClient:
+        return WebClient(self.url, self.token, client_id)
+
+
+@pytest.fixture
+async def web_daemon(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> AsyncIterator[WebDaemon]:
+    settings = DaemonSettings(max_payload_bytes=MIB, http=HttpSettings(listen="127.0.0.1:0"))
+    config = daemon_config(tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url))
+    config = replace(config, settings=settings)
+    daemon = Daemon(config)
+    await daemon.start()
+    try:
+        yield WebDaemon(daemon, config.config_dir, config.socket_path)
+    finally:
+        await daemon.stop()
+
+
+async def raw_get(
+    url: str, headers: dict[str, str] | None = None
+) -> tuple[int, str, dict[str, str]]:
+    # A session of its own per request: no cookie carried over from an earlier one.
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(url, headers=headers or {}, allow_redirects=False) as response,
+    ):
+        return response.status, await response.text(), dict(response.headers)
+
+
+async def test_access_needs_the_token_the_right_host_and_origin(web_daemon: WebDaemon) -> None:
+    url, token = web_daemon.url, web_daemon.token
+    assert token_path(web_daemon.config_dir).stat().st_mode & 0o777 == 0o600
+    # No token: 401 and the login hint, for the page, its assets and the API alike.
+    for path in ("/", "/static/app.js", "/api/sessions"):
+        status, body, _ = await raw_get(url + path)
+        assert status == 401, path
+        assert "betcode web" in body
+        assert "app.js" not in body
+    status, body, _ = await raw_get(f"{url}/?token=wrong")
+    assert status == 401
+    assert "betcode web" in body
+    # The token in the URL once: a redirect that sets the cookie and drops the token.
+    status, _, headers = await raw_get(f"{url}/?token={token}")
+    assert status == 303
+    assert headers["Location"] == "/"
+    cookie = headers["Set-Cookie"]
+    assert f"betcode_token={token}" in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+    with_cookie = {"Cookie": f"betcode_token={token}"}
+    status, body, _ = await raw_get(url + "/", with_cookie)
+    assert status == 200
+    assert "/static/app.js" in body
+    # A wrong Origin or Host is refused even with the token.
+    status, body, _ = await raw_get(
+        url + "/api/sessions", {**with_cookie, "Origin": "http://a.test"}
+    )
+    assert status == 403
+    assert "BAD_ORIGIN" in body
+    port = url.rsplit(":", 1)[1]
+    rebound = {**with_cookie, "Host": f"rebind.test:{port}"}
+    status, body, _ = await raw_get(url + "/api/sessions", rebound)
+    assert status == 403
+    assert "BAD_HOST" in body
+    status, _, _ = await raw_get(url + "/api/sessions", {**with_cookie, "Origin": url})
+    assert status == 200
+    # Rotation locks out the old cookie at once.
+    rotate_token(web_daemon.config_dir)
+    status, body, _ = await raw_get(url + "/api/sessions", with_cookie)
+    assert status == 401
+    assert "betcode web" in body
+
+
+async def test_bad_input_gets_a_clear_status_and_changes_nothing(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
+    client = web_daemon.client()
+    try:
+        session_id = await client.create_session(str(workspace.repo))
+        _, before = await client.call("GET", "/api/sessions")
+        cases = [
+            ("GET", "/api/sessions/no-such-session/stream?from=0", None, 404, "SESSION_NOT_FOUND"),
+            ("GET", f"/api/sessions/{session_id}/stream", None, 400, "INVALID_REQUEST"),
+            ("POST", "/api/permissions/no-such-request", {"decision": "allow_once"}, 404,
+             "PERMISSION_NOT_FOUND"),
+            ("POST", "/api/permissions/x", {"decision": "maybe"}, 400, "INVALID_REQUEST"),
+            ("POST", "/api/sessions", {"working_directory": "relative/dir"}, 400,
+             "INVALID_REQUEST"),
+            ("POST", "/api/sessions", ["not", "an", "object"], 400, "INVALID_REQUEST"),
+            ("POST", "/api/sessions/no-such-session/lock", None, 404, "SESSION_NOT_FOUND"),
+            ("POST", "/api/sessions", {"working_directory": "x" * (MIB + 10)}, 413,
+             "PAYLOAD_TOO_LARGE"),
+        ]  # fmt: skip
+        for method, path, body, status, code in cases:
+            got, reply = await client.call(method, path, body)
+            assert (got, reply["error"]["code"]) == (status, code), (method, path, reply)
+        async with client.http.post(
+            web_daemon.url + "/api/sessions", data=b"{not json"
+        ) as response:
+            assert response.status == 400
+            assert "not JSON" in (await response.json())["error"]["message"]
+        bad_client = WebClient(web_daemon.url, web_daemon.token, "cli-pretending")
+        try:
+            got, reply = await bad_client.call("POST", f"/api/sessions/{session_id}/lock")
+            assert got == 400
+            assert "web-" in reply["error"]["message"]
+        finally:
+            await bad_client.close()
+        _, after = await client.call("GET", "/api/sessions")
+        assert after == before
+    finally:
+        await client.close()
+
+
+@pytest.mark.real_cli
+async def test_stream_approval_and_a_grpc_client_see_the_same_events(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
+    web = web_daemon.client("web-phone")
+    observer = Client(web_daemon.socket, "terminal")
+    try:
+        session_id = await web.create_session(str(workspace.repo))
+        stream = await web.stream(session_id, after=0)
+        await asyncio.wait_for(stream.caught_up.wait(), 30)
+        observer.resume(session_id)
+        await stream.send({"message": {"content": TOOL_PROMPT}})
+        # Not an AgentRequest: an error for this client only, and the stream goes on.
+        await stream.socket.send_str("{broken")
+        error = await stream.wait_for("error")
+        assert error["code"] == "INVALID_REQUEST"
+        request = await stream.wait_for("permission_request")
+        assert request["tool_name"] == "Bash"
+        assert "6 * 7" in request["input"]["command"]
+        first = await web.answer(request["request_id"], decision="allow_once")
+        assert first == {"accepted": True, "duplicate": False, "outcome": "allowed"}
+        again = await web.answer(request["request_id"], decision="deny")
+        assert again["duplicate"] is True
+        assert again["outcome"] == "allowed"
+        result = await stream.wait_for("tool_call_result")
+        assert "42" in result["output"]
+        await stream.wait_for("turn_complete")
+        resolved = await observer.wait_for("permission_resolved")
+        assert resolved.permission_resolved.decided_by_client_id == "web-phone"
+        await observer.wait_for("turn_complete")
+        final = stream.sequences[-1]
+        await observer.wait_for_sequence(final)
+        assert stream.sequences == list(range(1, final + 1))
+        assert [e.sequence for e in observer.events if e.sequence] == stream.sequences
+        # Resuming from any sequence: exactly what follows it.
+        later = await web.stream(session_id, after=final - 3)
+        await asyncio.wait_for(later.caught_up.wait(), 30)
+        assert later.sequences == [final - 2, final - 1, final]
+        await later.close()
+        await stream.close()
+    finally:
+        await observer.close()
+        await web.close()
+    await web_daemon.daemon.stop()
+    database = web_daemon.daemon.config.data_dir / "daemon.db"
+    with sqlite3.connect(database) as db:
+        actors = db.execute(
+            "SELECT actor_id FROM audit_log WHERE event_type = 'permission_grant'"
+        ).fetchall()
+    assert actors == [("web-phone",)]
+
+
+def test_a_non_loopback_address_without_tls_is_refused_with_65(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "BETCODE_CONFIG_DIR": str(tmp_path / "config"),
+        "BETCODE_DATA_DIR": str(tmp_path / "data"),
+        "BETCODE_SOCKET": str(tmp_path / "sock" / "daemon.sock"),
+    }
+    command = [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"]
+    done = subprocess.run(
+        [*command, "--no-import", "--http", "0.0.0.0:8484"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 65, done.stderr
+    assert "daemon.http" in done.stderr
+    assert "TLS" in done.stderr
+    assert not (tmp_path / "data").exists()
