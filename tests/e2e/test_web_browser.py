@@ -1,0 +1,268 @@
+"""The web client in a real Chromium (Debian's `chromium`, driven by Playwright through
+`executable_path`), on a real daemon running the pinned real CLI against the mock model.
+
+One daemon and one browser serve the whole module. Screenshots go to `test-artifacts/web/`
+(git-ignored). Without Chromium or Playwright every test here is skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from harness.daemon import Client, daemon_config
+from harness.environment import Workspace, make_workspace
+from harness.paths import require_pinned_claude
+
+from betcode.config.settings import DaemonSettings, HttpSettings
+from betcode.daemon import Daemon, DaemonConfig
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.web.token import read_or_create_token
+
+playwright_api = pytest.importorskip(
+    "playwright.async_api", reason="Playwright for Python is not installed (pip: playwright)"
+)
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        "SKIPPED LOUDLY: no Chromium at /usr/bin/chromium (Debian package `chromium`; "
+        "scripts/test_packages installs it as root): the web client's browser tests did not run",
+        allow_module_level=True,
+    )
+expect = playwright_api.expect
+expect.set_options(timeout=60_000)
+
+pytestmark = [pytest.mark.real_cli, pytest.mark.asyncio(loop_scope="module")]
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+ALLOWED_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\""} multiply'
+DENIED_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(13)\\""} again'
+QUESTION_PROMPT = 'SCN:ask {"questions": 2} ask me'
+SLOW_PROMPT = 'SCN:slow {"words": 60, "delay": 0.04} count slowly'
+
+
+@dataclass
+class WebSite:
+    """The module's daemon (restartable in place, same port and files) and its link."""
+
+    config: DaemonConfig
+    daemon: Daemon
+    workspace: Workspace
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.settings.http.listen}"
+
+    @property
+    def link(self) -> str:
+        return f"{self.url}/?token={read_or_create_token(self.config.config_dir)}"
+
+    async def restart(self) -> None:
+        await self.daemon.stop()
+        self.daemon = Daemon(self.config)
+        await self.daemon.start()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def module_mock_api() -> Iterator[MockAnthropic]:
+    with MockAnthropic() as mock:
+        yield mock
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def site(
+    tmp_path_factory: pytest.TempPathFactory, module_mock_api: MockAnthropic
+) -> AsyncIterator[WebSite]:
+    root = tmp_path_factory.mktemp("web")
+    workspace = make_workspace(root / "claude")
+    config = daemon_config(
+        root / "daemon", require_pinned_claude(), workspace.env(module_mock_api.base_url)
+    )
+    http = HttpSettings(listen=f"127.0.0.1:{free_port()}")
+    config = replace(config, settings=DaemonSettings(http=http))
+    running = WebSite(config, Daemon(config), workspace)
+    await running.daemon.start()
+    try:
+        yield running
+    finally:
+        await running.daemon.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def browser() -> AsyncIterator[Any]:
+    async with playwright_api.async_playwright() as driver:
+        # Chromium refuses to run as root with its sandbox on.
+        args = ["--no-sandbox"] if os.geteuid() == 0 else []
+        launched = await driver.chromium.launch(executable_path=CHROMIUM, args=args)
+        yield launched
+        await launched.close()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def page(browser: Any, site: WebSite) -> AsyncIterator[Any]:
+    context = await browser.new_context(viewport=DESKTOP)
+    opened = await context.new_page()
+    await opened.goto(site.link)
+    yield opened
+    await context.close()
+
+
+async def fits_width(page: Any, width: int, buttons: tuple[str, ...] = ()) -> None:
+    """Nothing overflows horizontally; each named button lies within the viewport."""
+    overflow = await page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0, f"{overflow} px of horizontal overflow at {width} px"
+    for name in buttons:
+        box = await page.get_by_role("button", name=name, exact=True).last.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= width, name
+
+
+async def screenshot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+async def page_stats(page: Any) -> dict[str, Any]:
+    return dict(await page.evaluate("window.betcode.stats"))
+
+
+async def start_session(page: Any, directory: Path, prompt: str) -> str:
+    await page.get_by_label("Directory").fill(str(directory))
+    await page.get_by_label("First prompt").fill(prompt)
+    await page.get_by_role("button", name="Start session").click()
+    await expect(page.locator("#session-view")).to_be_visible()
+    return str(page.url.split("#/s/", 1)[1])
+
+
+async def send(page: Any, text: str) -> None:
+    await page.get_by_label("Message", exact=True).fill(text)
+    await page.get_by_role("button", name="Send").click()
+
+
+async def test_approvals_and_a_question_answered_in_the_page_seen_by_a_grpc_client(
+    page: Any, site: WebSite
+) -> None:
+    assert "token=" not in page.url  # the link's token became a cookie
+    await page.set_viewport_size(PHONE)
+    session_id = await start_session(page, site.workspace.repo, ALLOWED_PROMPT)
+    client_id = await page.evaluate("window.betcode.clientId")
+    observer = Client(site.config.socket_path, "terminal-observer")
+    observer.resume(session_id)
+    try:
+        card = page.locator(".approval:not(.settled)")
+        await expect(card.get_by_role("button", name="Allow once")).to_be_visible()
+        await expect(page).to_have_title("(1) BetCode")
+        await fits_width(page, PHONE["width"], ("Allow once", "Allow for session", "Deny"))
+        await screenshot(page, "phone-approval")
+        await card.get_by_role("button", name="Allow once").click()
+        await expect(page.locator(".tool .result").first).to_contain_text("42")
+        await expect(page.locator(".note", has_text="turn complete")).to_have_count(1)
+        await expect(page).to_have_title("BetCode")
+
+        await send(page, DENIED_PROMPT)
+        await card.get_by_label("Deny message").fill("not on a Friday")
+        await card.get_by_role("button", name="Deny").click()
+        await expect(page.locator(".outcome").last).to_contain_text("not on a Friday")
+        await expect(page.locator(".note", has_text="turn complete")).to_have_count(2)
+
+        await page.set_viewport_size(DESKTOP)
+        await send(page, QUESTION_PROMPT)
+        questions = card.locator("fieldset")
+        await expect(questions).to_have_count(2)
+        await fits_width(page, DESKTOP["width"], ("Submit answers",))
+        await screenshot(page, "desktop-question")
+        await questions.nth(0).get_by_role("radio").first.check()
+        await questions.nth(1).get_by_role("radio", name="Other").check()
+        await questions.nth(1).get_by_role("textbox").fill("purple")
+        await card.get_by_role("button", name="Submit answers").click()
+        await expect(page.locator(".outcome").last).to_contain_text("answered")
+        await expect(page.locator(".note", has_text="turn complete")).to_have_count(3)
+        await expect(page.locator(".assistant").last).to_contain_text("purple")
+        await fits_width(page, DESKTOP["width"])
+        await screenshot(page, "desktop-conversation")
+        await page.set_viewport_size(PHONE)
+        await fits_width(page, PHONE["width"])
+        await screenshot(page, "phone-conversation")
+
+        # The terminal client saw the same events and every answer, by the page's client id.
+        resolved = [e.permission_resolved for e in observer.of_kind("permission_resolved")]
+        assert [r.outcome for r in resolved] == ["allowed", "denied", "answered"]
+        assert {r.decided_by_client_id for r in resolved} == {client_id}
+        assert resolved[1].message == "not on a Friday"
+        stats = await page_stats(page)
+        final = stats["received"][-1]
+        await observer.wait_for_sequence(final)
+        assert stats["received"] == list(range(1, final + 1))
+        assert [e.sequence for e in observer.events if e.sequence] == stats["received"]
+    finally:
+        await observer.close()
+
+
+async def test_reload_mid_turn_and_a_network_cut_lose_and_repeat_nothing(
+    page: Any, site: WebSite
+) -> None:
+    sockets: list[Any] = []
+    cut = asyncio.Event()
+
+    async def network(route: Any) -> None:
+        if cut.is_set():
+            await route.close(code=4000, reason="network down")
+            return
+        sockets.append((route, route.connect_to_server()))
+
+    await page.route_web_socket("**/stream?*", network)
+    session_id = await start_session(page, site.workspace.repo, SLOW_PROMPT)
+    conversation = page.locator(".assistant").last
+    await expect(conversation).to_contain_text("word5 ")
+    await page.reload()  # mid-turn: the whole history again, once, then live
+    await expect(conversation).to_contain_text("word15 ")
+    cut.set()
+    for route, server in sockets:
+        await server.close()
+        await route.close(code=4000, reason="network down")
+    await expect(page.locator("#connection")).to_have_text("reconnecting…")
+    await asyncio.sleep(1.0)  # the turn goes on without the page
+    cut.clear()
+    await expect(page.locator(".note", has_text="turn complete")).to_have_count(1)
+    text = await conversation.inner_text()
+    words = text.split()
+    assert words == [f"word{n}" for n in range(1, 61)], text
+    stats = await page_stats(page)
+    assert stats["received"] == list(range(1, stats["received"][-1] + 1))
+    assert stats["gaps"] == 0
+    assert stats["connects"] >= 2
+    assert session_id in page.url
+
+
+async def test_after_a_daemon_restart_the_page_replays_once_and_goes_on_live(
+    page: Any, site: WebSite
+) -> None:
+    await start_session(page, site.workspace.repo, 'SCN:plain {"text": "before restart"} hi')
+    await expect(page.locator(".assistant").last).to_have_text("before restart")
+    await site.restart()
+    await expect(page.locator("#connection")).to_contain_text("live")
+    await send(page, 'SCN:plain {"text": "after restart"} again')
+    await expect(page.locator(".assistant").last).to_have_text("after restart")
+    await expect(page.locator(".assistant")).to_have_count(2)
+    stats = await page_stats(page)
+    assert stats["received"] == list(range(1, stats["received"][-1] + 1))
+    assert stats["connects"] == 2
