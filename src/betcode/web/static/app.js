@@ -19,8 +19,9 @@ function newId(prefix) {
 const clientId = sessionStorage.getItem("betcode-client") || newId("web-");
 sessionStorage.setItem("betcode-client", clientId);
 
-// What tests and curious users can inspect: every sequence received (before de-duplication).
-const stats = { received: [], gaps: 0, connects: 0 };
+// What tests, benchmarks and curious users can inspect: every sequence received (before
+// de-duplication), and when each approval was first on screen (ms since the epoch).
+const stats = { received: [], gaps: 0, connects: 0, caughtUp: false, shown: {} };
 window.betcode = { clientId, stats };
 
 function el(tag, attrs = {}, ...children) {
@@ -201,6 +202,7 @@ class SessionStream {
   }
 
   caughtUp() {
+    stats.caughtUp = true;
     const key = `betcode-prompt-${this.sessionId}`;
     const prompt = sessionStorage.getItem(key);
     if (prompt && this.send({ message: { content: prompt, idempotency_key: newId("web-") } })) {
@@ -238,10 +240,10 @@ class SessionStream {
   on_text_delta(delta, parent) {
     let block = this.openText.get(parent);
     if (!block && delta.text) {
-      block = this.add(el("div", { class: "item text assistant" }), parent);
+      block = this.add(el("div", { class: "item text assistant" }, document.createTextNode("")), parent);
       this.openText.set(parent, block);
     }
-    if (block && delta.text) block.textContent += delta.text;
+    if (block && delta.text) block.firstChild.appendData(delta.text); // no re-copy per delta
     if (delta.is_complete) this.openText.delete(parent);
   }
 
@@ -328,6 +330,7 @@ class SessionStream {
     this.cards.set(requestId, card);
     pending.add(requestId);
     this.add(card, parent);
+    requestAnimationFrame(() => { stats.shown[requestId] = Date.now(); });
   }
 
   async answer(requestId, body) {
