@@ -54,6 +54,13 @@ WHAT = {
     "off. Beyond loopback only with `tls_cert` and `tls_key`",
     "http.tls_cert": "TLS certificate (PEM file) for the web client (`--http-tls-cert`)",
     "http.tls_key": "TLS private key (PEM file) for the web client (`--http-tls-key`)",
+    "subagent.max_concurrent": "subagents running at once; more wait in the queue",
+    "subagent.queue_size": "subagents waiting for a place; one more spawn is refused with "
+    "POOL_EXHAUSTED",
+    "subagent.max_per_session": "subagents of one parent session (SUBAGENT_LIMIT beyond)",
+    "subagent.spawns_per_hour": "spawns per parent session per hour (RATE_LIMITED beyond)",
+    "subagent.default_max_turns": "model calls per turn of a subagent that names no max_turns",
+    "subagent.timeout_seconds": "wall-clock limit of one subagent (then SIGTERM, failed)",
 }
 
 

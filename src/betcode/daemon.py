@@ -55,6 +55,7 @@ from betcode.server.claude_status import ClaudeCodeReport
 from betcode.server.command_service import CommandService
 from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentReport, HealthMonitor, permission_check
+from betcode.server.subagent_service import SubagentService
 from betcode.server.version_service import ServerCapabilities, VersionService
 from betcode.sessions.context import SessionContext
 from betcode.sessions.manager import SessionManager
@@ -65,7 +66,9 @@ from betcode.storage.errors import StorageError
 from betcode.storage.reader import StoreReader
 from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
-from betcode.v1 import agent_pb2, commands_pb2, config_pb2, version_pb2
+from betcode.subagents.manager import SubagentManager
+from betcode.subagents.orchestrator import Orchestrations
+from betcode.v1 import agent_pb2, commands_pb2, config_pb2, subagent_pb2, version_pb2
 from betcode.web.domain import make_web_domain
 from betcode.web.server import WebPlaces, WebServer, WebStartError
 
@@ -95,6 +98,8 @@ class Daemon:
         self.server: DaemonServer | None = None
         self.web: WebServer | None = None
         self.sessions: SessionManager | None = None
+        self.subagents: SubagentManager | None = None
+        self.orchestrations: Orchestrations | None = None
         self._writer: StoreWriter | None = None
         self._reader: StoreReader | None = None
         self._health_task: asyncio.Task[None] | None = None
@@ -139,6 +144,10 @@ class Daemon:
         self.sessions = SessionManager(
             context, audit=audit, max_sessions=self.config.settings.max_sessions
         )
+        self.subagents = SubagentManager(
+            self.sessions, writer, reader, self.config.settings.subagent, audit
+        )
+        self.orchestrations = Orchestrations(self.subagents, writer, reader)
         health = HealthMonitor(
             server_version=__version__,
             claude_code=lambda: self._claude_report,
@@ -200,6 +209,10 @@ class Daemon:
                 ),
                 RpcService(config_pb2.DESCRIPTOR.services_by_name["ConfigService"], config_service),
                 RpcService(commands_pb2.DESCRIPTOR.services_by_name["CommandService"], commands),
+                RpcService(
+                    subagent_pb2.DESCRIPTOR.services_by_name["SubagentService"],
+                    SubagentService(self.subagents, self.orchestrations),
+                ),
             ],
         )
         try:
@@ -208,6 +221,7 @@ class Daemon:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         await self._start_web(agent_silence=lambda: self.config.settings.client_silence_seconds)
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
+        await self.orchestrations.resume_all()
         log.info(
             "betcode daemon %s serving on %s (event loop: %s)",
             __version__,
@@ -313,6 +327,8 @@ class Daemon:
         if self.sessions is not None:
             self.sessions.apply_settings(fresh.sessions, fresh.policy)
             self.sessions.max_sessions = fresh.settings.max_sessions
+        if self.subagents is not None:
+            self.subagents.apply_settings(fresh.settings.subagent)
         if any(key == "daemon.log_level" for key, _, _ in changes):
             logging.getLogger().setLevel(PYTHON_LOG_LEVELS[fresh.settings.log_level])
         if self.bridge is not None:
@@ -359,6 +375,8 @@ class Daemon:
             await self.web.stop()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
+        if self.orchestrations is not None:
+            await self.orchestrations.shutdown()
         if self.sessions is not None:
             await self.sessions.shutdown()
         if self.bridge is not None:

@@ -48,6 +48,8 @@ TAKES_EFFECT = {
     "daemon.permission": "from the next sweep",
     "daemon.permission.ttl_seconds": "for requests from now on and on activity",
     "daemon.permission.extend_on_activity": "applied",
+    "daemon.subagent": "for subagents spawned from now on",
+    "daemon.subagent.max_concurrent": "applied (a larger pool starts queued subagents)",
 }
 
 

@@ -44,6 +44,9 @@ class CommandOptions:
     permission_mode: str | None = None
     include_partial_messages: bool = True
     extra_args: Sequence[str] = field(default_factory=tuple)
+    # A subagent's limits: model calls per turn, and the only tools it has (claude's --tools).
+    max_turns: int | None = None
+    tools: Sequence[str] = ()
 
 
 def _check_resume_id(resume_session_id: str) -> None:
@@ -73,6 +76,8 @@ def build_argv(
     permission_mode: str | None = None,
     include_partial_messages: bool = True,
     extra_args: Sequence[str] = (),
+    max_turns: int | None = None,
+    tools: Sequence[str] = (),
 ) -> list[str]:
     """argv for one claude process; raises InvalidClaudeOption for values claude would reject."""
     path = binary.path if isinstance(binary, ClaudeBinary) else Path(binary)
@@ -95,6 +100,12 @@ def build_argv(
                 f"choose one of {', '.join(sorted(PERMISSION_MODES))}"
             )
         argv += ["--permission-mode", permission_mode]
+    if max_turns is not None:
+        if max_turns < 1:
+            raise InvalidClaudeOption(f"max_turns must be at least 1, got {max_turns}")
+        argv += ["--max-turns", str(max_turns)]
+    if tools:
+        argv += ["--tools", _tools_argument(tools)]
     argv += extra_args
     return argv
 
@@ -113,4 +124,6 @@ def build_argv_from(
         permission_mode=options.permission_mode,
         include_partial_messages=options.include_partial_messages,
         extra_args=options.extra_args,
+        max_turns=options.max_turns,
+        tools=options.tools,
     )

@@ -82,6 +82,8 @@ class ClaudeSupervisor:
         # Read at every spawn: a model change made through the session applies on respawn.
         self.command_options = options or CommandOptions()
         self._env_builder = env_builder
+        # Added to the built environment at every spawn (a subagent's checked `env`).
+        self.extra_env: Mapping[str, str] = {}
         self._hooks = hooks
         self._state = SupervisorState.IDLE
         self._state_changed = asyncio.Event()
@@ -175,7 +177,7 @@ class ClaudeSupervisor:
         resume_id = self._hooks.resume_session_id()
         argv = build_argv_from(self.binary, self.command_options, resume_id)
         process = ClaudeProcess(self._hooks.on_lines, max_line_bytes=self.policy.max_line_bytes)
-        await process.start(argv, self.cwd, self._env_builder())
+        await process.start(argv, self.cwd, {**self._env_builder(), **self.extra_env})
         logger.info(
             "claude pid %d started in %s%s",
             process.pid,

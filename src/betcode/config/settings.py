@@ -48,6 +48,7 @@ ENV_KEYS = {
     "BETCODE_LOG_LEVEL": "log_level",
     "BETCODE_MAX_PAYLOAD_BYTES": "max_payload_bytes",
     "BETCODE_MAX_SESSIONS": "max_sessions",
+    "BETCODE_MAX_SUBAGENTS": "subagent.max_concurrent",
     "BETCODE_SUBPROCESS_TIMEOUT": "subprocess.timeout_seconds",
 }
 COMMAND_LINE = "command line"
@@ -148,6 +149,21 @@ def is_loopback_host(host: str) -> bool:
 
 
 @dataclass(frozen=True)
+class SubagentSettings:
+    """The subagent pool (DIGEST SAG-06/07): at most `max_concurrent` run at once, the next
+    `queue_size` wait for a place (beyond that a spawn is refused); a parent session may have
+    `max_per_session` subagents and start `spawns_per_hour`; `default_max_turns` applies when
+    a request names none, `timeout_seconds` is each one's wall-clock limit."""
+
+    max_concurrent: int = setting(5, "int", 1, 20)
+    queue_size: int = setting(50, "int", 0, 1000)
+    max_per_session: int = setting(20, "int", 1, 100)
+    spawns_per_hour: int = setting(50, "int", 1, 1000)
+    default_max_turns: int = setting(50, "int", 1, 200)
+    timeout_seconds: float = setting(30 * 60.0, "seconds", 60, 2 * HOUR)
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
@@ -160,6 +176,7 @@ class DaemonSettings:
     permission: PermissionSettings = field(default_factory=PermissionSettings)
     input_lock: InputLockSettings = field(default_factory=InputLockSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
+    subagent: SubagentSettings = field(default_factory=SubagentSettings)
 
 
 @dataclass(frozen=True, slots=True)

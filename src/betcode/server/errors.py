@@ -57,6 +57,11 @@ class ErrorCode(enum.StrEnum):
     TURN_INTERRUPTED = "TURN_INTERRUPTED"
     # A service command this daemon knows but will not run (CommandService; the message says why).
     COMMAND_REFUSED = "COMMAND_REFUSED"
+    # Subagents: an unknown subagent / orchestration id; a step asking for a worktree of its
+    # own on a daemon without the worktree service.
+    SUBAGENT_NOT_FOUND = "SUBAGENT_NOT_FOUND"
+    ORCHESTRATION_NOT_FOUND = "ORCHESTRATION_NOT_FOUND"
+    WORKTREE_UNAVAILABLE = "WORKTREE_UNAVAILABLE"
 
 
 GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
@@ -88,6 +93,9 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.CLIENT_SILENT: grpc.StatusCode.UNAVAILABLE,
     ErrorCode.TURN_INTERRUPTED: grpc.StatusCode.UNAVAILABLE,
     ErrorCode.COMMAND_REFUSED: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.SUBAGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.ORCHESTRATION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.WORKTREE_UNAVAILABLE: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 

@@ -43,7 +43,7 @@ from betcode.sessions.input_lock import InputLock
 from betcode.sessions.line_types import line_type
 from betcode.sessions.lock_transfers import LockTransfers
 from betcode.sessions.supervisor_reports import SupervisorReports
-from betcode.sessions.turns import Turns
+from betcode.sessions.turns import TurnEnd, Turns
 from betcode.storage import sessions as session_rows
 from betcode.storage.errors import StoreClosed
 from betcode.storage.rows import MessageRow
@@ -98,8 +98,15 @@ class Session:
         self._turns = Turns()
         self.closed = False
         self._lines: asyncio.Queue[_Item] = asyncio.Queue()
+        # Called at the end of every turn, in order (subagents wait on their session this way).
+        self.turn_listeners: list[Callable[[TurnEnd], None]] = []
         self._reports = SupervisorReports(
-            self._turns, self.translator, self.emit, self._set_status, self._lines.put_nowait
+            self._turns,
+            self.translator,
+            self.emit,
+            self._set_status,
+            self._lines.put_nowait,
+            lambda message, code: self._turn_ended(TurnEnd(False, message, code)),
         )
         self._consumer = asyncio.create_task(self._consume(), name=f"session-{self.id}")
         self.supervisor = ClaudeSupervisor(
@@ -192,6 +199,7 @@ class Session:
             self._note_claude_session(message.session_id)
         elif isinstance(message, Result):
             self._finish_turn()
+            self._turn_ended(TurnEnd.of_result(message))
 
     async def _react_to_control(self, message: ControlRequest | ControlCancelRequest) -> None:
         try:
@@ -230,6 +238,13 @@ class Session:
                 )
             )
         self._set_status("idle")
+
+    def _turn_ended(self, end: TurnEnd) -> None:
+        for listener in list(self.turn_listeners):
+            try:
+                listener(end)
+            except Exception:
+                log.exception("session %s: a turn listener failed", self.id)
 
     # ---- claude stdin ----
 
@@ -274,9 +289,10 @@ class Session:
         if not self._turns.undelivered(turn):
             return  # a later message took over the session's turn
         self._set_status("idle")
+        message = f"the message did not reach claude: {error}"
+        self._turn_ended(TurnEnd(False, message, -1))
         if self.supervisor.state is SupervisorState.CRASHED:
             return
-        message = f"the message did not reach claude: {error}"
         self.emit(
             [
                 translate.error_event("SUBPROCESS_CRASHED", message),

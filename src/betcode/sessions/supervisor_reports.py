@@ -35,12 +35,14 @@ class SupervisorReports:
         emit: Callable[[Sequence[translate.AgentEvent]], object],
         set_status: Callable[[SessionStatus], None],
         enqueue: Callable[[Callable[[], None]], None],
+        turn_cut: Callable[[str, int], None] = lambda message, code: None,
     ) -> None:
         self._turns = turns
         self._translator = translator
         self._emit = emit
         self._set_status = set_status
         self._enqueue = enqueue  # behind the stdout lines already queued
+        self._turn_cut = turn_cut  # a turn ended without its `result` (message, exit code)
 
     def on_state(self, state: SupervisorState, detail: str) -> None:
         # Whether a user line waits for this process is read now: by the time the report is
@@ -99,3 +101,4 @@ class SupervisorReports:
             self._set_status("idle")
             events += self._translator.set_status(Status.AGENT_STATUS_IDLE, message)
         self._emit(events)
+        self._turn_cut(message, returncode)

@@ -170,6 +170,10 @@ class Translator:
 
     # ---- what the session tells
 
+    def tool_unfinished(self, tool_use_id: str) -> bool:
+        """Whether a tool call claude announced has not yet produced its result."""
+        return tool_use_id in self._tool_calls
+
     def set_status(self, status: AgentStatus, message: str = "") -> list[AgentEvent]:
         """A StatusChange if the status (or its message) differs from the last one, else []."""
         if self._status == (status, message):

@@ -10,6 +10,27 @@ events.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from betcode.protocol.messages import Result
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """How a turn ended, for whoever waits on the session (a subagent's runner): claude's
+    `result` (ok unless it is an error), or an ending without one (claude exited, the message
+    never reached it)."""
+
+    ok: bool
+    text: str
+    exit_code: int = 0
+
+    @classmethod
+    def of_result(cls, result: Result) -> TurnEnd:
+        ok = result.subtype == "success" and not result.is_error
+        text = result.result if result.result is not None else "; ".join(result.errors)
+        return cls(ok, text or result.subtype, 0 if ok else 1)
+
 
 class Turns:
     def __init__(self) -> None:

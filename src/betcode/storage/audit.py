@@ -109,6 +109,8 @@ class AuditEvent:
     error_code: str | None = None
     error_message: str | None = None
     context: Mapping[str, str] = field(default_factory=dict)  # stored as a JSON object
+    subagent_id: str | None = None
+    parent_session_id: str | None = None
 
 
 class AuditRow(NamedTuple):
@@ -129,12 +131,15 @@ class AuditRow(NamedTuple):
     context: str | None
     created_at: float
     expires_at: float
+    subagent_id: str | None = None
+    parent_session_id: str | None = None
 
 
 INSERT_AUDIT = (
     "INSERT INTO audit_log (event_id, event_type, severity, session_id, actor_type, actor_id, "
     "tool_name, tool_input_hash, tool_input_preview, outcome, error_code, error_message, "
-    "context, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "context, created_at, expires_at, subagent_id, parent_session_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -180,6 +185,8 @@ def audit_row(event: AuditEvent, now: float) -> AuditRow:
         context=json.dumps(context, sort_keys=True, ensure_ascii=False) if context else None,
         created_at=now,
         expires_at=now + RETENTION_SECONDS,
+        subagent_id=event.subagent_id,
+        parent_session_id=event.parent_session_id,
     )
 
 

@@ -65,3 +65,14 @@ def clear_grants(conn: sqlite3.Connection, session_id: str, tool_name: str | Non
             (session_id, tool_name),
         )
     return cursor.rowcount
+
+
+def copy_grants(conn: sqlite3.Connection, from_session: str, to_session: str) -> int:
+    """A subagent inheriting its parent's grants (SAG-10): a copy, so the two never leak into
+    each other afterwards (PRM-17)."""
+    return conn.execute(
+        "INSERT INTO permission_grants (session_id, tool_name, pattern, action, created_at) "
+        "SELECT ?, tool_name, pattern, action, created_at FROM permission_grants "
+        "WHERE session_id = ?",
+        (to_session, from_session),
+    ).rowcount

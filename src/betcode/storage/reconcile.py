@@ -48,7 +48,7 @@ class ReconcileReport:
     lock_requests_settled: int  # RequestInputLock waits ended in the log by the restart
     worktrees_stale: int  # worktrees whose directory is missing (flagged, never deleted)
     subagents_failed: int
-    orchestrations_failed: int
+    orchestrations_resumable: int  # continued by the subagents package once serving
 
 
 def reconcile(conn: sqlite3.Connection, now: float) -> ReconcileReport:
@@ -61,12 +61,18 @@ def reconcile(conn: sqlite3.Connection, now: float) -> ReconcileReport:
             ).rowcount,
             lock_requests_settled=_release_input_locks(conn, now),
             worktrees_stale=_flag_missing_worktrees(conn),
+            # A subagent spawned on its own does not survive a restart; one running a step of
+            # an unfinished orchestration is resumed with its plan (subagents.orchestrator).
             subagents_failed=conn.execute(
                 "UPDATE subagents SET status = 'failed', result_summary = ?, completed_at = ? "
-                "WHERE status IN ('pending', 'running')",
+                "WHERE status IN ('pending', 'running') AND (orchestration_id IS NULL OR "
+                "orchestration_id NOT IN (SELECT id FROM orchestrations "
+                "WHERE status IN ('pending', 'running')))",
                 (RESTART_SUMMARY, now),
             ).rowcount,
-            orchestrations_failed=_fail_unfinished_orchestrations(conn, now),
+            orchestrations_resumable=conn.execute(
+                "SELECT COUNT(*) FROM orchestrations WHERE status IN ('pending', 'running')"
+            ).fetchone()[0],
         )
     log.info("startup reconciliation: %s", report)
     return report
@@ -200,17 +206,3 @@ def _flag_missing_worktrees(conn: sqlite3.Connection) -> int:
             )
         conn.execute("UPDATE worktrees SET stale = ? WHERE id = ?", (int(missing), worktree_id))
     return stale
-
-
-def _fail_unfinished_orchestrations(conn: sqlite3.Connection, now: float) -> int:
-    conn.execute(
-        "UPDATE orchestration_steps SET status = 'failed', completed_at = ? "
-        "WHERE status IN ('pending', 'running') AND orchestration_id IN "
-        "(SELECT id FROM orchestrations WHERE status IN ('pending', 'running'))",
-        (now,),
-    )
-    return conn.execute(
-        "UPDATE orchestrations SET status = 'failed', completed_at = ? "
-        "WHERE status IN ('pending', 'running')",
-        (now,),
-    ).rowcount

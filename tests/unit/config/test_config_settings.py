@@ -202,7 +202,8 @@ def test_settings_items_lists_every_leaf() -> None:
     items = dict(settings_items(DaemonSettings()))
     assert items["daemon.crash_policy.max_crashes"] == 5
     assert items["daemon.permission.ttl_seconds"] == 604800
-    assert len(items) == 24
+    assert items["daemon.subagent.max_concurrent"] == 5
+    assert len(items) == 30
 
 
 @pytest.mark.parametrize(
@@ -270,3 +271,10 @@ def test_set_flags_parse_to_dotted_keys_and_json_values(text: str, key: str, val
 def test_set_flags_that_name_no_setting_are_refused(text: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         parse_override(text)
+
+
+def test_subagent_pool_settings_are_checked_and_read_from_the_environment(tmp_path: Path) -> None:
+    settings = load_daemon_settings(tmp_path, environ={"BETCODE_MAX_SUBAGENTS": "7"})
+    assert settings.subagent.max_concurrent == 7
+    with pytest.raises(ConfigError, match=r"daemon\.subagent\.max_concurrent.*21"):
+        load_daemon_settings(tmp_path, {"subagent.max_concurrent": 21}, environ={})

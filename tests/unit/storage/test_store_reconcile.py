@@ -40,6 +40,13 @@ def killed_mid_session(conn: sqlite3.Connection, tmp_path: Path) -> None:
             "working_directory, created_at) VALUES (?, 'busy', 'rest', 'helper', ?, 'p', '/', ?)",
             (f"sub{n}", status, NOW),
         )
+    # A step's subagent of a plan still running: resumed with its plan, not failed.
+    conn.execute(
+        "INSERT INTO subagents (id, parent_session_id, session_id, name, status, prompt, "
+        "working_directory, created_at, orchestration_id) "
+        "VALUES ('step-sub', 'busy', 'rest', 'step', 'running', 'p', '/', ?, 'o-run')",
+        (NOW,),
+    )
     for orchestration_id, status in (("o-run", "running"), ("o-done", "completed")):
         conn.execute(
             "INSERT INTO orchestrations (id, parent_session_id, strategy, status, total_steps, "
@@ -72,7 +79,7 @@ def test_reconcile_corrects_everything_a_kill_left_behind(
         lock_requests_settled=0,
         worktrees_stale=1,
         subagents_failed=2,
-        orchestrations_failed=1,
+        orchestrations_resumable=1,
     )
     assert column(conn, "SELECT id, status FROM sessions") == {
         "busy": "idle",
@@ -91,14 +98,15 @@ def test_reconcile_corrects_everything_a_kill_left_behind(
         "sub1": "failed",
         "sub2": "completed",
         "sub3": "failed",
+        "step-sub": "running",
     }
     assert column(conn, "SELECT id, result_summary FROM subagents")["sub1"] == RESTART_SUMMARY
     assert column(conn, "SELECT id, status FROM orchestrations") == {
-        "o-run": "failed",
+        "o-run": "running",  # continued by the subagents package once the daemon serves
         "o-done": "completed",
     }
     assert column(conn, "SELECT id, status FROM orchestration_steps") == {
-        "o-run-step": "failed",
+        "o-run-step": "running",
         "o-done-step": "running",  # a finished orchestration is history, left as recorded
     }
 
@@ -114,7 +122,7 @@ def test_reconcile_twice_changes_nothing_more(conn: sqlite3.Connection, tmp_path
         lock_requests_settled=0,
         worktrees_stale=1,
         subagents_failed=0,
-        orchestrations_failed=0,
+        orchestrations_resumable=1,
     )
 
 
@@ -131,9 +139,9 @@ def test_a_worktree_whose_directory_came_back_is_no_longer_stale(
 
 def test_reconcile_is_one_transaction(conn: sqlite3.Connection, tmp_path: Path) -> None:
     killed_mid_session(conn, tmp_path)
-    # Make the last step fail: everything before it must be rolled back with it.
+    # Make a late step (failing the subagents) fail: everything before it must roll back too.
     conn.execute(
-        "CREATE TRIGGER refuse BEFORE UPDATE ON orchestrations "
+        "CREATE TRIGGER refuse BEFORE UPDATE ON subagents "
         "BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"
     )
 

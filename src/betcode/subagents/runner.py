@@ -1,0 +1,205 @@
+"""One subagent's life: wait for a place in the pool, run its session's turn, record the end.
+
+A subagent is a session (sessions.manager) whose claude gets the subagent's flags and env; its
+runner sends the prompt as an ordinary user message and waits for the turn to end (the
+session's turn listeners): a `result` that is not an error → completed with that text as the
+result summary; an error result, claude exiting mid-turn, or the wall-clock timeout → failed;
+CancelSubagent → cancelled. Its claude is then stopped; nothing restarts it (SAG-20). The final
+status is stored before `finished` resolves, so whoever waits on it reads a settled row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from betcode.sessions.session import Session
+from betcode.sessions.turns import TurnEnd
+from betcode.storage import subagents as rows
+from betcode.storage.writer import StoreWriter
+from betcode.subagents.delegation import Delegation
+from betcode.subagents.pool import SubagentPool
+
+log = logging.getLogger(__name__)
+
+CONTINUE_PROMPT = (
+    "The BetCode daemon restarted while you were working on this task. Continue it where you "
+    "stopped and finish with your result."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: rows.SubagentStatus  # completed | failed | cancelled
+    summary: str = ""
+    exit_code: int = 0
+
+    @property
+    def error(self) -> str:
+        return "" if self.status == "completed" else self.summary
+
+
+class SubagentRun:
+    """The live part of a subagent (its row holds the rest)."""
+
+    def __init__(
+        self,
+        row: rows.SubagentRow,
+        session: Session,
+        writer: StoreWriter,
+        pool: SubagentPool,
+        delegation: Delegation,
+        *,
+        timeout_seconds: float,
+        resume: bool = False,
+        on_finished: Callable[[SubagentRun], None] = lambda run: None,
+    ) -> None:
+        self.row = row
+        self.session = session
+        self.delegation = delegation
+        self._writer = writer
+        self._pool = pool
+        self._timeout = timeout_seconds
+        self._resume = resume
+        self._on_finished = on_finished
+        self._outstanding = 0  # user messages whose turn has not ended
+        self._turn_over: asyncio.Future[TurnEnd] | None = None
+        self._cancel_reason: str | None = None
+        self._abandoned = False  # the daemon stops: the row stays unfinished, to be resumed
+        self.status: rows.SubagentStatus = "pending"
+        self.finished: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        session.turn_listeners.append(self._on_turn_end)
+        self._task = asyncio.create_task(self._run(), name=f"subagent-{row.id}")
+
+    @property
+    def id(self) -> str:
+        return self.row.id
+
+    async def _run(self) -> None:
+        outcome = Outcome("failed", "the subagent did not run", -1)
+        try:
+            await self._pool.acquire()
+            try:
+                outcome = await self._run_in_pool()
+            finally:
+                self._pool.release()
+        except asyncio.CancelledError:
+            if self._abandoned:
+                raise
+            outcome = Outcome("cancelled", self._cancel_reason or "cancelled", -1)
+        except Exception as error:
+            log.exception("subagent %s failed to run", self.id)
+            outcome = Outcome("failed", f"the subagent could not run: {error}", -1)
+        finally:
+            self.session.turn_listeners.remove(self._on_turn_end)
+            self.delegation.close()
+        await self._stop_claude()
+        await self._record(outcome)
+
+    async def _run_in_pool(self) -> Outcome:
+        self.status = "running"
+        await self._writer.call(
+            lambda c: rows.set_subagent_status(c, self.id, "running", time.time())
+        )
+        if self._resume:
+            finished = await self._writer.call(lambda c: rows.last_turn_result(c, self.session.id))
+            if finished is not None:  # the turn ended while the daemon was down
+                return _outcome_of(finished)
+        prompt = CONTINUE_PROMPT if self._resume and self._prompt_sent() else self.row.prompt
+        try:
+            async with asyncio.timeout(self._timeout):
+                end = await self._send_and_wait(prompt)
+        except TimeoutError:
+            minutes = self._timeout / 60
+            return Outcome("failed", f"timed out after {minutes:g} minutes (SIGTERM)", -1)
+        return Outcome("completed", end.text, 0) if end.ok else Outcome("failed", end.text, 1)
+
+    def _prompt_sent(self) -> bool:
+        return self.session.claude_session_id is not None
+
+    async def _send_and_wait(self, prompt: str) -> TurnEnd:
+        self._turn_over = asyncio.get_running_loop().create_future()
+        await self.send(prompt)
+        return await self._turn_over
+
+    async def send(self, text: str) -> None:
+        """A user message to the subagent's claude (its prompt, or SendToSubagent)."""
+        self._outstanding += 1
+        try:
+            await self.session.send_user_message(None, text)
+        except BaseException:
+            self._outstanding -= 1
+            raise
+
+    def _on_turn_end(self, end: TurnEnd) -> None:
+        self._outstanding = max(0, self._outstanding - 1)
+        waiting = self._turn_over
+        if waiting is None or waiting.done():
+            return
+        if not end.ok or self._outstanding == 0:
+            waiting.set_result(end)
+
+    async def cancel(self, reason: str) -> None:
+        """CancelSubagent: stop claude (SIGTERM, grace, SIGKILL) and record `cancelled`."""
+        if self._task.done():
+            return
+        self._cancel_reason = reason or "cancelled"
+        self._task.cancel()
+        await asyncio.wait({self._task})
+
+    async def abandon(self) -> None:
+        """The daemon stops: nothing is recorded; an orchestration resumes this run later."""
+        self._abandoned = True
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self.finished.cancel()
+
+    def terminate(self, reason: str) -> None:
+        """Ends the subagent as failed (a revoke with terminate_if_pending, a time box)."""
+        waiting = self._turn_over
+        if waiting is not None and not waiting.done():
+            waiting.set_result(TurnEnd(False, reason, -1))
+
+    async def _stop_claude(self) -> None:
+        try:
+            await self.session.supervisor.stop()
+        except Exception:
+            log.exception("subagent %s: stopping its claude failed", self.id)
+
+    async def _record(self, outcome: Outcome) -> None:
+        self.status = outcome.status
+        summary = outcome.summary if outcome.status == "completed" else None
+        try:
+            await self._writer.call(
+                lambda c: rows.set_subagent_status(
+                    c,
+                    self.id,
+                    outcome.status,
+                    time.time(),
+                    result_summary=summary,
+                    exit_code=outcome.exit_code,
+                    error_message=outcome.error or None,
+                )
+            )
+        except Exception:
+            log.exception("subagent %s: its final status was not stored", self.id)
+        log.info("subagent %s %s: %s", self.id, outcome.status, outcome.summary[:200])
+        self.finished.set_result(outcome)
+        self._on_finished(self)
+
+    async def wait(self) -> Outcome:
+        return await asyncio.shield(self.finished)
+
+
+def _outcome_of(result: dict[str, object]) -> Outcome:
+    ok = result.get("subtype") == "success" and not result.get("is_error")
+    text = result.get("result")
+    if not isinstance(text, str):
+        errors = result.get("errors")
+        text = (
+            "; ".join(map(str, errors)) if isinstance(errors, list) else str(result.get("subtype"))
+        )
+    return Outcome("completed", text, 0) if ok else Outcome("failed", text, 1)
