@@ -234,7 +234,9 @@ class StalledClient:
         self.inner = Client(socket, "stalled")
 
     async def open(self, session_id: str) -> None:
-        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=0)
+        request = agent_pb2.ResumeSessionRequest(
+            session_id=session_id, from_sequence=0, follow=True
+        )
         self.call = self.inner.stub.ResumeSession(request, metadata=(("x-client-id", "stalled"),))
         await self.call.wait_for_connection()
 

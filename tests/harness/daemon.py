@@ -178,13 +178,20 @@ class Client:
             yield await self._outbox.get()
 
     def converse(self, start: agent_pb2.StartConversation) -> None:
+        """Attach (or create); an attach replays the whole history unless `start` says from
+        where (the daemon would send only live events without `from_sequence`)."""
+        if start.session_id and not start.HasField("from_sequence"):
+            start.from_sequence = 0
         self._outbox.put_nowait(agent_pb2.AgentRequest(start=start))
         self._call = self.stub.Converse(self._requests(), metadata=self._metadata)
         self._reader = asyncio.create_task(self._read())
 
-    def resume(self, session_id: str, from_sequence: int = 0) -> None:
-        """Observe a session: ResumeSession replays after `from_sequence`, then goes live."""
-        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=from_sequence)
+    def resume(self, session_id: str, from_sequence: int = 0, *, follow: bool = True) -> None:
+        """Observe a session: ResumeSession replays after `from_sequence`, then goes live
+        (`follow`) or ends."""
+        request = agent_pb2.ResumeSessionRequest(
+            session_id=session_id, from_sequence=from_sequence, follow=follow
+        )
         self._call = self.stub.ResumeSession(request, metadata=self._metadata)
         self._reader = asyncio.create_task(self._read())
 

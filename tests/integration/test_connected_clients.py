@@ -37,7 +37,9 @@ async def main():
     channel = grpc.aio.insecure_channel("unix:" + sys.argv[1])
     stub = agent_pb2_grpc.AgentServiceStub(channel)
     async def requests():
-        start = agent_pb2.StartConversation(session_id=sys.argv[2], client_type="headless")
+        start = agent_pb2.StartConversation(
+            session_id=sys.argv[2], client_type="headless", from_sequence=0
+        )
         yield agent_pb2.AgentRequest(start=start)
         await asyncio.Event().wait()
     async for _ in stub.Converse(requests(), metadata=(("x-client-id", "doomed"),)):
@@ -128,12 +130,14 @@ async def test_rows_follow_clients_attaching_and_dropping(world: World) -> None:
     watcher = Client(world.socket, "first")
     world.clients.append(watcher)
     stream = watcher.stub.ResumeSession(
-        agent_pb2.ResumeSessionRequest(session_id=session_id), metadata=(("x-client-id", "w"),)
+        agent_pb2.ResumeSessionRequest(session_id=session_id, follow=True),
+        metadata=(("x-client-id", "w"),),
     )
     await stream.read()
     await eventually(world.rows, lambda r: "w" in r, "the observer")
     again = first.stub.ResumeSession(
-        agent_pb2.ResumeSessionRequest(session_id=session_id), metadata=(("x-client-id", "first"),)
+        agent_pb2.ResumeSessionRequest(session_id=session_id, follow=True),
+        metadata=(("x-client-id", "first"),),
     )
     await again.read()
     again.cancel()

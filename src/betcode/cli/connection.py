@@ -233,9 +233,12 @@ class DaemonClient:
         """A raw Converse call (grpc.aio StreamStreamCall); ConversationStream drives it."""
         return self._stub.Converse(metadata=self._metadata)
 
-    def open_resume_batched(self, session_id: str, from_sequence: int) -> Any:
-        """A raw ResumeSessionBatched call (grpc.aio UnaryStreamCall of AgentEventBatch)."""
-        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=from_sequence)
+    def open_resume_batched(self, session_id: str, from_sequence: int, *, follow: bool) -> Any:
+        """A raw ResumeSessionBatched call (grpc.aio UnaryStreamCall of AgentEventBatch): the
+        stored events after `from_sequence`, an empty batch, then live ones if `follow`."""
+        request = agent_pb2.ResumeSessionRequest(
+            session_id=session_id, from_sequence=from_sequence, follow=follow
+        )
         return self._stub.ResumeSessionBatched(request, metadata=self._metadata)
 
     async def _unary(self, method: Any, request: Any) -> Any:

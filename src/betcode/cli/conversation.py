@@ -152,7 +152,7 @@ class ConversationStream:
         there."""
         if not self.session_id:
             return
-        call = self._client.open_resume_batched(self.session_id, self.last_sequence)
+        call = self._client.open_resume_batched(self.session_id, self.last_sequence, follow=False)
         try:
             while (batch := await call.read()) is not grpc.aio.EOF and batch.events:
                 fresh = [event for event in batch.events if self._fresh(event)]
@@ -170,7 +170,7 @@ class ConversationStream:
             model=self.model,
             client_type=CLIENT_TYPE,
         )
-        if self.session_id:
+        if self.session_id:  # without it, the daemon would send only what comes from now on
             start.from_sequence = self.last_sequence
         return agent_pb2.AgentRequest(start=start)
 

@@ -143,7 +143,7 @@ async def _conversation(socket: Path, work: Path) -> None:
 async def _replayed_sequences(stub: agent_pb2_grpc.AgentServiceStub, session_id: str) -> list[int]:
     sequences: list[int] = []
     async for batch in stub.ResumeSessionBatched(
-        agent_pb2.ResumeSessionRequest(session_id=session_id)
+        agent_pb2.ResumeSessionRequest(session_id=session_id, follow=False)
     ):
         if not batch.events:  # the live edge
             break

@@ -91,7 +91,8 @@ class AgentService:
     ) -> AsyncIterator[bytes]:
         """The first request must be `start`. Mid-stream, a request that fails is answered with
         an error event for this client only, and the stream goes on; an empty AgentRequest is
-        a heartbeat."""
+        a heartbeat. Replay only from `start.from_sequence`; without it, live only (a session
+        this start created is all new: it comes whole)."""
         client_id = client_id_of(context)
         first = await anext(requests, None)
         if first is None or first.WhichOneof("request") != "start":
@@ -100,8 +101,12 @@ class AgentService:
             )
         start = first.start
         client_type = check_client_type(start.client_type)
-        session = await self._open(start, client_id)
-        after = start.from_sequence if start.HasField("from_sequence") else 0
+        session, created = await self._open(start, client_id)
+        after: int | None = None
+        if start.HasField("from_sequence"):
+            after = start.from_sequence
+        elif created:
+            after = 0
         outbox: asyncio.Queue[list[bytes] | None] = asyncio.Queue(OUTBOX_BATCHES)
         stream = session.attach(
             client_id, after, max_count=PER_EVENT_BATCH, max_bytes=BATCH_MAX_BYTES
@@ -119,22 +124,34 @@ class AgentService:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.gather(reader, pump, return_exceptions=True)
 
-    async def _open(self, start: agent_pb2.StartConversation, client_id: str) -> Session:
-        if start.session_id:
-            return await self._session(start.session_id, client_id)
-        return await self._sessions.create(
-            working_directory=start.working_directory,
-            model=check_id(start.model, "model", required=False),
-            worktree_id=check_id(start.worktree_id, "worktree_id", required=False) or None,
-            allowed_tools=list(start.allowed_tools),
-            client_id=client_id,
-        )
+    async def _open(
+        self, start: agent_pb2.StartConversation, client_id: str
+    ) -> tuple[Session, bool]:
+        """The session `start` names, or a new one (then True): with the id the client chose
+        when it names none that exists."""
+        options: dict[str, Any] = {
+            "working_directory": start.working_directory,
+            "model": check_id(start.model, "model", required=False),
+            "worktree_id": check_id(start.worktree_id, "worktree_id", required=False) or None,
+            "allowed_tools": list(start.allowed_tools),
+            "client_id": client_id,
+        }
+        if not start.session_id:
+            return await self._sessions.create(**options), True
+        session_id = check_id(start.session_id, "session_id")
+        session, created = await self._sessions.get_or_create(session_id, **options)
+        if not created:
+            await self._session(session.id, client_id)  # activity on an existing session
+        return session, created
 
     @serves
     async def ResumeSession(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
-        async for batch in self._watch(request, context, max_count=PER_EVENT_BATCH):
+        """The stored events, then the end of the stream, or live ones with `follow`."""
+        async for batch in self._watch(
+            request, context, max_count=PER_EVENT_BATCH, follow=request.follow
+        ):
             for data in batch:
                 yield data
 
@@ -142,9 +159,11 @@ class AgentService:
     async def ResumeSessionBatched(
         self, request: agent_pb2.ResumeSessionRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
-        """Replay in batches; an EMPTY batch marks the live edge; then live batches."""
+        """Replay in batches; an EMPTY batch marks the live edge; then live batches unless
+        `follow` is set to false."""
+        follow = request.follow if request.HasField("follow") else True
         async for batch in self._watch(
-            request, context, max_count=BATCH_MAX_EVENTS, mark_caught_up=True
+            request, context, max_count=BATCH_MAX_EVENTS, mark_caught_up=True, follow=follow
         ):
             yield encode_event_batch(batch)
 
@@ -154,9 +173,11 @@ class AgentService:
         context: grpc.aio.ServicerContext,
         *,
         max_count: int,
+        follow: bool,
         mark_caught_up: bool = False,
     ) -> AsyncIterator[list[bytes]]:
-        """A read-only attachment: replay from `from_sequence`, then live, as encoded events."""
+        """A read-only attachment: replay from `from_sequence`, then (`follow`) live, as
+        encoded events."""
         client_id = client_id_of(context)
         session = await self._session(request.session_id, client_id)
         stream = session.attach(
@@ -166,6 +187,7 @@ class AgentService:
             max_bytes=BATCH_MAX_BYTES,
             takes_input=False,
             mark_caught_up=mark_caught_up,
+            follow=follow,
         )
         with self._clients.attached(client_id, session.id, DEFAULT_CLIENT_TYPE):
             async with contextlib.aclosing(stream):

@@ -29,6 +29,7 @@ from betcode.server.binding import (
     owner_only_umask,
     parse_listen_address,
 )
+from betcode.server.headers_first import HeadersFirst
 from betcode.server.health import ComponentReport, HealthDetailsService, HealthMonitor
 from betcode.server.version_service import VersionService
 from betcode.v1 import health_pb2, version_pb2
@@ -112,7 +113,9 @@ def build_server(
 ) -> grpc.aio.Server:
     """A grpc.aio server (not yet bound) with the given services, grpc.health.v1.Health,
     betcode.v1.Health, BetCodeHealth, VersionService and server reflection."""
-    server = grpc.aio.server(options=server_options(max_message_bytes))
+    server = grpc.aio.server(
+        options=server_options(max_message_bytes), interceptors=[HeadersFirst()]
+    )
     health_services = health_pb2.DESCRIPTOR.services_by_name
     all_services = [
         *services,

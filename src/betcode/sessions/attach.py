@@ -27,8 +27,10 @@ async def replay_then_live(
     max_bytes: int = 4 * 1024 * 1024,
     on_caught_up: Callable[[int], Awaitable[list[Frame]]] | None = None,
     mark_caught_up: bool = False,
+    follow: bool = True,
 ) -> AsyncIterator[list[Frame]]:
-    """Yields batches of frames in seq order until the subscriber is closed.
+    """Yields batches of frames in seq order until the subscriber is closed, or, without
+    ``follow``, until the replay reached the live edge (what SQLite held when it got there).
 
     ``on_caught_up(last_seq)`` runs once, after the first replay reaches the live edge; the
     frames it returns (e.g. still-pending permission requests flagged as replays) are yielded
@@ -45,7 +47,7 @@ async def replay_then_live(
             yield extra
     if mark_caught_up:
         yield []
-    while True:
+    while follow:
         if subscriber.lagging:
             subscriber.resume_after_lag()
             async for batch in _replay(read_page, last, max_count, max_bytes):

@@ -55,11 +55,18 @@ class EventLog:
         self._hub = hub
         self._line_seq = line_seq
         self._event_seq = event_seq
+        self._published_seq = event_seq  # what SQLite held when the session was loaded
 
     @property
     def event_seq(self) -> int:
         """The seq of the last event recorded (committed or on its way)."""
         return self._event_seq
+
+    @property
+    def published_seq(self) -> int:
+        """The seq of the last event handed to the session's clients (commits, and so
+        publishes, happen in seq order): a client subscribed now gets every later one live."""
+        return self._published_seq
 
     def emit(
         self,
@@ -107,6 +114,8 @@ class EventLog:
                     self._session_id,
                     [seq for seq, _ in frames],
                 )
+            if frames:
+                self._published_seq = frames[-1][0]
             self._hub.publish(frames)
             if on_published is not None:
                 on_published()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from betcode.storage.audit import AuditEvent, AuditRecorder
 from betcode.v1 import agent_pb2
 
 MAX_SESSION_ID_CHARS = 128
+# A client-chosen id of a new session: a UUID in its usual 8-4-4-4-12 hex spelling.
+_CLIENT_CHOSEN_ID = re.compile(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 SUPERVISOR_ACTOR = "claude-supervisor"
 UNKNOWN_CLIENT = "unknown-client"
 # Supervisor states in which a session holds no claude process.
@@ -115,6 +118,16 @@ def validate_session_id(session_id: str) -> None:
         raise InvalidSessionRequest("session_id must be printable and contain no whitespace")
 
 
+def validate_new_session_id(session_id: str) -> None:
+    """An id a client chose for a session it creates must be a UUID (as BetCode's own are)."""
+    if not _CLIENT_CHOSEN_ID.fullmatch(session_id):
+        raise InvalidSessionRequest(
+            f"no session with id {session_id[:MAX_SESSION_ID_CHARS]!r}, and it cannot be the id "
+            "of a new session: a new session's id must be a UUID "
+            "(e.g. 0b7e2c1a-5d43-4f6e-9a21-3c8d2e4f5a6b)"
+        )
+
+
 def validate_working_directory(path: str) -> str:
     if not path:
         raise InvalidSessionRequest("working_directory is required to start a session")
@@ -144,6 +157,7 @@ class SessionManager:
         self.max_sessions = max_sessions
         self._sessions: dict[str, Session] = {}
         self._loading = asyncio.Lock()
+        self._creating_chosen_id = asyncio.Lock()  # concurrent starts of one new id: one session
         self._creating = 0
 
     @property
@@ -167,12 +181,14 @@ class SessionManager:
         allowed_tools: Sequence[str] = (),
         name: str = "",
         client_id: str | None = None,
+        session_id: str | None = None,
     ) -> Session:
         """A new session; raises InvalidSessionRequest for a bad working directory and
-        SessionLimitReached when max_sessions are in use. `client_id`: who asked (audit)."""
+        SessionLimitReached when max_sessions are in use. `client_id`: who asked (audit);
+        `session_id`: the id to give it (the caller checked it is new), else a fresh UUID."""
         cwd = validate_working_directory(working_directory)
         self._check_capacity(client_id, cwd)
-        session_id = str(uuid.uuid4())
+        session_id = session_id or str(uuid.uuid4())
         # Counted as in use from here: a create waiting on the writer holds its place.
         self._creating += 1
         try:
@@ -208,6 +224,38 @@ class SessionManager:
             ]
         )
         return session
+
+    async def get_or_create(
+        self,
+        session_id: str,
+        *,
+        working_directory: str,
+        model: str = "",
+        worktree_id: str | None = None,
+        allowed_tools: Sequence[str] = (),
+        client_id: str | None = None,
+    ) -> tuple[Session, bool]:
+        """The session `session_id` and False; or, when there is none, a new session with
+        exactly that id (a UUID, else InvalidSessionRequest) and True. Starts racing to
+        create the same id make one session: the others attach to it."""
+        try:
+            return await self.get(session_id), False
+        except SessionNotFound:
+            validate_new_session_id(session_id)
+        async with self._creating_chosen_id:
+            try:
+                return await self.get(session_id), False
+            except SessionNotFound:
+                pass
+            session = await self.create(
+                working_directory=working_directory,
+                model=model,
+                worktree_id=worktree_id,
+                allowed_tools=allowed_tools,
+                client_id=client_id,
+                session_id=session_id,
+            )
+            return session, True
 
     async def get(self, session_id: str) -> Session:
         validate_session_id(session_id)

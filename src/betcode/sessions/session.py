@@ -318,15 +318,17 @@ class Session:
     async def attach(
         self,
         client_id: str,
-        after_seq: int,
+        after_seq: int | None,
         *,
         max_count: int,
         max_bytes: int,
         takes_input: bool = True,
         mark_caught_up: bool = False,
+        follow: bool = True,
     ) -> AsyncGenerator[list[Frame], None]:
-        """Replay after ``after_seq`` then live. ``takes_input``: the client may hold the lock
-        (Converse); observers (ResumeSession) never do.
+        """Replay after ``after_seq`` (None: only events not yet delivered to anyone), then,
+        if ``follow``, live. ``takes_input``: the client may hold the lock (Converse);
+        observers (ResumeSession) never do.
 
         The client is subscribed (and may take the lock) only once the stream is first
         iterated, inside the stream's own try/finally: a stream dropped before it started
@@ -342,15 +344,18 @@ class Session:
         try:
             if takes_input:
                 self.lock.attach(client_id)
+            # Read after subscribing: what was published before is not sent, what comes
+            # after is queued. A from_sequence beyond the log means "only what comes next".
+            live_edge = self._log.published_seq
             stream = replay_then_live(
                 subscriber,
                 read_page,
-                # A from_sequence beyond the log means "only what comes next".
-                min(after_seq, self._log.event_seq),
+                live_edge if after_seq is None else min(after_seq, self._log.event_seq),
                 max_count=max_count,
                 max_bytes=max_bytes,
                 on_caught_up=pending_again,
                 mark_caught_up=mark_caught_up,
+                follow=follow,
             )
             async for batch in stream:
                 yield batch

@@ -135,7 +135,9 @@ class StartConversation(_message.Message):
     plan_mode: _builtins.bool
     worktree_id: _builtins.str
     from_sequence: _builtins.int
-    """BetCode addition: attaching replays only events with a sequence above this one."""
+    """BetCode addition: attaching replays the stored events with a sequence above this one,
+    then goes live. Unset: live-only (see the rule above AgentService).
+    """
     client_type: _builtins.str
     """BetCode addition: cli | flutter | headless."""
     @_builtins.property
@@ -1162,20 +1164,29 @@ class ResumeSessionRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     FROM_SEQUENCE_FIELD_NUMBER: _builtins.int
+    FOLLOW_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     from_sequence: _builtins.int
     """Events with a sequence above this one are sent."""
+    follow: _builtins.bool
+    """BetCode addition: true = after the stored events, go on with live ones. ResumeSession
+    ends after the stored events when it is unset or false; ResumeSessionBatched follows
+    unless it is set to false.
+    """
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         from_sequence: _builtins.int = ...,
+        follow: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_follow", b"_follow", "follow", b"follow"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_sequence", b"from_sequence", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_follow", b"_follow", "follow", b"follow", "from_sequence", b"from_sequence", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__follow: _TypeAlias = _typing.Literal["follow"]  # noqa: Y015
+    _WhichOneofArgType__follow: _TypeAlias = _typing.Literal["_follow", b"_follow"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__follow) -> _WhichOneofReturnType__follow | None: ...
 
 Global___ResumeSessionRequest: _TypeAlias = ResumeSessionRequest  # noqa: Y015
 

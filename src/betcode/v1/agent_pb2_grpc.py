@@ -27,7 +27,17 @@ if _version_not_supported:
 
 
 class AgentServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """History and live on the wire (the rule every client can rely on):
+    - Every streaming method sends its response headers as soon as the call is accepted,
+    before it reads a request (a client may wait for them before it writes `start`).
+    - ResumeSession sends the stored events with a sequence above `from_sequence` (and the
+    permission requests and questions still waiting, flagged `is_replay`), then ENDS, unless
+    the request sets `follow`: then it goes on with live events.
+    - Converse replays only when `start` carries `from_sequence` (the events above it, then
+    live). Without it the stream is live-only: the events recorded from the attach on, plus
+    the requests still waiting (`is_replay`). A session this `start` creates is new, so its
+    client gets all of it, beginning with its SessionInfo.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -113,10 +123,23 @@ class AgentServiceStub:
 
 
 class AgentServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """History and live on the wire (the rule every client can rely on):
+    - Every streaming method sends its response headers as soon as the call is accepted,
+    before it reads a request (a client may wait for them before it writes `start`).
+    - ResumeSession sends the stored events with a sequence above `from_sequence` (and the
+    permission requests and questions still waiting, flagged `is_replay`), then ENDS, unless
+    the request sets `follow`: then it goes on with live events.
+    - Converse replays only when `start` carries `from_sequence` (the events above it, then
+    live). Without it the stream is live-only: the events recorded from the attach on, plus
+    the requests still waiting (`is_replay`). A session this `start` creates is new, so its
+    client gets all of it, beginning with its SessionInfo.
+    """
 
     def Converse(self, request_iterator, context):
-        """The first request must be `start`.
+        """The first request must be `start`. `start.session_id` empty: a new session with an id the
+        daemon picks; the id of an existing session: attach to it; any other id: a new session
+        with exactly that id, which must then be a UUID (else INVALID_ARGUMENT). Starts racing to
+        create one id make one session.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -129,7 +152,9 @@ class AgentServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResumeSession(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Ends after the stored events unless `follow` is set (see above). NOT_FOUND for an unknown
+        session.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -195,7 +220,9 @@ class AgentServiceServicer:
 
     def ResumeSessionBatched(self, request, context):
         """BetCode addition: the same events as ResumeSession, many per message (capped by count
-        and bytes by the server), for this project's own clients.
+        and bytes by the server), for this project's own clients. An EMPTY batch marks the end
+        of the stored events; then it goes on live unless `follow` is set to false (unset
+        means follow here, as it always did).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -302,7 +329,17 @@ def add_AgentServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AgentService:
-    """Missing associated documentation comment in .proto file."""
+    """History and live on the wire (the rule every client can rely on):
+    - Every streaming method sends its response headers as soon as the call is accepted,
+    before it reads a request (a client may wait for them before it writes `start`).
+    - ResumeSession sends the stored events with a sequence above `from_sequence` (and the
+    permission requests and questions still waiting, flagged `is_replay`), then ENDS, unless
+    the request sets `follow`: then it goes on with live events.
+    - Converse replays only when `start` carries `from_sequence` (the events above it, then
+    live). Without it the stream is live-only: the events recorded from the attach on, plus
+    the requests still waiting (`is_replay`). A session this `start` creates is new, so its
+    client gets all of it, beginning with its SessionInfo.
+    """
 
     @staticmethod
     def Converse(request_iterator,

@@ -30,14 +30,33 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class AgentServiceStub:
+    """History and live on the wire (the rule every client can rely on):
+    - Every streaming method sends its response headers as soon as the call is accepted,
+      before it reads a request (a client may wait for them before it writes `start`).
+    - ResumeSession sends the stored events with a sequence above `from_sequence` (and the
+      permission requests and questions still waiting, flagged `is_replay`), then ENDS, unless
+      the request sets `follow`: then it goes on with live events.
+    - Converse replays only when `start` carries `from_sequence` (the events above it, then
+      live). Without it the stream is live-only: the events recorded from the attach on, plus
+      the requests still waiting (`is_replay`). A session this `start` creates is new, so its
+      client gets all of it, beginning with its SessionInfo.
+    """
+
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AgentServiceAsyncStub: ...
     Converse: _grpc.StreamStreamMultiCallable[_agent_pb2.AgentRequest, _agent_pb2.AgentEvent]
-    """The first request must be `start`."""
+    """The first request must be `start`. `start.session_id` empty: a new session with an id the
+    daemon picks; the id of an existing session: attach to it; any other id: a new session
+    with exactly that id, which must then be a UUID (else INVALID_ARGUMENT). Starts racing to
+    create one id make one session.
+    """
     ListSessions: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ListSessionsRequest, _agent_pb2.ListSessionsResponse]
     ResumeSession: _grpc.UnaryStreamMultiCallable[_agent_pb2.ResumeSessionRequest, _agent_pb2.AgentEvent]
+    """Ends after the stored events unless `follow` is set (see above). NOT_FOUND for an unknown
+    session.
+    """
     CompactSession: _grpc.UnaryUnaryMultiCallable[_agent_pb2.CompactSessionRequest, _agent_pb2.CompactSessionResponse]
     CancelTurn: _grpc.UnaryUnaryMultiCallable[_agent_pb2.CancelTurnRequest, _agent_pb2.CancelTurnResponse]
     RequestInputLock: _grpc.UnaryUnaryMultiCallable[_agent_pb2.InputLockRequest, _agent_pb2.InputLockResponse]
@@ -55,7 +74,9 @@ class AgentServiceStub:
     """BetCode addition (upstream has it in a later revision, same names)."""
     ResumeSessionBatched: _grpc.UnaryStreamMultiCallable[_agent_pb2.ResumeSessionRequest, _agent_pb2.AgentEventBatch]
     """BetCode addition: the same events as ResumeSession, many per message (capped by count
-    and bytes by the server), for this project's own clients.
+    and bytes by the server), for this project's own clients. An EMPTY batch marks the end
+    of the stored events; then it goes on live unless `follow` is set to false (unset
+    means follow here, as it always did).
     """
     ListPendingPermissions: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ListPendingPermissionsRequest, _agent_pb2.ListPendingPermissionsResponse]
     """BetCode addition: pending permission requests and questions, to answer from any terminal."""
@@ -64,11 +85,30 @@ class AgentServiceStub:
 
 @_typing.type_check_only
 class AgentServiceAsyncStub(AgentServiceStub):
+    """History and live on the wire (the rule every client can rely on):
+    - Every streaming method sends its response headers as soon as the call is accepted,
+      before it reads a request (a client may wait for them before it writes `start`).
+    - ResumeSession sends the stored events with a sequence above `from_sequence` (and the
+      permission requests and questions still waiting, flagged `is_replay`), then ENDS, unless
+      the request sets `follow`: then it goes on with live events.
+    - Converse replays only when `start` carries `from_sequence` (the events above it, then
+      live). Without it the stream is live-only: the events recorded from the attach on, plus
+      the requests still waiting (`is_replay`). A session this `start` creates is new, so its
+      client gets all of it, beginning with its SessionInfo.
+    """
+
     def __init__(self, channel: _aio.Channel) -> None: ...
     Converse: _aio.StreamStreamMultiCallable[_agent_pb2.AgentRequest, _agent_pb2.AgentEvent]  # type: ignore[assignment]
-    """The first request must be `start`."""
+    """The first request must be `start`. `start.session_id` empty: a new session with an id the
+    daemon picks; the id of an existing session: attach to it; any other id: a new session
+    with exactly that id, which must then be a UUID (else INVALID_ARGUMENT). Starts racing to
+    create one id make one session.
+    """
     ListSessions: _aio.UnaryUnaryMultiCallable[_agent_pb2.ListSessionsRequest, _agent_pb2.ListSessionsResponse]  # type: ignore[assignment]
     ResumeSession: _aio.UnaryStreamMultiCallable[_agent_pb2.ResumeSessionRequest, _agent_pb2.AgentEvent]  # type: ignore[assignment]
+    """Ends after the stored events unless `follow` is set (see above). NOT_FOUND for an unknown
+    session.
+    """
     CompactSession: _aio.UnaryUnaryMultiCallable[_agent_pb2.CompactSessionRequest, _agent_pb2.CompactSessionResponse]  # type: ignore[assignment]
     CancelTurn: _aio.UnaryUnaryMultiCallable[_agent_pb2.CancelTurnRequest, _agent_pb2.CancelTurnResponse]  # type: ignore[assignment]
     RequestInputLock: _aio.UnaryUnaryMultiCallable[_agent_pb2.InputLockRequest, _agent_pb2.InputLockResponse]  # type: ignore[assignment]
@@ -86,7 +126,9 @@ class AgentServiceAsyncStub(AgentServiceStub):
     """BetCode addition (upstream has it in a later revision, same names)."""
     ResumeSessionBatched: _aio.UnaryStreamMultiCallable[_agent_pb2.ResumeSessionRequest, _agent_pb2.AgentEventBatch]  # type: ignore[assignment]
     """BetCode addition: the same events as ResumeSession, many per message (capped by count
-    and bytes by the server), for this project's own clients.
+    and bytes by the server), for this project's own clients. An EMPTY batch marks the end
+    of the stored events; then it goes on live unless `follow` is set to false (unset
+    means follow here, as it always did).
     """
     ListPendingPermissions: _aio.UnaryUnaryMultiCallable[_agent_pb2.ListPendingPermissionsRequest, _agent_pb2.ListPendingPermissionsResponse]  # type: ignore[assignment]
     """BetCode addition: pending permission requests and questions, to answer from any terminal."""
@@ -94,13 +136,29 @@ class AgentServiceAsyncStub(AgentServiceStub):
     """BetCode addition: answer a pending request without holding a Converse stream."""
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
+    """History and live on the wire (the rule every client can rely on):
+    - Every streaming method sends its response headers as soon as the call is accepted,
+      before it reads a request (a client may wait for them before it writes `start`).
+    - ResumeSession sends the stored events with a sequence above `from_sequence` (and the
+      permission requests and questions still waiting, flagged `is_replay`), then ENDS, unless
+      the request sets `follow`: then it goes on with live events.
+    - Converse replays only when `start` carries `from_sequence` (the events above it, then
+      live). Without it the stream is live-only: the events recorded from the attach on, plus
+      the requests still waiting (`is_replay`). A session this `start` creates is new, so its
+      client gets all of it, beginning with its SessionInfo.
+    """
+
     @_abc_1.abstractmethod
     def Converse(
         self,
         request_iterator: _MaybeAsyncIterator[_agent_pb2.AgentRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_agent_pb2.AgentEvent], _abc.AsyncIterator[_agent_pb2.AgentEvent]]:
-        """The first request must be `start`."""
+        """The first request must be `start`. `start.session_id` empty: a new session with an id the
+        daemon picks; the id of an existing session: attach to it; any other id: a new session
+        with exactly that id, which must then be a UUID (else INVALID_ARGUMENT). Starts racing to
+        create one id make one session.
+        """
 
     @_abc_1.abstractmethod
     def ListSessions(
@@ -114,7 +172,10 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _agent_pb2.ResumeSessionRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_agent_pb2.AgentEvent], _abc.AsyncIterator[_agent_pb2.AgentEvent]]: ...
+    ) -> _typing.Union[_abc.Iterator[_agent_pb2.AgentEvent], _abc.AsyncIterator[_agent_pb2.AgentEvent]]:
+        """Ends after the stored events unless `follow` is set (see above). NOT_FOUND for an unknown
+        session.
+        """
 
     @_abc_1.abstractmethod
     def CompactSession(
@@ -192,7 +253,9 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_agent_pb2.AgentEventBatch], _abc.AsyncIterator[_agent_pb2.AgentEventBatch]]:
         """BetCode addition: the same events as ResumeSession, many per message (capped by count
-        and bytes by the server), for this project's own clients.
+        and bytes by the server), for this project's own clients. An EMPTY batch marks the end
+        of the stored events; then it goes on live unless `follow` is set to false (unset
+        means follow here, as it always did).
         """
 
     @_abc_1.abstractmethod

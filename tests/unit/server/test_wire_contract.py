@@ -154,6 +154,7 @@ FIELDS = {
     agent_pb2.ResumeSessionRequest.DESCRIPTOR: {
         1: ("session_id", "string"),
         2: ("from_sequence", "uint64"),
+        3: ("follow", "opt bool"),  # BetCode addition: ResumeSession follows live only if set
     },
     health_pb2.HealthDetailsResponse.DESCRIPTOR: {
         1: ("overall_status", "ServingStatus"),

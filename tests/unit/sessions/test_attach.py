@@ -115,3 +115,17 @@ async def test_closed_subscriber_ends_the_stream() -> None:
     await asyncio.sleep(0.01)
     hub.unsubscribe(sub)
     assert await asyncio.wait_for(task, 5) == [1]
+
+
+async def test_without_follow_the_stream_ends_after_the_stored_frames() -> None:
+    hub = FanoutHub()
+    log = CommittedLog(hub)
+    log.commit(1, 5)
+    sub = hub.subscribe("c", capacity=100)
+
+    async def pending(last: int) -> list[Frame]:
+        return [(2, b"pending-again")]
+
+    gen = replay_then_live(sub, log.read_page, 2, on_caught_up=pending, follow=False)
+    batches = [batch async for batch in gen]  # ends by itself
+    assert batches == [[(seq, f"e{seq}".encode()) for seq in (3, 4, 5)], [(2, b"pending-again")]]

@@ -24,7 +24,7 @@ from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.fanout import Frame
-from betcode.sessions.manager import SessionLimitReached, SessionManager
+from betcode.sessions.manager import InvalidSessionRequest, SessionLimitReached, SessionManager
 from betcode.sessions.session import Session
 from betcode.storage import StoreReader, StoreWriter, open_database
 
@@ -252,3 +252,35 @@ async def test_a_respawn_with_resume_and_the_final_crash_are_audited(
         "SUBPROCESS_CRASHED",
     )
     assert "2 crashes within" in error["error_message"]
+
+
+# ---- client-chosen ids ----
+
+
+async def test_a_new_uuid_makes_one_session_with_that_id_however_many_race(
+    parts: Callable[..., Any],
+) -> None:
+    p: Parts = await parts(None)
+    chosen = "0B7E2C1A-5d43-4f6e-9a21-3c8d2e4f5a6b"  # kept as the client spelled it
+    opened = await asyncio.gather(
+        *(
+            p.manager.get_or_create(chosen, working_directory=str(p.workdir), client_id=f"c{n}")
+            for n in range(5)
+        )
+    )
+    assert {session.id for session, _ in opened} == {chosen}
+    assert len({id(session) for session, _ in opened}) == 1
+    assert [created for _, created in opened].count(True) == 1
+    assert p.sql("SELECT id FROM sessions") == [(chosen,)]
+    again, created = await p.manager.get_or_create(chosen, working_directory="")
+    assert (again, created) == (opened[0][0], False)
+
+
+@pytest.mark.parametrize("chosen", ["abc", "0b7e2c1a5d434f6e9a213c8d2e4f5a6b", "g" * 36])
+async def test_a_new_id_that_is_not_a_uuid_is_refused_and_nothing_is_made(
+    parts: Callable[..., Any], chosen: str
+) -> None:
+    p: Parts = await parts(None)
+    with pytest.raises(InvalidSessionRequest, match="must be a UUID"):
+        await p.manager.get_or_create(chosen, working_directory=str(p.workdir))
+    assert p.sql("SELECT COUNT(*) FROM sessions") == [(0,)]

@@ -1,0 +1,65 @@
+"""A real daemon (pinned real CLI, offline mock model) serving its Unix socket and a loopback
+TCP port, for tests that talk to it only through the generated betcode.v1 stubs, as a client
+written in another language from the same .proto files would."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import pytest
+from harness.daemon import daemon_config
+from harness.environment import Workspace
+
+from betcode.daemon import Daemon
+from betcode.devtools.mock_anthropic import MockAnthropic
+
+pytestmark = pytest.mark.real_cli
+
+
+@dataclass(frozen=True)
+class Served:
+    """Where the daemon answers, and a project folder to run sessions in."""
+
+    unix: str
+    tcp: str
+    project: Path
+
+    def address(self, transport: str) -> str:
+        return self.tcp if transport == "tcp" else self.unix
+
+
+@pytest.fixture
+async def served(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> AsyncIterator[Served]:
+    config = daemon_config(
+        tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url), listen="127.0.0.1:0"
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    try:
+        assert daemon.server is not None
+        assert daemon.server.tcp_port
+        yield Served(
+            unix=f"unix:{config.socket_path}",
+            tcp=f"127.0.0.1:{daemon.server.tcp_port}",
+            project=workspace.repo,
+        )
+    finally:
+        await daemon.stop()
+
+
+@pytest.fixture(params=["unix", "tcp"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def channel(served: Served, transport: str) -> AsyncIterator[grpc.aio.Channel]:
+    """A plain channel: no BetCode client code, no options beyond the defaults."""
+    async with grpc.aio.insecure_channel(served.address(transport)) as opened:
+        yield opened
