@@ -5,7 +5,6 @@ written in another language from the same .proto files would."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -13,23 +12,12 @@ import grpc.aio
 import pytest
 from harness.daemon import daemon_config
 from harness.environment import Workspace
+from stub_calls import Served
 
 from betcode.daemon import Daemon
 from betcode.devtools.mock_anthropic import MockAnthropic
 
 pytestmark = pytest.mark.real_cli
-
-
-@dataclass(frozen=True)
-class Served:
-    """Where the daemon answers, and a project folder to run sessions in."""
-
-    unix: str
-    tcp: str
-    project: Path
-
-    def address(self, transport: str) -> str:
-        return self.tcp if transport == "tcp" else self.unix
 
 
 @pytest.fixture

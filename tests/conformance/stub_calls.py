@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import grpc.aio
@@ -16,6 +18,18 @@ TURN_WITHIN_S = 60.0
 PLAIN_PROMPT = 'SCN:plain {"text": "Hello from the mock model."} say hello'
 
 AgentEvent = agent_pb2.AgentEvent
+
+
+@dataclass(frozen=True)
+class Served:
+    """Where the daemon answers, and a project folder to run sessions in."""
+
+    unix: str
+    tcp: str
+    project: Path
+
+    def address(self, transport: str) -> str:
+        return self.tcp if transport == "tcp" else self.unix
 
 
 def kind(event: AgentEvent) -> str:

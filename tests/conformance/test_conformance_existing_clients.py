@@ -15,9 +15,9 @@ import uuid
 import grpc
 import grpc.aio
 import pytest
-from conftest import Served
 from stub_calls import (
     PLAIN_PROMPT,
+    Served,
     collect,
     headers_of,
     kind,
