@@ -116,6 +116,7 @@ class Daemon:
 
     async def start(self) -> None:
         socket_claim, tcp_address = self._claim_places()
+        self._listen_web()
         binary = await self._check_claude()
         database = await self._open_database()
         self._writer = writer = StoreWriter(database)
@@ -240,10 +241,21 @@ class Daemon:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         return self._socket_claim, tcp_address
 
-    async def _start_web(self, agent_silence: Callable[[], float]) -> None:
-        """The web client (`daemon.http.listen`), on the same sessions and bridge as gRPC."""
+    def _listen_web(self) -> None:
+        """The web client's address and TLS files (`daemon.http`), checked and bound before
+        anything else changes: a refusal is exit 65 (TLS) or 69 (address)."""
         http = self.config.settings.http
-        if not http.listen or self.sessions is None or self.bridge is None or not self._writer:
+        if not http.listen:
+            return
+        self.web = WebServer(http, WebPlaces(self.config.config_dir, self.config.data_dir))
+        try:
+            self.web.listen()
+        except WebStartError as exc:
+            raise DaemonStartupError(str(exc), exc.exit_code) from exc
+
+    async def _start_web(self, agent_silence: Callable[[], float]) -> None:
+        """The web client, on the same sessions and permission bridge as gRPC."""
+        if self.web is None or self.sessions is None or self.bridge is None or not self._writer:
             return
         domain = make_web_domain(
             self.sessions,
@@ -252,11 +264,7 @@ class Daemon:
             max_payload_bytes=self.config.settings.max_payload_bytes,
             client_silence=agent_silence,
         )
-        self.web = WebServer(http, WebPlaces(self.config.config_dir, self.config.data_dir), domain)
-        try:
-            await self.web.start()
-        except WebStartError as exc:
-            raise DaemonStartupError(str(exc), exc.exit_code) from exc
+        await self.web.start(domain)
 
     async def _open_database(self) -> Database:
         try:

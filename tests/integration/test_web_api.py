@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -206,7 +208,7 @@ async def test_stream_approval_and_a_grpc_client_see_the_same_events(
     assert actors == [("web-phone",)]
 
 
-def test_a_non_loopback_address_without_tls_is_refused_with_65(tmp_path: Path) -> None:
+def start_refused(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "BETCODE_CONFIG_DIR": str(tmp_path / "config"),
@@ -214,14 +216,107 @@ def test_a_non_loopback_address_without_tls_is_refused_with_65(tmp_path: Path) -
         "BETCODE_SOCKET": str(tmp_path / "sock" / "daemon.sock"),
     }
     command = [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"]
-    done = subprocess.run(
-        [*command, "--no-import", "--http", "0.0.0.0:8484"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return subprocess.run(
+        [*command, "--no-import", *flags], env=env, capture_output=True, text=True, timeout=60
     )
+
+
+def test_a_non_loopback_address_without_tls_is_refused_with_65(tmp_path: Path) -> None:
+    done = start_refused(tmp_path, "--http", "0.0.0.0:8484")
     assert done.returncode == 65, done.stderr
     assert "daemon.http" in done.stderr
     assert "TLS" in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_unusable_tls_files_or_a_taken_port_are_refused_before_serving(
+    tmp_path: Path, claude_bin: Path
+) -> None:
+    missing = str(tmp_path / "missing.pem")
+    bad_tls = ("--claude-bin", str(claude_bin), "--http", "0.0.0.0:0")
+    done = start_refused(
+        tmp_path / "a", *bad_tls, "--http-tls-cert", missing, "--http-tls-key", missing
+    )
+    assert done.returncode == 65, done.stderr
+    assert "cannot be used" in done.stderr
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        flags = ("--claude-bin", str(claude_bin), "--http", f"127.0.0.1:{port}")
+        done = start_refused(tmp_path / "b", *flags)
+    assert done.returncode == 69, done.stderr
+    assert "cannot listen" in done.stderr
+    assert not (tmp_path / "b" / "sock" / "daemon.sock").exists()
+
+
+async def test_the_link_and_token_rotation_from_the_command_line(web_daemon: WebDaemon) -> None:
+    config_dir = web_daemon.config_dir
+    data_dir = web_daemon.daemon.config.data_dir
+    env = {**os.environ, "BETCODE_CONFIG_DIR": str(config_dir), "BETCODE_DATA_DIR": str(data_dir)}
+
+    async def betcode(*args: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "betcode.cli.main", *args, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        return process.returncode or 0, out.decode(), err.decode()
+
+    code, out, _ = await betcode("web", "--print-url")
+    assert code == 0
+    assert out.strip() == f"{web_daemon.url}/?token={web_daemon.token}"
+    old = web_daemon.token
+    code, out, _ = await betcode("web", "rotate-token")
+    assert code == 0
+    assert "old links and cookies no longer work" in out
+    assert web_daemon.token != old
+    status, _, _ = await raw_get(f"{web_daemon.url}/?token={old}")
+    assert status == 401
+    status, _, _ = await raw_get(f"{web_daemon.url}/?token={web_daemon.token}")
+    assert status == 303
+    await web_daemon.daemon.stop()  # the address file goes with the server
+    code, _, err = await betcode("web", "--print-url")
+    assert code == 1
+    assert "--http 127.0.0.1:PORT" in err
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and its key, made by the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("SKIPPED LOUDLY: no openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_tls_serves_https_with_a_secure_cookie(
+    tmp_path: Path,
+    claude_bin: Path,
+    mock_api: MockAnthropic,
+    workspace: Workspace,
+    tls_files: tuple[Path, Path],
+) -> None:
+    cert, key = tls_files
+    http = HttpSettings(listen="127.0.0.1:0", tls_cert=str(cert), tls_key=str(key))
+    config = daemon_config(tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url))
+    daemon = Daemon(replace(config, settings=DaemonSettings(http=http)))
+    await daemon.start()
+    try:
+        assert daemon.web is not None
+        url = daemon.web.url or ""
+        assert url.startswith("https://127.0.0.1:")
+        token = token_path(config.config_dir).read_text().strip()
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url + "/", ssl=False) as response:
+                assert response.status == 401
+            async with session.get(
+                f"{url}/?token={token}", ssl=False, allow_redirects=False
+            ) as response:
+                assert response.status == 303
+                assert "Secure" in response.headers["Set-Cookie"]
+    finally:
+        await daemon.stop()

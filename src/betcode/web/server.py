@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import ssl
 from dataclasses import dataclass
 from importlib import resources
@@ -62,34 +63,42 @@ def address_path(data_dir: Path) -> Path:
 
 
 class WebServer:
-    def __init__(self, settings: HttpSettings, places: WebPlaces, domain: WebDomain) -> None:
+    """`listen` (TLS files read, the address bound: refusals before the daemon changes
+    anything), then `start` (serving the daemon's sessions), then `stop`."""
+
+    def __init__(self, settings: HttpSettings, places: WebPlaces) -> None:
         self._settings = settings
         self._places = places
-        self._domain = domain
+        self._listener: socket.socket | None = None
+        self._tls: ssl.SSLContext | None = None
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
 
-    async def start(self) -> None:
+    def listen(self) -> None:
         host, port = split_host_port(self._settings.listen)
-        tls = self._tls_context()
-        token = TokenFile(self._places.config_dir)
-        access = Access(token, port, tls is not None)
-        app = self._build_app(access)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, ssl_context=tls)
+        self._tls = self._tls_context()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        address = "127.0.0.1" if host == "localhost" else host
         try:
-            await site.start()
+            self._listener = socket.create_server((address, port), family=family)
         except OSError as error:
-            await runner.cleanup()
             raise WebStartError(
                 f"the web client cannot listen on {self._settings.listen}: {error.strerror}", 69
             ) from error
+        bound_port = self._listener.getsockname()[1]  # port 0 picks one
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{'https' if self._tls else 'http'}://{shown}:{bound_port}"
+
+    async def start(self, domain: WebDomain) -> None:
+        assert self._listener is not None, "listen() first"
+        tls = self._tls is not None
+        access = Access(TokenFile(self._places.config_dir), self._listener.getsockname()[1], tls)
+        runner = web.AppRunner(
+            self._build_app(access, domain), access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
+        )
+        await runner.setup()
         self._runner = runner
-        bound_port = runner.addresses[0][1]
-        access.port = bound_port  # port 0 picks one at bind time
-        shown_host = f"[{host}]" if ":" in host else host
-        self.url = f"{'https' if tls else 'http'}://{shown_host}:{bound_port}"
+        await web.SockSite(runner, self._listener, ssl_context=self._tls).start()
         path = address_path(self._places.data_dir)
         path.write_text(f"{self.url}\n")
         path.chmod(0o600)
@@ -109,13 +118,13 @@ class WebServer:
             ) from error
         return context
 
-    def _build_app(self, access: Access) -> web.Application:
+    def _build_app(self, access: Access, domain: WebDomain) -> web.Application:
         app = web.Application(
             middlewares=[make_guard(access), translate_errors],
-            client_max_size=self._domain.max_payload_bytes,
+            client_max_size=domain.max_payload_bytes,
         )
-        app[DOMAIN_KEY] = self._domain
-        app[MAX_PAYLOAD_KEY] = self._domain.max_payload_bytes
+        app[DOMAIN_KEY] = domain
+        app[MAX_PAYLOAD_KEY] = domain.max_payload_bytes
         app[OPEN_SOCKETS_KEY] = set()
         app[PAGE_KEY] = {name: (STATIC / name).read_bytes() for name in PAGE_FILES}
         app.router.add_routes(
@@ -127,12 +136,14 @@ class WebServer:
         return app
 
     async def stop(self) -> None:
-        if self._runner is None:
-            return
         runner, self._runner = self._runner, None
-        with contextlib.suppress(FileNotFoundError):
-            address_path(self._places.data_dir).unlink()
-        await runner.cleanup()
+        if runner is not None:
+            with contextlib.suppress(FileNotFoundError):
+                address_path(self._places.data_dir).unlink()
+            await runner.cleanup()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
 
 
 async def _index(request: web.Request) -> web.Response:
@@ -153,5 +164,5 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 
 async def _close_streams(app: web.Application) -> None:
     sockets = app[OPEN_SOCKETS_KEY].copy()
-    for socket in sockets:
-        await socket.close(code=WSCloseCode.GOING_AWAY, message=b"the daemon is stopping")
+    for stream in sockets:
+        await stream.close(code=WSCloseCode.GOING_AWAY, message=b"the daemon is stopping")
