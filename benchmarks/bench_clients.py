@@ -44,7 +44,9 @@ class Stream:
         self.channel = grpc.aio.insecure_channel(f"unix:{socket}", options=CHANNEL_OPTIONS)
         stub = agent_pb2_grpc.AgentServiceStub(self.channel)
         method = stub.ResumeSessionBatched if batched else stub.ResumeSession
-        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=after)
+        request = agent_pb2.ResumeSessionRequest(
+            session_id=session_id, from_sequence=after, follow=True
+        )
         self.call = method(request, metadata=(("x-client-id", "bench"),))
         self.batched = batched
 
