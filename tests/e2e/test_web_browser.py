@@ -25,6 +25,8 @@ from harness.paths import require_pinned_claude
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.sessions.context import SessionSettings
+from betcode.v1 import agent_pb2
 from betcode.web.token import read_or_create_token
 
 playwright_api = pytest.importorskip(
@@ -95,7 +97,9 @@ async def site(
         root / "daemon", require_pinned_claude(), workspace.env(module_mock_api.base_url)
     )
     http = HttpSettings(listen=f"127.0.0.1:{free_port()}")
-    config = replace(config, settings=DaemonSettings(http=http))
+    # A lock request is decided after one second, not ten (input_lock.transfer_seconds).
+    sessions = SessionSettings(lock_transfer_seconds=1.0)
+    config = replace(config, settings=DaemonSettings(http=http), sessions=sessions)
     running = WebSite(config, Daemon(config), workspace)
     await running.daemon.start()
     try:
@@ -266,3 +270,40 @@ async def test_after_a_daemon_restart_the_page_replays_once_and_goes_on_live(
     stats = await page_stats(page)
     assert stats["received"] == list(range(1, stats["received"][-1] + 1))
     assert stats["connects"] == 2
+
+
+async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
+    page: Any, site: WebSite
+) -> None:
+    terminal = Client(site.config.socket_path, "terminal")
+    terminal.converse(agent_pb2.StartConversation(working_directory=str(site.workspace.repo)))
+    try:
+        await terminal.wait_for("session_info")
+        terminal.say(ALLOWED_PROMPT)
+        await terminal.wait_for("permission_request")
+        # A background tab on the session list counts what waits, in its title too.
+        await page.goto(f"{site.url}/#/")
+        await expect(page.locator(".session-list .waiting").first).to_have_text(" · 1 waiting")
+        await expect(page).to_have_title("(1) BetCode")
+
+        await page.goto(f"{site.url}/#/s/{terminal.session_id}")
+        banner = page.locator("#lock-banner")
+        await expect(banner).to_have_text("Read-only: terminal holds the input lock.")
+        await expect(page.get_by_role("button", name="Send")).to_be_disabled()
+        # An approval needs no lock: answered here, seen by the terminal.
+        await page.get_by_role("button", name="Allow once").click()
+        resolved = await terminal.wait_for("permission_resolved")
+        assert resolved.permission_resolved.outcome == "allowed"
+        await terminal.wait_for("turn_complete")
+
+        await page.get_by_role("button", name="Request input lock").click()
+        await expect(banner).to_be_hidden()
+        await send(page, 'SCN:slow {"words": 200, "delay": 0.05} count slowly')
+        await expect(page.locator(".assistant").last).to_contain_text("word3 ")
+        await page.get_by_role("button", name="Interrupt").click()
+        await expect(page.locator("#connection")).to_have_text("live · idle")
+        assert "word200" not in await page.locator(".assistant").last.inner_text()
+        holders = [e.input_lock.holder_client_id for e in terminal.of_kind("input_lock")]
+        assert holders[-1] == await page.evaluate("window.betcode.clientId")
+    finally:
+        await terminal.close()
