@@ -57,6 +57,7 @@ from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentReport, HealthMonitor, permission_check
 from betcode.server.subagent_service import SubagentService
 from betcode.server.version_service import ServerCapabilities, VersionService
+from betcode.server.worktree_service import GitRepoService, WorktreeService
 from betcode.sessions.context import SessionContext
 from betcode.sessions.manager import SessionManager
 from betcode.storage.audit import AuditRecorder, require_audit_log
@@ -68,9 +69,23 @@ from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
 from betcode.subagents.manager import SubagentManager
 from betcode.subagents.orchestrator import Orchestrations
-from betcode.v1 import agent_pb2, commands_pb2, config_pb2, subagent_pb2, version_pb2
+from betcode.v1 import (
+    agent_pb2,
+    commands_pb2,
+    config_pb2,
+    git_repo_pb2,
+    subagent_pb2,
+    version_pb2,
+    worktree_pb2,
+)
 from betcode.web.domain import make_web_domain
 from betcode.web.server import WebPlaces, WebServer, WebStartError
+from betcode.worktrees import (
+    RepoRegistry,
+    WorktreeManager,
+    WorktreeSettings,
+    load_worktree_settings,
+)
 
 __all__ = ["Daemon", "DaemonConfig", "DaemonStartupError", "run_daemon"]
 
@@ -80,6 +95,7 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 HEALTH_INTERVAL_SECONDS = 5.0
 EXIT_CANNOT_LISTEN = 69  # EX_UNAVAILABLE: another daemon serves the socket, or a bad address
 EXIT_STORAGE_UNUSABLE = 74  # EX_IOERR: the database is corrupt or lacks its audit_log
+EXIT_BAD_SETTINGS = 78  # EX_CONFIG: a setting read at startup is invalid
 
 
 class DaemonStartupError(Exception):
@@ -100,6 +116,7 @@ class Daemon:
         self.sessions: SessionManager | None = None
         self.subagents: SubagentManager | None = None
         self.orchestrations: Orchestrations | None = None
+        self.worktrees: WorktreeManager | None = None
         self._writer: StoreWriter | None = None
         self._reader: StoreReader | None = None
         self._health_task: asyncio.Task[None] | None = None
@@ -115,6 +132,7 @@ class Daemon:
     # ---- startup ----
 
     async def start(self) -> None:
+        worktree_settings = self._worktree_settings()
         socket_claim, tcp_address = self._claim_places()
         self._listen_web()
         binary = await self._check_claude()
@@ -149,6 +167,8 @@ class Daemon:
             self.sessions, writer, reader, self.config.settings.subagent, audit
         )
         self.orchestrations = Orchestrations(self.subagents, writer, reader)
+        self.worktrees = WorktreeManager(writer, reader, worktree_settings, sessions=self.sessions)
+        repos = RepoRegistry(writer, reader, self.worktrees)
         health = HealthMonitor(
             server_version=__version__,
             claude_code=lambda: self._claude_report,
@@ -170,8 +190,10 @@ class Daemon:
                     "permission_bridge": True,
                     "session_persistence": True,
                     "batched_replay": True,
+                    "worktree_management": True,
                 },
                 max_message_bytes=16 * 1024 * 1024,
+                worktrees_enabled=True,
             ),
             lambda: self._claude_report,
         )
@@ -213,6 +235,14 @@ class Daemon:
                 RpcService(
                     subagent_pb2.DESCRIPTOR.services_by_name["SubagentService"],
                     SubagentService(self.subagents, self.orchestrations),
+                ),
+                RpcService(
+                    git_repo_pb2.DESCRIPTOR.services_by_name["GitRepoService"],
+                    GitRepoService(repos),
+                ),
+                RpcService(
+                    worktree_pb2.DESCRIPTOR.services_by_name["WorktreeService"],
+                    WorktreeService(self.worktrees),
                 ),
             ],
         )
@@ -265,6 +295,12 @@ class Daemon:
             client_silence=agent_silence,
         )
         await self.web.start(domain)
+
+    def _worktree_settings(self) -> WorktreeSettings:
+        try:
+            return load_worktree_settings(self.config.config_dir, self.config.data_dir)
+        except ConfigError as error:
+            raise DaemonStartupError(str(error), EXIT_BAD_SETTINGS) from error
 
     async def _open_database(self) -> Database:
         try:

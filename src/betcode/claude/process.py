@@ -43,6 +43,32 @@ class ClaudeStartError(Exception):
     """claude could not be started (missing working directory, binary not executable, ...)."""
 
 
+class WorktreeMissing(ClaudeStartError):
+    """A session's worktree directory is gone (or is no longer a git checkout): claude is
+    never started there, where git would fall through to an enclosing checkout."""
+
+    def __init__(self, cwd: Path) -> None:
+        super().__init__(f"Cannot spawn Claude: worktree directory does not exist: {cwd}")
+        self.cwd = cwd
+
+
+async def require_workdir(cwd: Path, *, worktree: bool) -> None:
+    """Raise ClaudeStartError unless claude can run in `cwd`; for a worktree session that
+    also means the directory is still a git checkout (its `.git` file is there)."""
+    if worktree:
+        if not await asyncio.to_thread(_is_checkout, cwd):
+            raise WorktreeMissing(cwd)
+    elif not await asyncio.to_thread(Path(cwd).is_dir):
+        raise ClaudeStartError(
+            f"cannot start claude: working directory {cwd} does not exist (or is not a "
+            "directory); restore it or point the session at another directory"
+        )
+
+
+def _is_checkout(cwd: Path) -> bool:
+    return cwd.is_dir() and (cwd / ".git").exists()
+
+
 class ClaudeStdinClosed(Exception):
     """claude no longer reads its stdin (it exited, or we closed its input)."""
 
@@ -76,14 +102,14 @@ class ClaudeProcess:
         self.last_output_at = time.monotonic()
 
     # -- lifecycle --------------------------------------------------------------------------
-    async def start(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> None:
+    async def start(
+        self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], *, worktree: bool = False
+    ) -> None:
+        """`worktree`: `cwd` is a git worktree, which must still be there (see WorktreeMissing).
+        Every claude process starts here, so nothing can skip that check."""
         if self._child is not None:
             raise RuntimeError("a ClaudeProcess is started once")
-        if not await asyncio.to_thread(Path(cwd).is_dir):
-            raise ClaudeStartError(
-                f"cannot start claude: working directory {cwd} does not exist (or is not a "
-                "directory); restore it or point the session at another directory"
-            )
+        await require_workdir(cwd, worktree=worktree)
         try:
             child = await spawn(
                 argv,

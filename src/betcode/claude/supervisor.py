@@ -75,9 +75,11 @@ class ClaudeSupervisor:
         hooks: SupervisorHooks,
         *,
         options: CommandOptions | None = None,
+        worktree: bool = False,
     ) -> None:
         self.binary = binary
         self.cwd = cwd
+        self.worktree = worktree  # cwd is a git worktree: never start claude if it is gone
         self.policy = policy
         # Read at every spawn: a model change made through the session applies on respawn.
         self.command_options = options or CommandOptions()
@@ -177,7 +179,9 @@ class ClaudeSupervisor:
         resume_id = self._hooks.resume_session_id()
         argv = build_argv_from(self.binary, self.command_options, resume_id)
         process = ClaudeProcess(self._hooks.on_lines, max_line_bytes=self.policy.max_line_bytes)
-        await process.start(argv, self.cwd, {**self._env_builder(), **self.extra_env})
+        await process.start(
+            argv, self.cwd, {**self._env_builder(), **self.extra_env}, worktree=self.worktree
+        )
         logger.info(
             "claude pid %d started in %s%s",
             process.pid,

@@ -62,6 +62,15 @@ class ErrorCode(enum.StrEnum):
     SUBAGENT_NOT_FOUND = "SUBAGENT_NOT_FOUND"
     ORCHESTRATION_NOT_FOUND = "ORCHESTRATION_NOT_FOUND"
     WORKTREE_UNAVAILABLE = "WORKTREE_UNAVAILABLE"
+    # Repositories and worktrees (issue 13).
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    NOT_FOUND = "NOT_FOUND"
+    WORK_AT_RISK = "WORK_AT_RISK"  # a removal would lose work: details list it
+    PRECONDITION_FAILED = "PRECONDITION_FAILED"
+    WORKTREE_MISSING = "WORKTREE_MISSING"  # its directory is gone: claude is never spawned
+    PATH_NOT_ALLOWED = "PATH_NOT_ALLOWED"  # leads outside the allowed tree (symlink, '..')
+    DISK_FULL = "DISK_FULL"
+    GIT_FAILED = "GIT_FAILED"
 
 
 GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
@@ -96,6 +105,14 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.SUBAGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.ORCHESTRATION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.WORKTREE_UNAVAILABLE: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    ErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.WORK_AT_RISK: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.PRECONDITION_FAILED: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.WORKTREE_MISSING: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.PATH_NOT_ALLOWED: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorCode.DISK_FULL: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorCode.GIT_FAILED: grpc.StatusCode.INTERNAL,
 }
 
 

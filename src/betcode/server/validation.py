@@ -16,7 +16,7 @@ from typing import Any, get_args
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
 
-from betcode.claude.process import ClaudeStartError, ClaudeStdinClosed
+from betcode.claude.process import ClaudeStartError, ClaudeStdinClosed, WorktreeMissing
 from betcode.claude.supervisor import SupervisorCrashed
 from betcode.permissions.decisions import AnswerError
 from betcode.server.errors import BetCodeError, ErrorCode
@@ -26,6 +26,7 @@ from betcode.sessions.manager import (
     InvalidSessionRequest,
     SessionLimitReached,
     SessionNotFound,
+    WorktreeNotFound,
 )
 from betcode.storage.clients import ClientType
 from betcode.storage.errors import StorageError
@@ -41,6 +42,10 @@ def domain_error(exc: Exception) -> BetCodeError | None:
     told why); None for any other exception, which is a bug."""
     if isinstance(exc, SessionNotFound):
         return BetCodeError(ErrorCode.SESSION_NOT_FOUND, str(exc), {"session_id": exc.session_id})
+    if isinstance(exc, WorktreeNotFound):
+        return BetCodeError(
+            ErrorCode.WORKTREE_NOT_FOUND, str(exc), {"worktree_id": exc.worktree_id}
+        )
     if isinstance(exc, InvalidSessionRequest):
         return BetCodeError(ErrorCode.INVALID_REQUEST, str(exc))
     if isinstance(exc, SessionLimitReached):
@@ -62,6 +67,8 @@ def domain_error(exc: Exception) -> BetCodeError | None:
             f"claude crashed too often in this session ({exc}); "
             "send a message to try again, or start a new session",
         )
+    if isinstance(exc, WorktreeMissing):
+        return BetCodeError(ErrorCode.WORKTREE_MISSING, str(exc), {"path": str(exc.cwd)})
     if isinstance(exc, ClaudeStartError | ClaudeStdinClosed):
         return BetCodeError(ErrorCode.SUBPROCESS_CRASHED, f"claude did not take the input: {exc}")
     if isinstance(exc, sqlite3.Error | StorageError):

@@ -21,10 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.process import require_workdir
 from betcode.claude.supervisor import SupervisorState
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.session import Session
 from betcode.storage import sessions as session_rows
+from betcode.storage import worktrees as worktree_rows
 from betcode.storage.audit import AuditEvent, AuditRecorder
 from betcode.v1 import agent_pb2
 
@@ -45,6 +47,12 @@ class SessionNotFound(LookupError):
 
 class InvalidSessionRequest(ValueError):
     """A create/attach request that can never succeed as given."""
+
+
+class WorktreeNotFound(LookupError):
+    def __init__(self, worktree_id: str) -> None:
+        super().__init__(f"no worktree with id {worktree_id!r}")
+        self.worktree_id = worktree_id
 
 
 class SessionLimitReached(Exception):
@@ -128,6 +136,10 @@ def validate_new_session_id(session_id: str) -> None:
         )
 
 
+def _resolved(path: str) -> Path:
+    return Path(path).expanduser().resolve()
+
+
 def validate_working_directory(path: str) -> str:
     if not path:
         raise InvalidSessionRequest("working_directory is required to start a session")
@@ -185,7 +197,11 @@ class SessionManager:
     ) -> Session:
         """A new session; raises InvalidSessionRequest for a bad working directory and
         SessionLimitReached when max_sessions are in use. `client_id`: who asked (audit);
-        `session_id`: the id to give it (the caller checked it is new), else a fresh UUID."""
+        `session_id`: the id to give it (the caller checked it is new), else a fresh UUID.
+        A session in a worktree runs in the worktree's directory, which must still be there
+        (WorktreeMissing otherwise); `working_directory` may then be empty."""
+        if worktree_id is not None:
+            working_directory = await self._worktree_directory(worktree_id, working_directory)
         cwd = validate_working_directory(working_directory)
         self._check_capacity(client_id, cwd)
         session_id = session_id or str(uuid.uuid4())
@@ -256,6 +272,36 @@ class SessionManager:
                 session_id=session_id,
             )
             return session, True
+
+    async def _worktree_directory(self, worktree_id: str, requested: str) -> str:
+        worktree = await self._ctx.reader.read(lambda c: worktree_rows.get_worktree(c, worktree_id))
+        if worktree is None:
+            raise WorktreeNotFound(worktree_id)
+        path = Path(worktree.path)
+        if requested and await asyncio.to_thread(_resolved, requested) != path:
+            raise InvalidSessionRequest(
+                f"working_directory {requested!r} is not the directory of worktree "
+                f"{worktree.name!r} ({path}); leave it empty to start there"
+            )
+        await require_workdir(path, worktree=True)
+        return str(path)
+
+    def busy_in_worktree(self, worktree_id: str) -> list[str]:
+        """Why removing the worktree now would cut work short: its turns in progress."""
+        return [
+            f"a running turn in session {session.id}"
+            for session in self._sessions.values()
+            if session.record.worktree_id == worktree_id and session.turn_in_progress()
+        ]
+
+    async def close_worktree_sessions(self, worktree_id: str) -> int:
+        """Stop the claude of each live session in the worktree; the rows and history stay."""
+        closing = [s for s in self._sessions.values() if s.record.worktree_id == worktree_id]
+        for session in closing:
+            del self._sessions[session.id]
+            session.lock.close()
+        await asyncio.gather(*(session.close() for session in closing), return_exceptions=True)
+        return len(closing)
 
     async def get(self, session_id: str) -> Session:
         validate_session_id(session_id)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from betcode.claude.command import CommandOptions
+from betcode.claude.process import require_workdir
 from betcode.claude.supervisor import ClaudeSupervisor, SupervisorState
 from betcode.protocol import writer as stdin
 from betcode.protocol.framing import Line
@@ -116,6 +117,7 @@ class Session:
             context.process_policy,
             self,
             options=CommandOptions(model=record.model or None, allowed_tools=tuple(allowed_tools)),
+            worktree=record.worktree_id is not None,
         )
 
     def emit(
@@ -254,6 +256,10 @@ class Session:
         the crash budget (claude resumes the conversation with --resume)."""
         if client_id is not None:
             self.lock.check_input(client_id)
+        if self.record.worktree_id is not None:
+            # Refused before it is recorded: a message that can never reach claude starts no
+            # turn (the spawn itself checks again).
+            await require_workdir(Path(self.record.working_directory), worktree=True)
         if self.supervisor.state is SupervisorState.CRASHED:
             log.info("session %s: a new message restarts claude after the crashes", self.id)
             self.supervisor.reset()

@@ -25,27 +25,35 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62\x65tcode/v1/worktree.proto\x12\nbetcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\\\n\x15\x43reateWorktreeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07repo_id\x18\x02 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x03 \x01(\t\x12\x14\n\x0csetup_script\x18\x04 \x01(\t\"#\n\x15RemoveWorktreeRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\'\n\x14ListWorktreesRequest\x12\x0f\n\x07repo_id\x18\x01 \x01(\t\" \n\x12GetWorktreeRequest\x12\n\n\x02id\x18\x01 \x01(\t\")\n\x16RemoveWorktreeResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x08\"F\n\x15ListWorktreesResponse\x12-\n\tworktrees\x18\x01 \x03(\x0b\x32\x1a.betcode.v1.WorktreeDetail\"\xff\x01\n\x0eWorktreeDetail\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x04 \x01(\t\x12\x0f\n\x07repo_id\x18\x05 \x01(\t\x12\x14\n\x0csetup_script\x18\x06 \x01(\t\x12\x16\n\x0e\x65xists_on_disk\x18\x07 \x01(\x08\x12\x15\n\rsession_count\x18\x08 \x01(\r\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0blast_active\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp2\xdc\x02\n\x0fWorktreeService\x12O\n\x0e\x43reateWorktree\x12!.betcode.v1.CreateWorktreeRequest\x1a\x1a.betcode.v1.WorktreeDetail\x12W\n\x0eRemoveWorktree\x12!.betcode.v1.RemoveWorktreeRequest\x1a\".betcode.v1.RemoveWorktreeResponse\x12T\n\rListWorktrees\x12 .betcode.v1.ListWorktreesRequest\x1a!.betcode.v1.ListWorktreesResponse\x12I\n\x0bGetWorktree\x12\x1e.betcode.v1.GetWorktreeRequest\x1a\x1a.betcode.v1.WorktreeDetailb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x62\x65tcode/v1/worktree.proto\x12\nbetcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8a\x01\n\x15\x43reateWorktreeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07repo_id\x18\x02 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x03 \x01(\t\x12\x14\n\x0csetup_script\x18\x04 \x01(\t\x12\x1a\n\rcreate_branch\x18\x05 \x01(\x08H\x00\x88\x01\x01\x42\x10\n\x0e_create_branch\"2\n\x15RemoveWorktreeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\'\n\x14ListWorktreesRequest\x12\x0f\n\x07repo_id\x18\x01 \x01(\t\"9\n\x12GetWorktreeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0finclude_at_risk\x18\x02 \x01(\x08\"x\n\x16RemoveWorktreeResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x08\x12\x17\n\x0fsessions_closed\x18\x02 \x01(\r\x12\x11\n\trescue_id\x18\x03 \x01(\t\x12\x12\n\nrescue_ref\x18\x04 \x01(\t\x12\r\n\x05saved\x18\x05 \x03(\t\"F\n\x15ListWorktreesResponse\x12-\n\tworktrees\x18\x01 \x03(\x0b\x32\x1a.betcode.v1.WorktreeDetail\"\xf7\x02\n\x0eWorktreeDetail\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x04 \x01(\t\x12\x0f\n\x07repo_id\x18\x05 \x01(\t\x12\x14\n\x0csetup_script\x18\x06 \x01(\t\x12\x16\n\x0e\x65xists_on_disk\x18\x07 \x01(\x08\x12\x15\n\rsession_count\x18\x08 \x01(\r\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0blast_active\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0csetup_status\x18\x0b \x01(\t\x12\x13\n\x0bsetup_error\x18\x0c \x01(\t\x12\r\n\x05stale\x18\r \x01(\x08\x12\x0f\n\x07\x61t_risk\x18\x0e \x03(\t\x12\x16\n\x0e\x62ranch_created\x18\x0f \x01(\x08\x12\x13\n\x0b\x62\x61se_branch\x18\x10 \x01(\t\"\xdf\x01\n\nRescueInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\trepo_path\x18\x02 \x01(\t\x12\x15\n\rworktree_name\x18\x03 \x01(\t\x12\x15\n\rworktree_path\x18\x04 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x05 \x01(\t\x12\x0b\n\x03ref\x18\x06 \x01(\t\x12\x13\n\x0bhead_commit\x18\x07 \x01(\t\x12\x13\n\x0bwork_commit\x18\x08 \x01(\t\x12\r\n\x05saved\x18\t \x03(\t\x12.\n\ncreated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x14\n\x12ListRescuesRequest\">\n\x13ListRescuesResponse\x12\'\n\x07rescues\x18\x01 \x03(\x0b\x32\x16.betcode.v1.RescueInfo\"\"\n\x14RestoreRescueRequest\x12\n\n\x02id\x18\x01 \x01(\t2\xfb\x03\n\x0fWorktreeService\x12O\n\x0e\x43reateWorktree\x12!.betcode.v1.CreateWorktreeRequest\x1a\x1a.betcode.v1.WorktreeDetail\x12W\n\x0eRemoveWorktree\x12!.betcode.v1.RemoveWorktreeRequest\x1a\".betcode.v1.RemoveWorktreeResponse\x12T\n\rListWorktrees\x12 .betcode.v1.ListWorktreesRequest\x1a!.betcode.v1.ListWorktreesResponse\x12I\n\x0bGetWorktree\x12\x1e.betcode.v1.GetWorktreeRequest\x1a\x1a.betcode.v1.WorktreeDetail\x12N\n\x0bListRescues\x12\x1e.betcode.v1.ListRescuesRequest\x1a\x1f.betcode.v1.ListRescuesResponse\x12M\n\rRestoreRescue\x12 .betcode.v1.RestoreRescueRequest\x1a\x1a.betcode.v1.WorktreeDetailb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'betcode.v1.worktree_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CREATEWORKTREEREQUEST']._serialized_start=74
-  _globals['_CREATEWORKTREEREQUEST']._serialized_end=166
-  _globals['_REMOVEWORKTREEREQUEST']._serialized_start=168
-  _globals['_REMOVEWORKTREEREQUEST']._serialized_end=203
-  _globals['_LISTWORKTREESREQUEST']._serialized_start=205
-  _globals['_LISTWORKTREESREQUEST']._serialized_end=244
-  _globals['_GETWORKTREEREQUEST']._serialized_start=246
-  _globals['_GETWORKTREEREQUEST']._serialized_end=278
-  _globals['_REMOVEWORKTREERESPONSE']._serialized_start=280
-  _globals['_REMOVEWORKTREERESPONSE']._serialized_end=321
-  _globals['_LISTWORKTREESRESPONSE']._serialized_start=323
-  _globals['_LISTWORKTREESRESPONSE']._serialized_end=393
-  _globals['_WORKTREEDETAIL']._serialized_start=396
-  _globals['_WORKTREEDETAIL']._serialized_end=651
-  _globals['_WORKTREESERVICE']._serialized_start=654
-  _globals['_WORKTREESERVICE']._serialized_end=1002
+  _globals['_CREATEWORKTREEREQUEST']._serialized_start=75
+  _globals['_CREATEWORKTREEREQUEST']._serialized_end=213
+  _globals['_REMOVEWORKTREEREQUEST']._serialized_start=215
+  _globals['_REMOVEWORKTREEREQUEST']._serialized_end=265
+  _globals['_LISTWORKTREESREQUEST']._serialized_start=267
+  _globals['_LISTWORKTREESREQUEST']._serialized_end=306
+  _globals['_GETWORKTREEREQUEST']._serialized_start=308
+  _globals['_GETWORKTREEREQUEST']._serialized_end=365
+  _globals['_REMOVEWORKTREERESPONSE']._serialized_start=367
+  _globals['_REMOVEWORKTREERESPONSE']._serialized_end=487
+  _globals['_LISTWORKTREESRESPONSE']._serialized_start=489
+  _globals['_LISTWORKTREESRESPONSE']._serialized_end=559
+  _globals['_WORKTREEDETAIL']._serialized_start=562
+  _globals['_WORKTREEDETAIL']._serialized_end=937
+  _globals['_RESCUEINFO']._serialized_start=940
+  _globals['_RESCUEINFO']._serialized_end=1163
+  _globals['_LISTRESCUESREQUEST']._serialized_start=1165
+  _globals['_LISTRESCUESREQUEST']._serialized_end=1185
+  _globals['_LISTRESCUESRESPONSE']._serialized_start=1187
+  _globals['_LISTRESCUESRESPONSE']._serialized_end=1249
+  _globals['_RESTORERESCUEREQUEST']._serialized_start=1251
+  _globals['_RESTORERESCUEREQUEST']._serialized_end=1285
+  _globals['_WORKTREESERVICE']._serialized_start=1288
+  _globals['_WORKTREESERVICE']._serialized_end=1795
 # @@protoc_insertion_point(module_scope)

@@ -27,10 +27,15 @@ class CreateWorktreeRequest(_message.Message):
     REPO_ID_FIELD_NUMBER: _builtins.int
     BRANCH_FIELD_NUMBER: _builtins.int
     SETUP_SCRIPT_FIELD_NUMBER: _builtins.int
+    CREATE_BRANCH_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     repo_id: _builtins.str
     branch: _builtins.str
     setup_script: _builtins.str
+    create_branch: _builtins.bool
+    """BetCode addition. Absent: `branch` is used if it exists, else created (the mirror's
+    clients); true: it must not exist yet (ALREADY_EXISTS); false: it must exist (NOT_FOUND).
+    """
     def __init__(
         self,
         *,
@@ -38,12 +43,15 @@ class CreateWorktreeRequest(_message.Message):
         repo_id: _builtins.str = ...,
         branch: _builtins.str = ...,
         setup_script: _builtins.str = ...,
+        create_branch: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_create_branch", b"_create_branch", "create_branch", b"create_branch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "name", b"name", "repo_id", b"repo_id", "setup_script", b"setup_script"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_create_branch", b"_create_branch", "branch", b"branch", "create_branch", b"create_branch", "name", b"name", "repo_id", b"repo_id", "setup_script", b"setup_script"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__create_branch: _TypeAlias = _typing.Literal["create_branch"]  # noqa: Y015
+    _WhichOneofArgType__create_branch: _TypeAlias = _typing.Literal["_create_branch", b"_create_branch"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__create_branch) -> _WhichOneofReturnType__create_branch | None: ...
 
 Global___CreateWorktreeRequest: _TypeAlias = CreateWorktreeRequest  # noqa: Y015
 
@@ -52,15 +60,21 @@ class RemoveWorktreeRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    FORCE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    force: _builtins.bool
+    """BetCode addition: remove even when work would be lost, after saving it under a rescue
+    ref (without it such a removal fails with FAILED_PRECONDITION listing the work).
+    """
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
+        force: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "id", b"id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -91,15 +105,20 @@ class GetWorktreeRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_AT_RISK_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """The worktree's id (BetCode addition: or its name, when no other repository uses it)."""
+    include_at_risk: _builtins.bool
+    """BetCode addition: fill WorktreeDetail.at_risk (runs git status and log)."""
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
+        include_at_risk: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "include_at_risk", b"include_at_risk"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -110,15 +129,31 @@ class RemoveWorktreeResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REMOVED_FIELD_NUMBER: _builtins.int
+    SESSIONS_CLOSED_FIELD_NUMBER: _builtins.int
+    RESCUE_ID_FIELD_NUMBER: _builtins.int
+    RESCUE_REF_FIELD_NUMBER: _builtins.int
+    SAVED_FIELD_NUMBER: _builtins.int
     removed: _builtins.bool
+    sessions_closed: _builtins.int
+    """BetCode additions: live sessions stopped; for a forced removal that had work at risk,
+    the rescue holding it and what it was.
+    """
+    rescue_id: _builtins.str
+    rescue_ref: _builtins.str
+    @_builtins.property
+    def saved(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         removed: _builtins.bool = ...,
+        sessions_closed: _builtins.int = ...,
+        rescue_id: _builtins.str = ...,
+        rescue_ref: _builtins.str = ...,
+        saved: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["removed", b"removed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["removed", b"removed", "rescue_id", b"rescue_id", "rescue_ref", b"rescue_ref", "saved", b"saved", "sessions_closed", b"sessions_closed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -158,6 +193,12 @@ class WorktreeDetail(_message.Message):
     SESSION_COUNT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     LAST_ACTIVE_FIELD_NUMBER: _builtins.int
+    SETUP_STATUS_FIELD_NUMBER: _builtins.int
+    SETUP_ERROR_FIELD_NUMBER: _builtins.int
+    STALE_FIELD_NUMBER: _builtins.int
+    AT_RISK_FIELD_NUMBER: _builtins.int
+    BRANCH_CREATED_FIELD_NUMBER: _builtins.int
+    BASE_BRANCH_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     name: _builtins.str
     path: _builtins.str
@@ -166,10 +207,23 @@ class WorktreeDetail(_message.Message):
     setup_script: _builtins.str
     exists_on_disk: _builtins.bool
     session_count: _builtins.int
+    setup_status: _builtins.str
+    """BetCode additions. setup_status: "none", "succeeded", "failed" or "timeout"."""
+    setup_error: _builtins.str
+    stale: _builtins.bool
+    """The directory was found missing (deleted outside the daemon)."""
+    branch_created: _builtins.bool
+    """The daemon created `branch` (only such a branch is deleted on removal)."""
+    base_branch: _builtins.str
+    """The repository's branch when the worktree was made: what "merged" is judged against."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def last_active(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def at_risk(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What removing it now would lose; filled only when GetWorktreeRequest.include_at_risk."""
+
     def __init__(
         self,
         *,
@@ -183,11 +237,126 @@ class WorktreeDetail(_message.Message):
         session_count: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         last_active: _timestamp_pb2.Timestamp | None = ...,
+        setup_status: _builtins.str = ...,
+        setup_error: _builtins.str = ...,
+        stale: _builtins.bool = ...,
+        at_risk: _abc.Iterable[_builtins.str] | None = ...,
+        branch_created: _builtins.bool = ...,
+        base_branch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "last_active", b"last_active"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "created_at", b"created_at", "exists_on_disk", b"exists_on_disk", "id", b"id", "last_active", b"last_active", "name", b"name", "path", b"path", "repo_id", b"repo_id", "session_count", b"session_count", "setup_script", b"setup_script"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_risk", b"at_risk", "base_branch", b"base_branch", "branch", b"branch", "branch_created", b"branch_created", "created_at", b"created_at", "exists_on_disk", b"exists_on_disk", "id", b"id", "last_active", b"last_active", "name", b"name", "path", b"path", "repo_id", b"repo_id", "session_count", b"session_count", "setup_error", b"setup_error", "setup_script", b"setup_script", "setup_status", b"setup_status", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WorktreeDetail: _TypeAlias = WorktreeDetail  # noqa: Y015
+
+@_typing.final
+class RescueInfo(_message.Message):
+    """BetCode addition: work a forced removal saved. `ref` keeps it in the repository."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    REPO_PATH_FIELD_NUMBER: _builtins.int
+    WORKTREE_NAME_FIELD_NUMBER: _builtins.int
+    WORKTREE_PATH_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
+    REF_FIELD_NUMBER: _builtins.int
+    HEAD_COMMIT_FIELD_NUMBER: _builtins.int
+    WORK_COMMIT_FIELD_NUMBER: _builtins.int
+    SAVED_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    repo_path: _builtins.str
+    worktree_name: _builtins.str
+    worktree_path: _builtins.str
+    branch: _builtins.str
+    ref: _builtins.str
+    head_commit: _builtins.str
+    work_commit: _builtins.str
+    """A commit holding the uncommitted and untracked files (its parent is head_commit); empty
+    when there were none.
+    """
+    @_builtins.property
+    def saved(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        repo_path: _builtins.str = ...,
+        worktree_name: _builtins.str = ...,
+        worktree_path: _builtins.str = ...,
+        branch: _builtins.str = ...,
+        ref: _builtins.str = ...,
+        head_commit: _builtins.str = ...,
+        work_commit: _builtins.str = ...,
+        saved: _abc.Iterable[_builtins.str] | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "created_at", b"created_at", "head_commit", b"head_commit", "id", b"id", "ref", b"ref", "repo_path", b"repo_path", "saved", b"saved", "work_commit", b"work_commit", "worktree_name", b"worktree_name", "worktree_path", b"worktree_path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RescueInfo: _TypeAlias = RescueInfo  # noqa: Y015
+
+@_typing.final
+class ListRescuesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRescuesRequest: _TypeAlias = ListRescuesRequest  # noqa: Y015
+
+@_typing.final
+class ListRescuesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESCUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def rescues(self) -> _containers.RepeatedCompositeFieldContainer[Global___RescueInfo]: ...
+    def __init__(
+        self,
+        *,
+        rescues: _abc.Iterable[Global___RescueInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["rescues", b"rescues"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRescuesResponse: _TypeAlias = ListRescuesResponse  # noqa: Y015
+
+@_typing.final
+class RestoreRescueRequest(_message.Message):
+    """Restores into a new worktree on a new branch: the commits, then the files as uncommitted."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreRescueRequest: _TypeAlias = RestoreRescueRequest  # noqa: Y015

@@ -54,6 +54,16 @@ class WorktreeServiceStub:
                 request_serializer=betcode_dot_v1_dot_worktree__pb2.GetWorktreeRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.FromString,
                 _registered_method=True)
+        self.ListRescues = channel.unary_unary(
+                '/betcode.v1.WorktreeService/ListRescues',
+                request_serializer=betcode_dot_v1_dot_worktree__pb2.ListRescuesRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_worktree__pb2.ListRescuesResponse.FromString,
+                _registered_method=True)
+        self.RestoreRescue = channel.unary_unary(
+                '/betcode.v1.WorktreeService/RestoreRescue',
+                request_serializer=betcode_dot_v1_dot_worktree__pb2.RestoreRescueRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.FromString,
+                _registered_method=True)
 
 
 class WorktreeServiceServicer:
@@ -83,6 +93,19 @@ class WorktreeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRescues(self, request, context):
+        """BetCode addition: what forced removals saved under rescue refs, and getting it back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreRescue(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorktreeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -104,6 +127,16 @@ def add_WorktreeServiceServicer_to_server(servicer, server):
             'GetWorktree': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWorktree,
                     request_deserializer=betcode_dot_v1_dot_worktree__pb2.GetWorktreeRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.SerializeToString,
+            ),
+            'ListRescues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRescues,
+                    request_deserializer=betcode_dot_v1_dot_worktree__pb2.ListRescuesRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_worktree__pb2.ListRescuesResponse.SerializeToString,
+            ),
+            'RestoreRescue': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreRescue,
+                    request_deserializer=betcode_dot_v1_dot_worktree__pb2.RestoreRescueRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.SerializeToString,
             ),
     }
@@ -214,6 +247,60 @@ class WorktreeService:
             target,
             '/betcode.v1.WorktreeService/GetWorktree',
             betcode_dot_v1_dot_worktree__pb2.GetWorktreeRequest.SerializeToString,
+            betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRescues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.WorktreeService/ListRescues',
+            betcode_dot_v1_dot_worktree__pb2.ListRescuesRequest.SerializeToString,
+            betcode_dot_v1_dot_worktree__pb2.ListRescuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreRescue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.WorktreeService/RestoreRescue',
+            betcode_dot_v1_dot_worktree__pb2.RestoreRescueRequest.SerializeToString,
             betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.FromString,
             options,
             channel_credentials,

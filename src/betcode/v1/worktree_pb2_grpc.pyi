@@ -35,6 +35,9 @@ class WorktreeServiceStub:
     RemoveWorktree: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.RemoveWorktreeRequest, _worktree_pb2.RemoveWorktreeResponse]
     ListWorktrees: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.ListWorktreesRequest, _worktree_pb2.ListWorktreesResponse]
     GetWorktree: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.GetWorktreeRequest, _worktree_pb2.WorktreeDetail]
+    ListRescues: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.ListRescuesRequest, _worktree_pb2.ListRescuesResponse]
+    """BetCode addition: what forced removals saved under rescue refs, and getting it back."""
+    RestoreRescue: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.RestoreRescueRequest, _worktree_pb2.WorktreeDetail]
 
 @_typing.type_check_only
 class WorktreeServiceAsyncStub(WorktreeServiceStub):
@@ -43,6 +46,9 @@ class WorktreeServiceAsyncStub(WorktreeServiceStub):
     RemoveWorktree: _aio.UnaryUnaryMultiCallable[_worktree_pb2.RemoveWorktreeRequest, _worktree_pb2.RemoveWorktreeResponse]  # type: ignore[assignment]
     ListWorktrees: _aio.UnaryUnaryMultiCallable[_worktree_pb2.ListWorktreesRequest, _worktree_pb2.ListWorktreesResponse]  # type: ignore[assignment]
     GetWorktree: _aio.UnaryUnaryMultiCallable[_worktree_pb2.GetWorktreeRequest, _worktree_pb2.WorktreeDetail]  # type: ignore[assignment]
+    ListRescues: _aio.UnaryUnaryMultiCallable[_worktree_pb2.ListRescuesRequest, _worktree_pb2.ListRescuesResponse]  # type: ignore[assignment]
+    """BetCode addition: what forced removals saved under rescue refs, and getting it back."""
+    RestoreRescue: _aio.UnaryUnaryMultiCallable[_worktree_pb2.RestoreRescueRequest, _worktree_pb2.WorktreeDetail]  # type: ignore[assignment]
 
 class WorktreeServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -70,6 +76,21 @@ class WorktreeServiceServicer(metaclass=_abc_1.ABCMeta):
     def GetWorktree(
         self,
         request: _worktree_pb2.GetWorktreeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_worktree_pb2.WorktreeDetail, _abc.Awaitable[_worktree_pb2.WorktreeDetail]]: ...
+
+    @_abc_1.abstractmethod
+    def ListRescues(
+        self,
+        request: _worktree_pb2.ListRescuesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_worktree_pb2.ListRescuesResponse, _abc.Awaitable[_worktree_pb2.ListRescuesResponse]]:
+        """BetCode addition: what forced removals saved under rescue refs, and getting it back."""
+
+    @_abc_1.abstractmethod
+    def RestoreRescue(
+        self,
+        request: _worktree_pb2.RestoreRescueRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_worktree_pb2.WorktreeDetail, _abc.Awaitable[_worktree_pb2.WorktreeDetail]]: ...
 

@@ -74,7 +74,10 @@ def test_existing_file_with_a_wide_mode_is_made_private(tmp_path: Path) -> None:
 def test_reopening_applies_nothing_again_and_keeps_data(tmp_path: Path) -> None:
     path = tmp_path / "daemon.db"
     conn = open_database(path).connect()
-    conn.execute("INSERT INTO worktrees VALUES ('w', 'n', '/p', 'b', '/r', NULL, 1, 1, 0)")
+    conn.execute(
+        "INSERT INTO worktrees (id, name, path, branch, repo_path, created_at, last_active) "
+        "VALUES ('w', 'n', '/p', 'b', '/r', 1, 1)"
+    )
     conn.close()
 
     reopened = open_database(path)

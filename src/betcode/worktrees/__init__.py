@@ -1,0 +1,24 @@
+"""Git repositories and worktrees managed by the daemon (issue 13, DIGEST §7).
+
+`WorktreeManager` creates and removes worktrees (removal never loses work), `RepoRegistry`
+keeps the repositories they come from. Both run git as child processes off the event loop.
+"""
+
+from betcode.worktrees.errors import Refusal, WorkAtRisk, WorktreeError
+from betcode.worktrees.manager import Removal, SessionActivity, WorktreeManager, WorktreeView
+from betcode.worktrees.repos import RepoChanges, RepoRegistry
+from betcode.worktrees.settings import WorktreeSettings, load_worktree_settings
+
+__all__ = [
+    "Refusal",
+    "Removal",
+    "RepoChanges",
+    "RepoRegistry",
+    "SessionActivity",
+    "WorkAtRisk",
+    "WorktreeError",
+    "WorktreeManager",
+    "WorktreeSettings",
+    "WorktreeView",
+    "load_worktree_settings",
+]
