@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from harness.conditions import until
 from harness.git_repos import GitWorld, open_world, sh
 
 from betcode.worktrees import RepoChanges, WorktreeSettings
@@ -76,7 +77,8 @@ async def test_a_setup_over_its_time_limit_is_killed(tmp_path: Path) -> None:
         assert "worktree.setup_timeout_secs (2 s)" in view.record.setup_error
         path = Path(view.record.path)
         assert not (path / "never").exists()
-        assert "sleep 73.25" not in _processes()
+        # SIGKILL went to the whole process group: the background sleep goes too.
+        await until(lambda: "sleep 73.25" not in _processes())
     finally:
         await world.writer.close()
         world.reader.close()
