@@ -25,7 +25,7 @@ WHAT = {
     "dropped to catching up from SQLite",
     "client_silence_seconds": "a Converse client that has sent heartbeats and then nothing "
     "for this long is dropped (CLIENT_SILENT) and its input lock passed on",
-    "log_level": "daemon log level (`trace` logs as `debug`)",
+    "log_level": "daemon log level (`trace` adds every raw NDJSON line of claude)",
     "crash_policy.initial_backoff_ms": "delay before the first restart of a crashed claude",
     "crash_policy.max_backoff_ms": "longest restart delay (not below the initial one)",
     "crash_policy.multiplier": "restart delay growth per crash",
@@ -35,6 +35,10 @@ WHAT = {
     "for this long kills claude (then restart with `--resume`)",
     "subprocess.idle_reap_seconds": "stop a claude process idle this long (`0`: never); the "
     "next message starts it again with `--resume`",
+    "observability.metrics_listen": "serve Prometheus metrics at `http://HOST:PORT/metrics` "
+    "(loopback only; `daemon start --metrics`); empty: off",
+    "observability.otlp_endpoint": "send OpenTelemetry traces to this OTLP endpoint (else "
+    "`OTEL_EXPORTER_OTLP_ENDPOINT`); empty and no variable: no traces",
     "subprocess.kill_grace_seconds": "SIGTERM to SIGKILL grace when stopping claude",
     "subprocess.env_allowlist_extra": "more environment variables passed to claude (names, or "
     "`PREFIX_*`)",

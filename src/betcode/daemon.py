@@ -39,6 +39,8 @@ from betcode.daemon_config import (
     with_settings,
 )
 from betcode.event_loop import running_event_loop
+from betcode.observability.metrics import LiveState
+from betcode.observability.telemetry import Telemetry
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
 from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
@@ -60,6 +62,7 @@ from betcode.server.version_service import ServerCapabilities, VersionService
 from betcode.server.worktree_service import GitRepoService, WorktreeService
 from betcode.sessions.context import SessionContext
 from betcode.sessions.manager import SessionManager
+from betcode.sessions.session import Session
 from betcode.storage.audit import AuditRecorder, require_audit_log
 from betcode.storage.data_dir_lock import DataDirClaim, DataDirInUse, claim_data_dir
 from betcode.storage.database import Database, open_database
@@ -128,6 +131,7 @@ class Daemon:
         self._reload_problem: str | None = None
         self._data_dir_claim: DataDirClaim | None = None
         self._socket_claim: SocketClaim | None = None
+        self.telemetry = Telemetry(config.settings.observability)
 
     # ---- startup ----
 
@@ -247,6 +251,7 @@ class Daemon:
             ],
         )
         try:
+            self.telemetry.start(self._live_state())
             await self.server.serve(socket_claim, tcp_address)
         except BindError as exc:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
@@ -329,6 +334,19 @@ class Daemon:
         )
         log.info("claude %s (%s) at %s", version_text, probe.level.name, binary.path)
         return binary
+
+    def _live_state(self) -> LiveState:
+        """What the metrics read from the running daemon when scraped."""
+
+        def live() -> list[Session]:
+            return self.sessions.live if self.sessions is not None else []
+
+        return LiveState(
+            sessions_active=lambda: self.sessions.in_use() if self.sessions is not None else 0,
+            clients_connected=lambda: sum(len(session.hub) for session in live()),
+            lagging_clients=lambda: sum(session.hub.lagging() for session in live()),
+            writer_queue_depth=lambda: self._writer.queue_depth() if self._writer else 0,
+        )
 
     def _storage_report(self) -> ComponentReport:
         if self._writer is None:
@@ -431,6 +449,7 @@ class Daemon:
             await self._writer.close()
         if self._reader is not None:
             self._reader.close()
+        self.telemetry.stop()
         # Last: a newcomer may open the database only once we are done with it.
         for claim in (self._socket_claim, self._data_dir_claim):
             if claim is not None:

@@ -21,6 +21,7 @@ from betcode.config.settings import (
     load_daemon_settings,
     settings_items,
 )
+from betcode.observability.logs import TRACE
 from betcode.sessions.context import SessionSettings
 
 EXIT_CONFIG_INVALID = 65  # sysexits EX_DATAERR: a settings value is not allowed (78 is claude's)
@@ -29,7 +30,7 @@ PYTHON_LOG_LEVELS = {
     "warn": logging.WARNING,
     "info": logging.INFO,
     "debug": logging.DEBUG,
-    "trace": logging.DEBUG,
+    "trace": TRACE,  # every raw NDJSON line of claude, below DEBUG
 }
 # When a reloaded setting takes effect; the longest matching key prefix wins.
 TAKES_EFFECT = {

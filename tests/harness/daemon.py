@@ -57,6 +57,8 @@ class DaemonProcess:
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
     orphans: list[psutil.Process] = field(default_factory=list)
+    # More `daemon start` flags, e.g. ("--metrics", "127.0.0.1:0").
+    args: tuple[str, ...] = ()
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -72,7 +74,15 @@ class DaemonProcess:
         in the lock file) and accepts connections."""
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "betcode.cli.main", "daemon", "start", "--foreground"],
+                [
+                    sys.executable,
+                    "-m",
+                    "betcode.cli.main",
+                    "daemon",
+                    "start",
+                    "--foreground",
+                    *self.args,
+                ],
                 env=self.env,
                 stdout=log,
                 stderr=log,

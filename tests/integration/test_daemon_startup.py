@@ -228,7 +228,7 @@ def test_a_detached_start_passes_its_settings_to_the_daemon(tmp_path: Path) -> N
         stopped = betcode(env, "daemon", "stop")
     assert stopped.returncode == 0, stopped.stderr
     log = (tmp_path / "data" / "daemon.log").read_text()
-    assert " DEBUG " in log  # the daemon process got --set log_level=debug
+    assert '"level": "DEBUG"' in log  # the daemon process got --set log_level=debug
     assert "First run" not in log
 
 

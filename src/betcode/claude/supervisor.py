@@ -30,6 +30,7 @@ from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.command import CommandOptions, build_argv_from
 from betcode.claude.locate import ClaudeBinary
 from betcode.claude.process import ClaudeProcess, ClaudeStdinClosed, describe_returncode
+from betcode.observability.hooks import observer
 from betcode.protocol.framing import Line
 
 logger = logging.getLogger(__name__)
@@ -179,9 +180,15 @@ class ClaudeSupervisor:
         resume_id = self._hooks.resume_session_id()
         argv = build_argv_from(self.binary, self.command_options, resume_id)
         process = ClaudeProcess(self._hooks.on_lines, max_line_bytes=self.policy.max_line_bytes)
-        await process.start(
-            argv, self.cwd, {**self._env_builder(), **self.extra_env}, worktree=self.worktree
-        )
+        started = time.monotonic()
+        try:
+            await process.start(
+                argv, self.cwd, {**self._env_builder(), **self.extra_env}, worktree=self.worktree
+            )
+        except BaseException:
+            observer().claude_spawned("error", time.monotonic() - started)
+            raise
+        observer().claude_spawned("ok", time.monotonic() - started)
         logger.info(
             "claude pid %d started in %s%s",
             process.pid,
@@ -231,10 +238,12 @@ class ClaudeSupervisor:
                 SupervisorState.IDLE, f"claude stopped ({describe_returncode(returncode)})"
             )
         elif kill_reason is not None:
+            observer().claude_crashed(returncode)
             self._crashed(kill_reason, tail)
         elif returncode == 0:
             self._set_state(SupervisorState.IDLE, "claude exited normally")
         else:
+            observer().claude_crashed(returncode)
             self._crashed(f"claude {describe_returncode(returncode)}", tail)
 
     def _crashed(self, reason: str, stderr_tail: list[str] | None = None) -> None:

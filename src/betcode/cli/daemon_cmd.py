@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from betcode.daemon_config import (
     DaemonConfig,
     load_daemon_config,
 )
+from betcode.observability.logs import LOG_FORMATS, configure_logging
 from betcode.permissions.rules import InvalidRule, RuleList, RuleSource, parse_rule
 
 START_TIMEOUT_SECONDS = 30.0
@@ -73,6 +73,17 @@ def _path_options(function: click.decorators.FC) -> click.decorators.FC:
 @click.option("--http-tls-cert", type=click.Path(), help="TLS certificate (PEM) for --http.")
 @click.option("--http-tls-key", type=click.Path(), help="TLS private key (PEM) for --http.")
 @click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (loopback only; "
+    "sets daemon.observability.metrics_listen).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    help="Log records as JSON lines or text (default: text on a terminal, else JSON).",
+)
+@click.option(
     "--set",
     "settings",
     multiple=True,
@@ -97,6 +108,8 @@ def start(
     http: str | None,
     http_tls_cert: str | None,
     http_tls_key: str | None,
+    metrics: str | None,
+    log_format: str | None,
     settings: tuple[str, ...],
     no_import: bool,
     allow: tuple[str, ...],
@@ -106,19 +119,23 @@ def start(
     """Start the daemon (detached unless --foreground)."""
     settings += _http_settings(http, http_tls_cert, http_tls_key)
     paths = resolve_paths(socket_path, data_dir)
+    if metrics:
+        settings = (*settings, f"observability.metrics_listen={json.dumps(metrics)}")
     rules = _checked_rules(PermissionLists(allow, deny, ask))
     config = _load_config(paths, listen, claude_bin, settings, rules)
     loop_name = _event_loop_name()
     if not no_import:
         offer_first_run_import()
     if foreground:
-        _configure_logging(PYTHON_LOG_LEVELS[config.settings.log_level])
+        configure_logging(
+            PYTHON_LOG_LEVELS[config.settings.log_level], log_format, environ=os.environ
+        )
         sys.exit(event_loop.run(run_daemon(config), loop_name))
     running = find_daemon(paths.socket)
     if running is not None and running.answering:
         click.echo(f"daemon already running (pid {running.pid}, socket {paths.socket})")
         return
-    _spawn_detached(paths, listen, claude_bin, settings, rules)
+    _spawn_detached(paths, listen, claude_bin, settings, rules, log_format)
 
 
 def _http_settings(
@@ -184,6 +201,7 @@ def foreground_argv(
     claude_bin: str | None,
     settings: tuple[str, ...],
     rules: PermissionLists,
+    log_format: str | None = None,
 ) -> list[str]:
     """The command line of the daemon process itself, as a detached start or a service runs
     it: in the foreground, with the paths resolved now and the same flags."""
@@ -193,6 +211,8 @@ def foreground_argv(
         argv += ["--listen", listen]
     if claude_bin:
         argv += ["--claude-bin", claude_bin]
+    if log_format:
+        argv += ["--log-format", log_format]
     for text in settings:
         argv += ["--set", text]
     for list_name in RuleList:
@@ -207,9 +227,10 @@ def _spawn_detached(
     claude_bin: str | None,
     settings: tuple[str, ...],
     rules: PermissionLists,
+    log_format: str | None,
 ) -> None:
     paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    argv = foreground_argv(paths, listen, claude_bin, settings, rules)
+    argv = foreground_argv(paths, listen, claude_bin, settings, rules, log_format)
     with open(paths.log_file, "ab") as log_file:
         log_offset = log_file.tell()
         process = subprocess.Popen(
@@ -363,7 +384,3 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _configure_logging(level: int) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -164,6 +164,23 @@ class SubagentSettings:
 
 
 @dataclass(frozen=True)
+class ObservabilitySettings:
+    """Both off (empty) by default: nothing is served or sent unless asked (DIGEST OBS-04)."""
+
+    metrics_listen: str = setting("", "text")  # loopback HOST:PORT for /metrics
+    otlp_endpoint: str = setting("", "text")  # else OTEL_EXPORTER_OTLP_ENDPOINT
+
+    def __post_init__(self) -> None:
+        if self.metrics_listen:
+            host, _port = split_host_port(self.metrics_listen)
+            if not is_loopback_host(host):
+                raise ValueError(
+                    f"metrics_listen {self.metrics_listen!r} is not a loopback address; the "
+                    "metrics endpoint has no authentication"
+                )
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
@@ -177,6 +194,7 @@ class DaemonSettings:
     input_lock: InputLockSettings = field(default_factory=InputLockSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
     subagent: SubagentSettings = field(default_factory=SubagentSettings)
+    observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,8 @@ class Answers:
             return _duplicate(current or row)
         self._live.pop(session.id, request_id)
         allowed = reply.outcome in ("allowed", "answered")
-        self._metrics.count(DecisionKind.USER_ALLOW if allowed else DecisionKind.USER_DENY)
+        kind = DecisionKind.USER_ALLOW if allowed else DecisionKind.USER_DENY
+        self._metrics.count(kind, row.tool_name, max(now - row.received_at, 0.0))
         await self._deliver(session, row, reply, answer, waiting)
         return AnswerOutcome(accepted=True, duplicate=False, outcome=reply.outcome)
 

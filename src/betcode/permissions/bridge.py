@@ -144,7 +144,7 @@ class PermissionBridge:
         kind: DecisionKind,
         reason: str,
     ) -> None:
-        self.metrics.count(kind)
+        self.metrics.count(kind, tool.tool_name)
         log.info("session %s: %s %s by %s", session.id, request.request_id, kind.value, reason)
         allowed = kind is DecisionKind.AUTO_ALLOW
         self._audit.record(auto_audit(session.id, request.request_id, tool, allowed, reason))

@@ -1,9 +1,12 @@
-"""Counters of permission decisions by kind, for the health report and the logs."""
+"""Counters of permission decisions by kind, for the health report; each decision is also
+reported to observability (metrics by kind, tool and wait time)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import StrEnum
+
+from betcode.observability.hooks import observer
 
 
 class DecisionKind(StrEnum):
@@ -24,8 +27,10 @@ class DecisionCounters:
     user_deny: int = 0
     timeout: int = 0
 
-    def count(self, kind: DecisionKind) -> None:
+    def count(self, kind: DecisionKind, tool_name: str, waited_s: float = 0.0) -> None:
+        """One decision of `kind` on a `tool_name` request claude made `waited_s` ago."""
         setattr(self, kind.value, getattr(self, kind.value) + 1)
+        observer().permission_decided(kind.value, tool_name, waited_s)
 
     def snapshot(self) -> dict[str, int]:
         return asdict(self)

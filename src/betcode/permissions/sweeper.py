@@ -143,7 +143,7 @@ class PermissionSweeper:
         if not await self._writer.call(record):
             return 0  # answered meanwhile: the answer won
         self._live.pop(row.session_id, row.request_id)
-        self._metrics.count(DecisionKind.TIMEOUT)
+        self._metrics.count(DecisionKind.TIMEOUT, row.tool_name, max(now - row.received_at, 0.0))
         log.info("permission request %s (%s): %s", row.request_id, row.tool_name, reply.message)
         if session is None:
             return 1

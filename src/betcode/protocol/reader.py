@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from betcode.observability.hooks import observer
 from betcode.protocol.adapters import NEWEST_ADAPTER, ProtocolAdapter
 from betcode.protocol.builders import BUILDERS, build_message
 from betcode.protocol.dialects import to_stream_json
@@ -73,6 +74,7 @@ class ProtocolReader:
         """`decode` for a framed line; also counts truncated lines."""
         if line.truncated:
             self.stats.truncated += 1
+            observer().parse_error("truncated")
         return self.decode(line.data)
 
     def decode(self, data: bytes) -> Message | None:
@@ -103,9 +105,11 @@ class ProtocolReader:
         except Exception:  # a builder bug must not stop the stream; the line is kept whole
             logger.exception("reading a %r line failed; it is kept as Unknown", raw.get("type"))
             self.stats.parse_errors_tolerated += 1
+            observer().parse_error("tolerated")
             return Unknown(str(raw.get("type", "")), raw)
         if problems:
             self.stats.parse_errors_tolerated += 1
+            observer().parse_error("tolerated")
             self._log_problem(message, problems)
         if isinstance(message, Unknown) and message.type not in BUILDERS:
             self._record_unknown(message.type)
@@ -152,8 +156,14 @@ class ProtocolReader:
         self.degraded, self.degraded_reason = True, reason
 
     def _log_skipped(self, kind: str, what: str, data: bytes) -> None:
+        observer().parse_error(kind)
         if self._take_log_slot(kind):
-            logger.warning("skipped a line: %s: %r", what, data[:_PREVIEW_BYTES])
+            preview = data[:_PREVIEW_BYTES].decode("utf-8", "replace")
+            logger.warning(
+                "skipped a line: %s",
+                what,
+                extra={"error_type": kind, "raw_line_preview": preview},
+            )
 
     def _log_problem(self, message: Message, problems: list[str]) -> None:
         if self._take_log_slot("tolerated"):

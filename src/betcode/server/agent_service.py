@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from betcode.observability.logs import bind_log_fields
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.server import convert
@@ -102,6 +103,7 @@ class AgentService:
         start = first.start
         client_type = check_client_type(start.client_type)
         session, created = await self._open(start, client_id)
+        bind_log_fields(session_id=session.id)  # this stream's records, and its tasks'
         after: int | None = None
         if start.HasField("from_sequence"):
             after = start.from_sequence
@@ -357,6 +359,7 @@ class AgentService:
         """The session a request names, checked and loaded. Every request in a session is
         client activity: it pushes back the expiry of the session's pending permissions."""
         session = await self._sessions.get(check_id(session_id, "session_id"))
+        bind_log_fields(session_id=session.id)
         self._clients.seen(client_id)
         await note_activity(self._bridge, session)
         return session

@@ -102,3 +102,7 @@ class FanoutHub:
 
     def __len__(self) -> int:
         return len(self._subscribers)
+
+    def lagging(self) -> int:
+        """Subscribers catching up from SQLite after their queue overflowed."""
+        return sum(1 for subscriber in list(self._subscribers) if subscriber.lagging)

@@ -180,7 +180,7 @@ class SessionManager:
         """Sessions with a claude process or an attached client (what max_sessions bounds)."""
         return sum(
             1
-            for session in self._sessions.values()
+            for session in self.live  # a copy: the metrics endpoint reads this from its thread
             if len(session.hub) or session.supervisor.state not in _WITHOUT_PROCESS
         )
 

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from betcode.claude.command import CommandOptions
 from betcode.claude.process import require_workdir
 from betcode.claude.supervisor import ClaudeSupervisor, SupervisorState
+from betcode.observability.hooks import TurnReport, observer
+from betcode.observability.logs import TRACE, bind_log_fields
 from betcode.protocol import writer as stdin
 from betcode.protocol.framing import Line
 from betcode.protocol.messages import (
@@ -97,6 +99,7 @@ class Session:
         )
         self.claude_session_id = record.claude_session_id
         self._turns = Turns()
+        self._turn_started_at = time.monotonic()
         self.closed = False
         self._lines: asyncio.Queue[_Item] = asyncio.Queue()
         # Called at the end of every turn, in order (subagents wait on their session this way).
@@ -140,6 +143,7 @@ class Session:
         return self._reader.stats
 
     async def _consume(self) -> None:
+        bind_log_fields(session_id=self.id)
         while True:
             item = await self._lines.get()
             if item is None:
@@ -159,8 +163,11 @@ class Session:
         control message is handed to the permission bridge (which persists and emits on its
         own) and whenever the batch reaches its cap, which bounds how long a line waits.
         """
+        observer().lines_processed(len(lines))
         batch = LogBatch()
         for line in lines:
+            if log.isEnabledFor(TRACE):
+                log.log(TRACE, "claude stdout: %s", line.data.decode("utf-8", "replace"))
             try:
                 control = self._ingest_line(batch, line)
             except Exception:
@@ -229,6 +236,17 @@ class Session:
         self._turns.finish()
         usage = self.translator.last_usage
         if usage is not None:
+            observer().turn_finished(
+                TurnReport(
+                    session_id=self.id,
+                    duration_s=time.monotonic() - self._turn_started_at,
+                    input_tokens=usage.input_tokens,
+                    output_tokens=usage.output_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cost_usd=usage.cost_usd,
+                    is_error=usage.is_error,
+                )
+            )
             self.background_write(
                 lambda c: session_rows.add_usage(
                     c,
@@ -273,6 +291,7 @@ class Session:
             row,
         )
         turn = self._turns.start()
+        self._turn_started_at = time.monotonic()
         self._set_status("active")
         preview = text.strip().splitlines()[0] if text.strip() else ""
         self.background_write(lambda c: session_rows.set_preview(c, self.id, preview, time.time()))

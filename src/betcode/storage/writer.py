@@ -18,10 +18,12 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from betcode.observability.hooks import observer
 from betcode.storage.checkpointer import WalCheckpointer
 from betcode.storage.database import Database, transaction
 from betcode.storage.errors import StoreClosed
@@ -85,6 +87,10 @@ class WriterHealth:
     batches_committed: int
     rows_committed: int
     checkpoints: int
+    # time.monotonic() of the last successful commit (None before the first one), and how
+    # many items wait for the thread now: together they tell a stuck writer from an idle one.
+    last_commit_at: float | None = None
+    queue_depth: int = 0
 
 
 @dataclass(slots=True)
@@ -137,6 +143,7 @@ class StoreWriter:
         self._rows_lost = 0
         self._batches_committed = 0
         self._rows_committed = 0
+        self._last_commit_at: float | None = None
         self._thread = threading.Thread(target=self._run, name="betcode-store-writer", daemon=True)
         self._thread.start()
 
@@ -188,7 +195,13 @@ class StoreWriter:
             batches_committed=self._batches_committed,
             rows_committed=self._rows_committed,
             checkpoints=self._checkpointer.completed,
+            last_commit_at=self._last_commit_at,
+            queue_depth=self.queue_depth(),
         )
+
+    def queue_depth(self) -> int:
+        """Appends and calls waiting for the writer thread (approximate, from any thread)."""
+        return self._queue.qsize()
 
     # ---- the writer thread ----
 
@@ -236,9 +249,11 @@ class StoreWriter:
         self._bytes_since_checkpoint = 0
 
     def _commit_batch(self, batch: list[_Append]) -> None:
+        started = time.monotonic()
         try:
             self._insert([row for append in batch for row in append.rows])
             outcomes = [(append.on_committed, True) for append in batch]
+            self._committed("append", started)
         except Exception as exc:
             # Retry each append on its own so one bad group does not take the others with it.
             outcomes = (
@@ -273,7 +288,12 @@ class StoreWriter:
         self._commits_since_checkpoint += 1
         self._bytes_since_checkpoint += sum([len(row.payload) for row in rows])
 
+    def _committed(self, operation: str, started: float) -> None:
+        self._last_commit_at = now = time.monotonic()
+        observer().sqlite_operation(operation, now - started)
+
     def _failed(self, exc: BaseException, rows: int) -> bool:
+        observer().sqlite_error(type(exc).__name__)
         self._degraded = True
         self._last_error = f"{type(exc).__name__}: {exc}"
         self._failed_writes += 1
@@ -283,13 +303,16 @@ class StoreWriter:
             "are missing from the stored history",
             rows,
             self._last_error,
+            extra={"error_type": type(exc).__name__},
         )
         return False
 
     def _run_call(self, item: _Call[Any]) -> None:
+        started = time.monotonic()
         try:
             with transaction(self._conn):
                 result = item.fn(self._conn)
+            self._committed("call", started)
         except Exception as exc:
             if isinstance(exc, sqlite3.Error):
                 self._failed(exc, 0)

@@ -203,7 +203,7 @@ def test_settings_items_lists_every_leaf() -> None:
     assert items["daemon.crash_policy.max_crashes"] == 5
     assert items["daemon.permission.ttl_seconds"] == 604800
     assert items["daemon.subagent.max_concurrent"] == 5
-    assert len(items) == 30
+    assert len(items) == 32
 
 
 @pytest.mark.parametrize(

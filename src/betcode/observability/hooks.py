@@ -1,0 +1,70 @@
+"""What the domain reports to observability, and the one place the daemon plugs it in.
+
+The base `Observer` ignores every report, so code that reports never checks whether metrics or
+tracing are on. Reports are facts, not library calls: a turn finished, a line was unparseable.
+Any thread may report (the storage writer reports from its own); implementations must be
+thread-safe for the `sqlite_*` reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TurnReport:
+    """One turn as it ended (claude's `result`)."""
+
+    session_id: str
+    duration_s: float
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cost_usd: float
+    is_error: bool
+
+
+class Observer:
+    """Every report the domain makes. These do nothing: observability off."""
+
+    def claude_spawned(self, outcome: str, duration_s: float) -> None:
+        """A claude process was started (`outcome` "ok") or failed to start ("error")."""
+
+    def claude_crashed(self, exit_code: int) -> None:
+        """A claude process ended in a crash (a non-zero exit it was not asked for, or a kill
+        by the watchdog); `exit_code` negative for a signal."""
+
+    def lines_processed(self, count: int) -> None:
+        """`count` stdout lines of claude were recorded."""
+
+    def parse_error(self, error_type: str) -> None:
+        """One stdout line could not be read as it should (invalid_json, invalid_utf8,
+        not_object, truncated, tolerated)."""
+
+    def permission_decided(self, decision: str, tool_name: str, waited_s: float) -> None:
+        """A permission request was decided (`decision` one of the DecisionKind values) after
+        waiting `waited_s` since claude asked (0 for a rule's decision)."""
+
+    def turn_finished(self, turn: TurnReport) -> None:
+        """A turn ended with claude's `result`."""
+
+    def sqlite_operation(self, operation: str, duration_s: float) -> None:
+        """The store writer finished a transaction (`operation` "append" or "call")."""
+
+    def sqlite_error(self, error_type: str) -> None:
+        """A store write failed (`error_type` the exception class name)."""
+
+
+_observer = Observer()
+
+
+def observer() -> Observer:
+    """The observer in use (the do-nothing one unless the daemon installed another)."""
+    return _observer
+
+
+def install(new: Observer) -> Observer:
+    """Use `new` from now on; returns the previous observer (to put back at shutdown)."""
+    global _observer
+    previous, _observer = _observer, new
+    return previous

@@ -1,0 +1,181 @@
+"""The Prometheus metrics (DIGEST OBS-06) fed by the domain's reports, and their endpoint.
+
+Counters and histograms follow the `Observer` reports; gauges are read when scraped from the
+daemon's live state (`LiveState`). Labels stay bounded: no session ids, tool names capped at
+`MAX_TOOL_LABELS` distinct values (the rest count as "other"), exit codes as numbers.
+The endpoint (`serve_metrics`) is prometheus_client's own HTTP server on a thread, bound to
+a loopback address only; it is off unless `--metrics` / `daemon.observability.metrics_listen`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_wsgi_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from betcode.observability.hooks import Observer, TurnReport
+
+MAX_TOOL_LABELS = 50
+# Turns take seconds to minutes; a permission may wait days.
+TURN_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, float("inf"))
+WAIT_BUCKETS = (0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400, 7 * 86400, float("inf"))
+SPAWN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, float("inf"))
+SQLITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, float("inf"))
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """Readings of the daemon's state, taken at scrape time (from the endpoint's thread: each
+    must only read, and copy before iterating)."""
+
+    sessions_active: Callable[[], int]
+    clients_connected: Callable[[], int]
+    lagging_clients: Callable[[], int]
+    writer_queue_depth: Callable[[], int]
+
+
+class _LiveCollector(Collector):
+    def __init__(self, state: LiveState) -> None:
+        self._state = state
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        readings = (
+            ("betcode_sessions_active", "Sessions with a claude process or a client attached",
+             self._state.sessions_active),
+            ("betcode_grpc_clients_connected", "Client streams attached to sessions",
+             self._state.clients_connected),
+            ("betcode_clients_lagging", "Client streams catching up from SQLite after a lag",
+             self._state.lagging_clients),
+            ("betcode_writer_queue_depth", "Items waiting for the store writer thread",
+             self._state.writer_queue_depth),
+        )  # fmt: skip
+        for name, text, read in readings:
+            yield GaugeMetricFamily(name, text, value=read())
+
+
+class PrometheusObserver(Observer):
+    """The Observer that counts into one registry (one per daemon, so daemons in one process,
+    as in tests, never share counts)."""
+
+    def __init__(self, state: LiveState, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self._tools: set[str] = set()
+        self._tools_lock = threading.Lock()
+        r.register(_LiveCollector(state))
+        self.spawns = Counter("betcode_subprocess_spawns", "claude processes started", registry=r)
+        self.crashes = Counter(
+            "betcode_subprocess_crashes", "claude exits counted as crashes", ["exit_code"],
+            registry=r,
+        )  # fmt: skip
+        self.spawn_duration = Histogram(
+            "betcode_subprocess_spawn_duration_seconds", "Time to start a claude process",
+            ["outcome"], buckets=SPAWN_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.lines = Counter(
+            "betcode_messages_processed", "NDJSON lines of claude recorded", registry=r
+        )
+        self.parse_errors = Counter(
+            "betcode_ndjson_parse_errors", "Lines not read as they should be", ["error_type"],
+            registry=r,
+        )  # fmt: skip
+        self.decisions = Counter(
+            "betcode_permission_decisions", "Permission decisions", ["decision"], registry=r
+        )
+        self.permission_wait = Histogram(
+            "betcode_permission_request_duration_seconds",
+            "From claude's permission request to its decision", ["tool_name", "decision"],
+            buckets=WAIT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.permission_timeouts = Counter(
+            "betcode_permission_timeout", "Permission requests nobody answered in time",
+            ["tool_name"], registry=r,
+        )  # fmt: skip
+        self.turn_duration = Histogram(
+            "betcode_turn_duration_seconds", "From a user message to claude's result",
+            buckets=TURN_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.tokens = Counter("betcode_tokens", "Tokens by direction", ["direction"], registry=r)
+        self.cost = Counter("betcode_cost_usd", "Cost of the turns in US dollars", registry=r)
+        self.sqlite_duration = Histogram(
+            "betcode_sqlite_operation_duration_seconds", "Store writer transactions",
+            ["operation"], buckets=SQLITE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.sqlite_errors = Counter(
+            "betcode_sqlite_errors", "Failed store writes", ["error_type"], registry=r
+        )
+
+    def claude_spawned(self, outcome: str, duration_s: float) -> None:
+        if outcome == "ok":
+            self.spawns.inc()
+        self.spawn_duration.labels(outcome).observe(duration_s)
+
+    def claude_crashed(self, exit_code: int) -> None:
+        self.crashes.labels(str(exit_code)).inc()
+
+    def lines_processed(self, count: int) -> None:
+        self.lines.inc(count)
+
+    def parse_error(self, error_type: str) -> None:
+        self.parse_errors.labels(error_type).inc()
+
+    def permission_decided(self, decision: str, tool_name: str, waited_s: float) -> None:
+        tool = self._tool_label(tool_name)
+        self.decisions.labels(decision).inc()
+        self.permission_wait.labels(tool, decision).observe(waited_s)
+        if decision == "timeout":
+            self.permission_timeouts.labels(tool).inc()
+
+    def turn_finished(self, turn: TurnReport) -> None:
+        self.turn_duration.observe(turn.duration_s)
+        self.tokens.labels("input").inc(turn.input_tokens)
+        self.tokens.labels("output").inc(turn.output_tokens)
+        self.tokens.labels("cache_read").inc(turn.cache_read_tokens)
+        self.cost.inc(turn.cost_usd)
+
+    def sqlite_operation(self, operation: str, duration_s: float) -> None:
+        self.sqlite_duration.labels(operation).observe(duration_s)
+
+    def sqlite_error(self, error_type: str) -> None:
+        self.sqlite_errors.labels(error_type).inc()
+
+    def _tool_label(self, tool_name: str) -> str:
+        """MCP tools are named per server and tool: all of them count as "mcp"; beyond the
+        first MAX_TOOL_LABELS names, "other"."""
+        if tool_name.startswith("mcp__"):
+            return "mcp"
+        with self._tools_lock:
+            if tool_name in self._tools:
+                return tool_name
+            if len(self._tools) < MAX_TOOL_LABELS:
+                self._tools.add(tool_name)
+                return tool_name
+        return "other"
+
+
+@dataclass
+class MetricsEndpoint:
+    """The running HTTP endpoint; `port` is the bound one (a requested port 0 picks one)."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def serve_metrics(registry: CollectorRegistry, host: str, port: int) -> MetricsEndpoint:
+    """Serve `registry` at http://host:port/metrics; raises OSError when it cannot bind."""
+    server, thread = start_wsgi_server(port, addr=host, registry=registry)
+    return MetricsEndpoint(server, thread)
