@@ -54,7 +54,7 @@ from betcode.server.binding import (
     parse_listen_address,
 )
 from betcode.server.claude_status import ClaudeCodeReport
-from betcode.server.command_service import CommandService
+from betcode.server.command_service import CommandService, session_directories
 from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentReport, HealthMonitor, permission_check
 from betcode.server.subagent_service import SubagentService
@@ -222,7 +222,7 @@ class Daemon:
             settings_overrides=self.config.settings_overrides,
         )
         commands = CommandService(
-            self.sessions,
+            session_directories(self.sessions),
             CommandCatalog(user_claude_dir(self.config.environ), stored_init_lookup(reader)),
         )
         self.server = DaemonServer(

@@ -20,7 +20,7 @@ import grpc.aio
 
 from betcode.config.dirs import config_dir, default_socket_path
 from betcode.server.errors import error_code_of, error_details_of
-from betcode.v1 import agent_pb2, agent_pb2_grpc
+from betcode.v1 import agent_pb2, agent_pb2_grpc, commands_pb2, commands_pb2_grpc
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CLIENT_ID_METADATA_KEY = "x-client-id"
@@ -208,6 +208,7 @@ class DaemonClient:
             ],
         )
         self._stub = agent_pb2_grpc.AgentServiceStub(self._channel)
+        self._commands = commands_pb2_grpc.CommandServiceStub(self._channel)
 
     @classmethod
     async def connect(cls, address: DaemonAddress, *, client_id: str = CLIENT_ID) -> DaemonClient:
@@ -311,3 +312,43 @@ class DaemonClient:
             self._stub.AnswerPermission, request
         )
         return response
+
+    async def compact_session(self, session_id: str) -> agent_pb2.CompactSessionResponse:
+        request = agent_pb2.CompactSessionRequest(session_id=session_id)
+        response: agent_pb2.CompactSessionResponse = await self._unary(
+            self._stub.CompactSession, request
+        )
+        return response
+
+    # --- CommandService (the chat's palette) ---
+
+    async def command_registry(self, session_id: str) -> list[commands_pb2.CommandEntry]:
+        request = commands_pb2.GetCommandRegistryRequest(session_id=session_id)
+        response: commands_pb2.GetCommandRegistryResponse = await self._unary(
+            self._commands.GetCommandRegistry, request
+        )
+        return list(response.commands)
+
+    async def list_path(
+        self, session_id: str, query: str, max_results: int = 0
+    ) -> list[commands_pb2.PathEntry]:
+        request = commands_pb2.ListPathRequest(
+            session_id=session_id, query=query, max_results=max_results
+        )
+        response: commands_pb2.ListPathResponse = await self._unary(
+            self._commands.ListPath, request
+        )
+        return list(response.entries)
+
+    async def run_service_command(
+        self, session_id: str, command: str, args: list[str]
+    ) -> list[commands_pb2.ServiceCommandOutput]:
+        """The command's whole output (service commands print a line or two)."""
+        request = commands_pb2.ExecuteServiceCommandRequest(
+            session_id=session_id, command=command, args=args
+        )
+        call = self._commands.ExecuteServiceCommand(request, metadata=self._metadata)
+        try:
+            return [output async for output in call]
+        except grpc.aio.AioRpcError as error:
+            raise daemon_error(error, self.address) from None

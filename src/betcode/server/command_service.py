@@ -10,7 +10,7 @@ the other plugin methods answer NOT_FOUND or UNIMPLEMENTED.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -83,17 +83,28 @@ def _line(text: str) -> pb.ServiceCommandOutput:
     return pb.ServiceCommandOutput(stdout_line=text)
 
 
+# A session's working directory by its id (raises SessionNotFound).
+DirectoryLookup = Callable[[str], Awaitable[str]]
+
+
+def session_directories(sessions: SessionManager) -> DirectoryLookup:
+    async def directory_of(session_id: str) -> str:
+        return (await sessions.record(session_id)).working_directory
+
+    return directory_of
+
+
 class CommandService:
-    def __init__(self, sessions: SessionManager, catalog: CommandCatalog) -> None:
-        self._sessions = sessions
+    def __init__(self, directory_of: DirectoryLookup, catalog: CommandCatalog) -> None:
+        self._directory_of = directory_of
         self._catalog = catalog
 
     async def _directory(self, session_id: str, *, required: bool) -> Path | None:
         """The session's working directory (resolved); None without a session id."""
         if not check_id(session_id, "session_id", required=required):
             return None
-        record = await self._sessions.record(session_id)
-        return await asyncio.to_thread(Path(record.working_directory).resolve)
+        directory = await self._directory_of(session_id)
+        return await asyncio.to_thread(Path(directory).resolve)
 
     @serves
     async def GetCommandRegistry(

@@ -10,7 +10,7 @@ and ResumeSessionBatched ends its history with an empty batch. Tests script the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from betcode.server.app import RpcService, method_handlers
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 
 SESSION_ID = "sess-0001"
@@ -155,6 +156,12 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
         self.unary.append(("CancelTurn", request))
         return agent_pb2.CancelTurnResponse(was_active=True)
 
+    async def CompactSession(
+        self, request: agent_pb2.CompactSessionRequest, context: Any
+    ) -> agent_pb2.CompactSessionResponse:
+        self.unary.append(("CompactSession", request))
+        return agent_pb2.CompactSessionResponse(messages_before=4, messages_after=4)
+
     async def RenameSession(
         self, request: agent_pb2.RenameSessionRequest, context: Any
     ) -> agent_pb2.RenameSessionResponse:
@@ -190,9 +197,17 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
         return agent_pb2.AnswerPermissionResponse(accepted=True, outcome="allowed")
 
 
-async def serve(service: FakeAgentService, socket_path: Path) -> grpc.aio.Server:
+async def serve(
+    service: FakeAgentService, socket_path: Path, also: Sequence[RpcService] = ()
+) -> grpc.aio.Server:
+    """The fake AgentService, and `also` real services (the chat's CommandService)."""
     server = grpc.aio.server()
     agent_pb2_grpc.add_AgentServiceServicer_to_server(service, server)
+    for real in also:
+        handlers = method_handlers(real)
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(real.descriptor.full_name, handlers),)
+        )
     server.add_insecure_port(f"unix:{socket_path}")
     await server.start()
     return server

@@ -17,10 +17,20 @@ from typing import Any, ClassVar
 from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Static, TextArea
 
 from betcode.cli.chat.actions import CtrlC, CtrlCPolicy, PermissionAnswer
+from betcode.cli.chat.completion import Palette
 from betcode.cli.chat.model import ChatModel
+from betcode.cli.chat.palette import (
+    CLEAR,
+    COMPACT,
+    MODEL,
+    ChatCommand,
+    chat_command,
+    location_of,
+    offset_of,
+)
 from betcode.cli.chat.screens import DENY, PermissionScreen, QuestionScreen
 from betcode.cli.chat.state import LOCK_REQUEST_KEY, Changes, PermissionPrompt
 from betcode.cli.chat.widgets import (
@@ -28,6 +38,7 @@ from betcode.cli.chat.widgets import (
     LockNotice,
     PromptArea,
     StatusBar,
+    Suggestions,
     Transcript,
     view_for,
 )
@@ -81,13 +92,16 @@ class ChatApp(App[None]):
         self._transcript = Transcript(id="transcript")
         self._lock_notice = LockNotice(id="lock-notice")
         self._input = PromptArea(
-            id="prompt", placeholder="Message claude (Enter sends, ctrl+j new line)"
+            id="prompt", placeholder="Message claude (Enter sends, ctrl+j new line, / commands)"
         )
+        self._suggestions = Suggestions(id="suggestions")
+        self._palette = Palette(client, lambda: self.stream.session_id, self._suggestions)
 
     def compose(self) -> ComposeResult:
         yield self._status_bar
         yield self._transcript
         yield self._lock_notice
+        yield self._suggestions
         yield self._input
         yield Footer()
 
@@ -97,7 +111,7 @@ class ChatApp(App[None]):
         self._input.focus()
         # Follow the conversation's end as it grows, until the user scrolls up to read.
         self._transcript.anchor()
-        self.run_worker(self._converse(), name="conversation", exclusive=True)
+        self.run_worker(self._converse(), name="conversation", group="conversation")
         self.run_worker(self._draw_loop(), name="draw")
         self.set_interval(LOCK_REQUEST_CHECK_SECONDS, self._drop_lapsed_lock_requests)
 
@@ -230,6 +244,11 @@ class ChatApp(App[None]):
                 severity="warning",
             )
             return
+        command = chat_command(text)
+        if command is not None:
+            self._input.clear()
+            await self._run_command(command)
+            return
         await self.stream.send_message(text)
         self._changed(self.model.input_sent())
         self._input.clear()
@@ -274,3 +293,102 @@ class ChatApp(App[None]):
         else:
             holder = self.model.holder_label(response.previous_holder or "the holder")
             self.notify(f"{holder} kept the input lock.", severity="warning")
+
+    # --- the palette and the commands the chat runs itself --------------------------------
+
+    @on(TextArea.Changed, "#prompt")
+    def _prompt_changed(self) -> None:
+        text = self._input.text
+        cursor = offset_of(text, self._input.cursor_location)
+        self.run_worker(self._complete(text, cursor), group="palette", exclusive=True)
+
+    async def _complete(self, text: str, cursor: int) -> None:
+        await self._palette.update(text, cursor)
+        self._input.palette_open = self._palette.is_open
+
+    @on(PromptArea.PaletteKey)
+    def _palette_key(self, message: PromptArea.PaletteKey) -> None:
+        if message.key == "tab":
+            self._accept_suggestion()
+        elif message.key == "escape":
+            self._palette.close()
+            self._input.palette_open = False
+        else:
+            self._palette.move(1 if message.key == "down" else -1)
+
+    def _accept_suggestion(self) -> None:
+        """Replaces the token with the highlighted suggestion; the input's change event then
+        shows what follows (a folder's entries) or closes the list."""
+        token, chosen = self._palette.token, self._palette.chosen
+        if token is None or chosen is None:
+            return
+        text = self._input.text
+        self._input.replace(
+            chosen.insert, location_of(text, token.start), location_of(text, token.end)
+        )
+
+    async def _run_command(self, command: ChatCommand) -> None:
+        if command.name == CLEAR:
+            await self._start_fresh_session()
+        elif command.name == COMPACT:
+            await self._compact()
+        elif command.name == MODEL:
+            await self._switch_model(command.argument)
+        else:
+            self.run_worker(self._service_command(command), group="service-command")
+
+    async def _start_fresh_session(self) -> None:
+        """/clear: a new session in the same directory (with the same model); the old one
+        keeps its history in the daemon."""
+        previous = self.stream.session_id
+        self.stream = ConversationStream(
+            self.client,
+            working_directory=self.stream.working_directory,
+            model=self.stream.model,
+        )
+        self.model = ChatModel(self.client.client_id)
+        self._views.clear()
+        self._pending = Changes()
+        await self._transcript.remove_children()
+        self._status_bar.show(self.model.status)
+        self._lock_notice.show(self.model.status)
+        self.run_worker(self._converse(), name="conversation", group="conversation", exclusive=True)
+        if previous:
+            self.notify(f"Fresh session. The previous one stays: betcode chat --session {previous}")
+
+    async def _compact(self) -> None:
+        session_id = self.stream.session_id
+        if not session_id:
+            self.notify("Nothing to compact yet: send a message first.", severity="warning")
+            return
+        try:
+            await self.client.compact_session(session_id)
+        except DaemonError as error:
+            self.notify(str(error), severity="error")
+            return
+        self.notify("Compacting the conversation…")
+
+    async def _switch_model(self, name: str) -> None:
+        if not name:
+            self.notify("Usage: /model NAME, e.g. /model sonnet", severity="warning")
+            return
+        # claude switches itself (a local command in stream-json mode, CLAUDE_CLI.md §3.1); a
+        # session this chat starts later (/clear) starts with the model.
+        self.stream.model = name
+        await self.stream.send_message(f"/model {name}")
+        self._changed(self.model.input_sent())
+
+    async def _service_command(self, command: ChatCommand) -> None:
+        try:
+            outputs = await self.client.run_service_command(
+                self.stream.session_id, command.name, command.argument.split()
+            )
+        except DaemonError as error:
+            self.notify(str(error), severity="error")
+            return
+        lines = [
+            getattr(output, kind)
+            for output in outputs
+            if (kind := output.WhichOneof("output")) not in (None, "exit_code")
+        ]
+        self._changed(self.model.add_notice("\n".join(lines) or f"/{command.name}: done"))

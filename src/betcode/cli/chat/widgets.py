@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
@@ -11,9 +12,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Collapsible, Markdown, Static, TextArea
+from textual.widgets import Collapsible, Markdown, OptionList, Static, TextArea
 from textual.widgets.markdown import MarkdownStream
+from textual.widgets.option_list import Option
 
+from betcode.cli.chat.palette import Suggestion
 from betcode.cli.chat.state import (
     Block,
     NoticeBlock,
@@ -204,12 +207,28 @@ class PromptArea(TextArea):
         Binding("pagedown", "app.scroll_transcript(1)", "scroll down", show=False),
     ]
 
+    PALETTE_KEYS = frozenset({"tab", "up", "down", "escape"})
+
     class Submitted(Message):
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
 
+    class PaletteKey(Message):
+        """Tab, an arrow or Escape while the palette's list is open."""
+
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    palette_open = False  # set by the app while suggestions are shown
+
     async def _on_key(self, event: events.Key) -> None:
+        if self.palette_open and event.key in self.PALETTE_KEYS:
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.PaletteKey(event.key))
+            return
         if event.key == "enter":
             event.stop()
             event.prevent_default()
@@ -221,3 +240,23 @@ class PromptArea(TextArea):
             self.insert("\n")
             return
         await super()._on_key(event)
+
+
+class Suggestions(OptionList):
+    """The palette's list, above the message input. It never takes the focus: the keys stay in
+    the input, which hands Tab, the arrows and Escape to the app while the list is open."""
+
+    def __init__(self, *, id: str) -> None:
+        super().__init__(id=id)
+        self.can_focus = False
+        self.display = False
+
+    def show(self, suggestions: Sequence[Suggestion]) -> None:
+        self.clear_options()
+        self.add_options(
+            Option(Text.assemble((item.label, "bold"), "  ", (item.description, "dim")))
+            for item in suggestions
+        )
+        self.display = bool(suggestions)
+        if suggestions:
+            self.highlighted = 0
