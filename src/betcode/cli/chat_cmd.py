@@ -20,6 +20,11 @@ START_DAEMON_QUESTION = "Start the BetCode daemon now?"
 @click.option("--continue", "continue_last", is_flag=True, help="Reattach the latest session here.")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--model", default="", help="Model for a new session.")
+@click.option(
+    "--worktree",
+    default="",
+    help="Chat in this git worktree (created in the repository here if it does not exist).",
+)
 @click.option("--socket", "socket_path", help="Daemon socket.")
 def chat(
     prompt: str,
@@ -27,6 +32,7 @@ def chat(
     continue_last: bool,
     cwd: Path | None,
     model: str,
+    worktree: str,
     socket_path: str | None,
 ) -> None:
     """Chat with a session, sending PROMPT first if given; quitting leaves the session running
@@ -40,6 +46,7 @@ def chat(
         cwd=cwd,
         model=model,
         first_message=prompt,
+        worktree=worktree,
     )
     try:
         sys.exit(run_offering_to_start_daemon(options))

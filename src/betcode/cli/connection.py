@@ -9,11 +9,11 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -21,6 +21,9 @@ import grpc.aio
 from betcode.config.dirs import config_dir, default_socket_path
 from betcode.server.errors import error_code_of, error_details_of
 from betcode.v1 import agent_pb2, agent_pb2_grpc, commands_pb2, commands_pb2_grpc
+
+StubT = TypeVar("StubT")
+ResponseT = TypeVar("ResponseT")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CLIENT_ID_METADATA_KEY = "x-client-id"
@@ -247,6 +250,15 @@ class DaemonClient:
             return await method(request, metadata=self._metadata)
         except grpc.aio.AioRpcError as error:
             raise daemon_error(error, self.address) from None
+
+    def service_stub(self, stub_class: Callable[[grpc.aio.Channel], StubT]) -> StubT:
+        """A stub of another betcode.v1 service on this client's channel; call it through
+        `call` so a failure becomes the same DaemonError."""
+        return stub_class(self._channel)
+
+    async def call(self, method: Callable[..., Awaitable[ResponseT]], request: Any) -> ResponseT:
+        response: ResponseT = await self._unary(method, request)
+        return response
 
     async def list_sessions(
         self, *, working_directory: str = "", limit: int = 0, offset: int = 0

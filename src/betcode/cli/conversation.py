@@ -116,6 +116,7 @@ class ConversationStream:
         session_id: str = "",
         working_directory: str = "",
         model: str = "",
+        worktree_id: str = "",
         last_sequence: int = 0,
         delays: Callable[[], Iterator[float]] = reconnect_delays,
         heartbeat_interval: float = HEARTBEAT_INTERVAL_SECONDS,
@@ -125,6 +126,7 @@ class ConversationStream:
         self.session_id = session_id
         self.working_directory = working_directory
         self.model = model
+        self.worktree_id = worktree_id  # a new session runs in this worktree
         self.last_sequence = last_sequence
         self._delays = delays
         self._call: Any = None
@@ -168,6 +170,7 @@ class ConversationStream:
             session_id=self.session_id,
             working_directory=self.working_directory,
             model=self.model,
+            worktree_id=self.worktree_id,
             client_type=CLIENT_TYPE,
         )
         if self.session_id:  # without it, the daemon would send only what comes from now on

@@ -27,9 +27,11 @@ LAZY_COMMANDS = {
     "doctor": ("betcode.cli.doctor_cmd", "doctor"),
     "ndjson": ("betcode.cli.ndjson_cmd", "ndjson"),
     "permissions": ("betcode.cli.permissions_cmd", "permissions_group"),
+    "repo": ("betcode.cli.worktree_cmd", "repo_group"),
     "run": ("betcode.cli.run_cmd", "run"),
     "sessions": ("betcode.cli.sessions_cmd", "sessions_group"),
     "web": ("betcode.cli.web_cmd", "web_group"),
+    "worktree": ("betcode.cli.worktree_cmd", "worktree_group"),
 }
 
 

@@ -38,6 +38,7 @@ from betcode.cli.headless import (
     parse_allow_rules,
 )
 from betcode.cli.sessions_cmd import find_session
+from betcode.cli.worktree_target import open_worktree
 from betcode.permissions.rules import InvalidRule
 from betcode.v1 import common_pb2
 from betcode.v1.agent_pb2 import AgentEvent, ErrorEvent, SessionSummary
@@ -56,6 +57,7 @@ class Target:
     session: str | None
     continue_last: bool
     model: str
+    worktree: str = ""  # --worktree: run in this worktree (made if missing)
 
 
 EXIT_CODES_HELP = """\b
@@ -76,6 +78,11 @@ Exit codes:
 @click.option("--session", "session_ref", help="Continue this session (id or unique prefix).")
 @click.option("--continue", "continue_last", is_flag=True, help="Continue the latest session here.")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False), help="Working directory.")
+@click.option(
+    "--worktree",
+    default="",
+    help="Run in this git worktree (created in the repository here if it does not exist).",
+)
 @click.option("--model", default="", help="Model for a new session.")
 @click.option("--yes", is_flag=True, help="Approve every permission request.")
 @click.option(
@@ -105,6 +112,7 @@ def run(
     session_ref: str | None,
     continue_last: bool,
     cwd: str | None,
+    worktree: str,
     model: str,
     yes: bool,
     allow_rules: tuple[str, ...],
@@ -127,7 +135,7 @@ def run(
     streams = Streams(sys.stdout, sys.stderr, output, hint)
     approver = Approver(yes, rules, work_dir, str(Path.home()))
     follower = TurnFollower(text, approver, streams)
-    target = Target(socket_path, work_dir, session_ref, continue_last, model)
+    target = Target(socket_path, work_dir, session_ref, continue_last, model, worktree)
     try:
         asyncio.run(_drive(follower, target, timeout))
     except KeyboardInterrupt:
@@ -149,8 +157,15 @@ async def _drive(follower: TurnFollower, target: Target, limit_seconds: float) -
 
 async def _follow(follower: TurnFollower, target: Target) -> None:
     async with await DaemonClient.connect(resolve_daemon_address(target.socket)) as client:
+        worktree_id = ""
+        if target.worktree:
+            worktree = await open_worktree(client, target.worktree, target.cwd)
+            worktree_id, target = worktree.id, replace(target, cwd=worktree.path)
+            follower.approver = replace(follower.approver, cwd=worktree.path)
         session = await _existing_session(client, target)
-        stream = ConversationStream(client, working_directory=target.cwd, model=target.model)
+        stream = ConversationStream(
+            client, working_directory=target.cwd, model=target.model, worktree_id=worktree_id
+        )
         if session is not None:
             stream.session_id = follower.session_id = session.id
             # Path rules of --allow are relative to where the session runs.

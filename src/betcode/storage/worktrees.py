@@ -104,10 +104,11 @@ def _rescue(row: sqlite3.Row | tuple[object, ...]) -> RescueRecord:
 # ---- repositories ----
 
 
-def insert_repo(conn: sqlite3.Connection, repo: RepoRecord) -> None:
-    conn.execute(
-        "INSERT INTO git_repos (id, name, repo_path, worktree_mode, local_subfolder, custom_path,"
-        " setup_script, auto_gitignore, created_at, last_active) "
+def insert_repo(conn: sqlite3.Connection, repo: RepoRecord) -> bool:
+    """False (and nothing written) when the path is registered already."""
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO git_repos (id, name, repo_path, worktree_mode, local_subfolder,"
+        " custom_path, setup_script, auto_gitignore, created_at, last_active) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             repo.id,
@@ -122,6 +123,7 @@ def insert_repo(conn: sqlite3.Connection, repo: RepoRecord) -> None:
             repo.last_active,
         ),
     )
+    return cursor.rowcount > 0
 
 
 def update_repo(conn: sqlite3.Connection, repo: RepoRecord) -> None:

@@ -48,10 +48,6 @@ class RepoRegistry:
     async def register(self, repo_path: str, changes: RepoChanges) -> rows.RepoRecord:
         path = await asyncio.to_thread(canonical_dir, repo_path, "repo_path")
         await _require_repository_top(path)
-        if await self._reader.read(lambda c: rows.find_repo_by_path(c, str(path))):
-            raise WorktreeError(
-                Refusal.EXISTS, f"{path} is already registered", {"repo_path": str(path)}
-            )
         now = time.time()
         base = rows.RepoRecord(
             id=str(uuid.uuid4()),
@@ -67,7 +63,10 @@ class RepoRegistry:
             worktree_count=0,
         )
         record = _apply(base, changes)
-        await self._writer.call(lambda c: rows.insert_repo(c, record))
+        if not await self._writer.call(lambda c: rows.insert_repo(c, record)):
+            raise WorktreeError(
+                Refusal.EXISTS, f"{path} is already registered", {"repo_path": str(path)}
+            )
         log.info("repository %s registered as %s (%s)", path, record.name, record.id)
         return record
 

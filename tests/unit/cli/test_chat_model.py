@@ -183,6 +183,13 @@ def test_usage_adds_up_over_turns() -> None:
     assert "175 tokens · $0.0120" in status_line(model.status)
 
 
+def test_the_status_bar_shows_the_worktree_branch() -> None:
+    model = fed(ev.usage(1, 1, 0.0))
+    assert "branch" not in status_line(model.status)
+    model.status.branch = "feature-x"
+    assert "│  branch feature-x  │" in status_line(model.status)
+
+
 @pytest.mark.parametrize(
     ("holder", "read_only"),
     [(ME, False), ("cli-other", True), ("", False)],

@@ -74,12 +74,14 @@ class ChatApp(App[None]):
         *,
         clock: Callable[[], float] = time.monotonic,
         reattach_hint: bool = True,
+        branch: str = "",
     ) -> None:
         super().__init__()
         self.reattach_hint = reattach_hint  # False when the daemon ends with the chat (demo)
         self.client = client
         self.stream = stream
         self.model = ChatModel(client.client_id)
+        self.model.status.branch = branch
         self._clock = clock
         self._ctrl_c = CtrlCPolicy()
         self._views: dict[int, BlockView] = {}

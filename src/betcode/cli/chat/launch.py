@@ -9,6 +9,7 @@ from pathlib import Path
 from betcode.cli.chat.app import ChatApp
 from betcode.cli.connection import DaemonClient, SessionNotFound, resolve_daemon_address
 from betcode.cli.conversation import ConversationStream
+from betcode.cli.worktree_target import open_worktree
 
 
 class NoSessionToContinue(SessionNotFound):
@@ -23,6 +24,7 @@ class ChatOptions:
     cwd: Path | None = None  # --cwd; None: the current directory
     model: str = ""  # --model; empty: the daemon's default
     first_message: str = ""  # PROMPT: sent as soon as the conversation is open
+    worktree: str = ""  # --worktree: chat in this git worktree (made if missing)
     reattach_hint: bool = True  # say on quitting how to reattach (not when the daemon ends too)
 
 
@@ -48,15 +50,25 @@ async def chat(options: ChatOptions) -> int:
     cwd = (options.cwd or Path.cwd()).resolve()
     address = resolve_daemon_address(options.socket)
     async with await DaemonClient.connect(address) as client:
+        worktree = None
+        if options.worktree:
+            worktree = await open_worktree(client, options.worktree, str(cwd))
+            cwd = Path(worktree.path)
         stream = ConversationStream(
             client,
             session_id=await pick_session(client, options, cwd),
             working_directory=str(cwd),
             model=options.model,
+            worktree_id=worktree.id if worktree else "",
         )
         if options.first_message:
             await stream.send_message(options.first_message)  # written once the stream opens
-        app = ChatApp(client, stream, reattach_hint=options.reattach_hint)
+        app = ChatApp(
+            client,
+            stream,
+            reattach_hint=options.reattach_hint,
+            branch=worktree.branch if worktree else "",
+        )
         await app.run_async()
     return app.return_code or 0
 

@@ -143,6 +143,7 @@ class Status:
     session_id: str = ""
     model: str = ""
     working_directory: str = ""
+    branch: str = ""  # the git branch of the session's worktree, when it runs in one
     activity: Activity = Activity.STARTING
     current_tool: str = ""
     input_tokens: int = 0

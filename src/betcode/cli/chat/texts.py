@@ -48,6 +48,8 @@ def status_line(status: Status, spinner: str = "") -> str:
     parts = [f"session {status.session_id[:12]}" if status.session_id else "new session"]
     if status.model:
         parts.append(status.model)
+    if status.branch:
+        parts.append(f"branch {status.branch}")
     activity = str(status.activity)
     if status.activity is Activity.RUNNING_TOOL and status.current_tool:
         activity = f"running {status.current_tool}"

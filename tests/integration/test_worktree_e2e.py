@@ -1,0 +1,78 @@
+"""Parallel sessions in worktrees, as a user runs them: two `betcode run --worktree` processes
+against a real daemon running the pinned real CLI (mock model), each writing a file through an
+approved Write call; then `betcode worktree` removing, forcing and restoring."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from harness.daemon import InProcessDaemon
+from harness.environment import Workspace
+from harness.git_repos import sh
+from test_cli_run import Finished
+from test_cli_run import betcode as betcode_process
+
+from betcode.cli.main import cli
+
+pytestmark = pytest.mark.real_cli
+
+
+async def betcode(socket: Path, *args: str) -> Finished:
+    """A short `betcode` command through click's runner, in a worker thread."""
+    result = await asyncio.to_thread(CliRunner().invoke, cli, [*args, "--socket", str(socket)])
+    return Finished(result.exit_code, result.stdout, result.stderr)
+
+
+def write_prompt(name: str, text: str) -> str:
+    return "SCN:tool_write " + json.dumps({"file_path": name, "content": text})
+
+
+async def test_two_sessions_in_two_worktrees_each_change_only_their_own(
+    daemon: InProcessDaemon, workspace: Workspace
+) -> None:
+    socket, repo = daemon.socket, workspace.repo
+    runs = await asyncio.gather(
+        betcode_process(
+            socket, repo, "run", write_prompt("a.txt", "from a\n"), "--worktree", "wa", "--yes"
+        ),
+        betcode_process(
+            socket, repo, "run", write_prompt("b.txt", "from b\n"), "--worktree", "wb", "--yes"
+        ),
+    )
+    for finished in runs:
+        assert finished.code == 0, finished.err
+
+    listed = json.loads((await betcode(socket, "worktree", "list", "--json")).out)
+    by_name = {w["name"]: w for w in listed}
+    assert sorted(by_name) == ["wa", "wb"]
+    wa, wb = Path(by_name["wa"]["path"]), Path(by_name["wb"]["path"])
+    assert (wa / "a.txt").read_text() == "from a\n"
+    assert (wb / "b.txt").read_text() == "from b\n"
+    assert not (wa / "b.txt").exists()
+    assert not (wb / "a.txt").exists()
+    assert not (repo / "a.txt").exists()
+    assert not (repo / "b.txt").exists()
+    assert sh(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert [by_name[n]["session_count"] for n in ("wa", "wb")] == [1, 1]
+    assert sh(wa, "symbolic-ref", "--short", "HEAD").strip() == "wa"
+
+    refused = await betcode(socket, "worktree", "remove", "wa")
+    assert refused.code == 1  # a failed precondition (DIGEST §11.4)
+    assert "1 untracked file (a.txt)" in refused.err
+    assert (wa / "a.txt").exists()
+
+    forced = await betcode(socket, "worktree", "remove", "wa", "--force")
+    assert forced.code == 0, forced.err
+    assert "Saved under refs/betcode/rescue/" in forced.out
+    assert not (wa / "a.txt").exists()
+    rescues = json.loads((await betcode(socket, "worktree", "rescue", "list", "--json")).out)
+    assert [r["worktree_name"] for r in rescues] == ["wa"]
+
+    restored = await betcode(socket, "worktree", "rescue", "restore", rescues[0]["id"], "--json")
+    assert restored.code == 0, restored.err
+    back = Path(json.loads(restored.out)["path"])
+    assert (back / "a.txt").read_text() == "from a\n"
