@@ -1,0 +1,196 @@
+"""The per-event streams as an independent client sees them (issue 16).
+
+    .venv/bin/python benchmarks/bench_compat_streams.py [--quick] [--repeat N] [--json]
+
+The daemon runs in its own process (bench_daemon.py, fake claude children); every client is a
+separate process that uses nothing but plain grpc.aio and the generated stubs, and decodes
+every event (each AgentEvent is parsed by the stub, and its kind read), as a client written
+from the .proto files would:
+
+* replay_events_per_s: a session of one 50,000-delta turn (about 50,000 events) replayed
+  with `ResumeSession{from_sequence: 0}` until the stream ends; events / seconds from the
+  call to the end, in the client process;
+* fanout_events_per_s: 5 client processes, each on `ResumeSession{follow: true}` from the
+  previous turn's end, watch one 50,000-delta turn; events delivered to all of them / seconds
+  from sending the message until the last client saw its TurnComplete.
+
+Each figure also gives the CPU per event of the daemon and of the clients. `--quick` uses
+10,000-delta turns. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+from run import DaemonOptions, DaemonProcess, Driver, cpu_seconds
+
+from betcode.v1 import agent_pb2, agent_pb2_grpc
+
+SCRIPT = str(Path(__file__).resolve())
+FANOUT_CLIENTS = 5
+
+
+# ---- the client processes: plain stubs only ----
+
+
+async def replay_client(address: str, session_id: str) -> dict[str, Any]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=0)
+        cpu, started = time.process_time(), time.perf_counter()
+        kinds: dict[str, int] = {}
+        async for event in stub.ResumeSession(request):
+            kind = event.WhichOneof("event")
+            kinds[kind] = kinds.get(kind, 0) + 1
+        seconds = time.perf_counter() - started
+        return {
+            "events": sum(kinds.values()),
+            "seconds": seconds,
+            "cpu_s": time.process_time() - cpu,
+        }
+
+
+async def watch_client(address: str, session_id: str, after: int) -> dict[str, Any]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        request = agent_pb2.ResumeSessionRequest(
+            session_id=session_id, from_sequence=after, follow=True
+        )
+        call = stub.ResumeSession(request)
+        await call.initial_metadata()
+        print(json.dumps({"ready": True}), flush=True)
+        cpu = time.process_time()
+        events = 0
+        async for event in call:
+            events += 1
+            if event.WhichOneof("event") == "turn_complete":
+                break
+        call.cancel()
+        return {
+            "events": events,
+            "done_ns": time.monotonic_ns(),
+            "cpu_s": time.process_time() - cpu,
+        }
+
+
+def client_main(argv: list[str]) -> None:
+    role, address, session_id, *rest = argv
+    if role == "replay":
+        result = asyncio.run(replay_client(address, session_id))
+    else:
+        result = asyncio.run(watch_client(address, session_id, int(rest[0])))
+    print(json.dumps(result), flush=True)
+
+
+# ---- the driver ----
+
+
+async def spawn(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, SCRIPT, "--client", *args, stdout=asyncio.subprocess.PIPE
+    )
+
+
+async def reply(process: asyncio.subprocess.Process) -> dict[str, Any]:
+    assert process.stdout is not None
+    line = await process.stdout.readline()
+    if not line:
+        raise RuntimeError(f"client {process.pid} exited without an answer")
+    answer: dict[str, Any] = json.loads(line)
+    return answer
+
+
+async def replay(daemon: DaemonProcess, session_id: str) -> dict[str, float]:
+    cpu = cpu_seconds(daemon.pid)
+    client = await spawn("replay", f"unix:{daemon.socket}", session_id)
+    result = await reply(client)
+    await client.wait()
+    daemon_cpu = cpu_seconds(daemon.pid) - cpu
+    events = result["events"]
+    return {
+        "replay_events": events,
+        "replay_events_per_s": events / result["seconds"],
+        "replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / events,
+        "replay_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
+    }
+
+
+async def fan_out(daemon: DaemonProcess, driver: Driver, session_id: str) -> dict[str, float]:
+    after, _ = await driver.turn(session_id)  # the previous turn's end
+    clients = [
+        await spawn("watch", f"unix:{daemon.socket}", session_id, str(after))
+        for _ in range(FANOUT_CLIENTS)
+    ]
+    for client in clients:
+        await reply(client)  # ready: the call is accepted
+    cpu = cpu_seconds(daemon.pid)
+    started = time.monotonic_ns()
+    await driver.send(session_id)
+    results = [await reply(client) for client in clients]
+    for client in clients:
+        await client.wait()
+    daemon_cpu = cpu_seconds(daemon.pid) - cpu
+    events = sum(result["events"] for result in results)
+    seconds = (max(result["done_ns"] for result in results) - started) / 1e9
+    return {
+        "fanout_events": events,
+        "fanout_events_per_s": events / seconds,
+        "fanout_client_cpu_us_per_event": 1e6 * sum(r["cpu_s"] for r in results) / events,
+        "fanout_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
+    }
+
+
+async def run_once(lines: int, options: DaemonOptions) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="betcode-compat-") as scratch:
+        turn = [{"do": "flood", "lines": lines, "text": "x" * 40}]
+        daemon = DaemonProcess(Path(scratch) / "daemon", turn, options)
+        await daemon.start()
+        driver = Driver(daemon)
+        try:
+            session_id = await driver.new_session()
+            await driver.turn(session_id)  # claude's warm-up turn
+            await driver.turn(session_id)  # the session's history: one flood
+            figures = await replay(daemon, session_id)
+            figures.update(await fan_out(daemon, driver, session_id))
+            return figures
+        finally:
+            await driver.channel.close()
+            await daemon.stop()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--client"]:
+        client_main(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="10,000-delta turns")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--profile", type=Path, help="run the daemon under cProfile: DIR/daemon.prof"
+    )
+    args = parser.parse_args()
+    lines = 10_000 if args.quick else 50_000
+    options = DaemonOptions(profile=args.profile)
+    runs = [asyncio.run(run_once(lines, options)) for _ in range(args.repeat)]
+    if args.json:
+        print(json.dumps({"lines": lines, "runs": runs}, indent=2))
+        return
+    for name in runs[0]:
+        values = [run[name] for run in runs]
+        shown = " / ".join(f"{value:,.1f}" for value in values)
+        median = f"  (median {statistics.median(values):,.1f})" if len(values) > 1 else ""
+        print(f"{name:<34} {shown}{median}")
+
+
+if __name__ == "__main__":
+    main()
