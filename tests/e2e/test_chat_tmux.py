@@ -3,7 +3,8 @@ the mock model); keys go in with send-keys, the screen comes back with capture-p
 
 What a user does first: paste a request for a tool, approve it, see its result and the answer,
 quit, reattach with `--continue` and find the whole conversation again. Then: two terminals on
-one session, `betcode chat` with no daemon (offered to start one), and the README's demo.
+one session, `betcode chat` with no daemon (offered to start one), the README's demo, and the
+palette (`/` lists the commands, `/compact` compacts, `@` completes a path sent in the prompt).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -316,3 +318,54 @@ async def test_closing_the_terminal_during_the_demo_stops_its_daemon(
     for process in alive:
         process.kill()  # a failed run must not leave it behind either
     assert not alive
+
+
+async def test_palette_lists_commands_compacts_and_completes_a_path(
+    daemon: InProcessDaemon, workspace: Workspace, terminal: Terminal, tmp_path: Path
+) -> None:
+    commands = workspace.repo / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "shipit.md").write_text("---\ndescription: Ship the release now\n---\nShip.\n")
+    (workspace.repo / "src").mkdir()
+    (workspace.repo / "src" / "palette_target.py").write_text("print('target')\n")
+    chat = await terminal.open(chat_command(daemon, tmp_path), workspace.repo)
+    await chat.wait_for(INPUT_PLACEHOLDER, "ready")
+
+    await chat.keys("/", literal=True)
+    await chat.wait_for("/compact", "/clear", "/model", "/shipit", "Ship the release now")
+    await chat.keys("shi", literal=True)
+    await chat.wait_for("/shipit", absent="/compact")
+    await chat.keys("Escape", "BSpace", "BSpace", "BSpace", "BSpace")
+    await chat.wait_for(INPUT_PLACEHOLDER, absent="/shipit")
+
+    # `@` completes a path below the session's directory; Tab takes it into the message.
+    await chat.keys("read @src/pal", literal=True)
+    await chat.wait_for("@src/palette_target.py")
+    await chat.keys("Tab")
+    await chat.keys("please", literal=True)
+    await chat.wait_for("read @src/palette_target.py please")
+    await chat.keys("Enter")
+    await chat.wait_for("Hello from the mock model.", "ready")
+    with sqlite3.connect(daemon.config.data_dir / "daemon.db") as conn:
+        sent = [p for (p,) in conn.execute("SELECT payload FROM messages WHERE direction = 'in'")]
+    assert any("read @src/palette_target.py please" in payload for payload in sent)
+
+    await chat.keys("/compact", literal=True)
+    await chat.keys("Enter")
+    await chat.wait_for("Compacting the conversation")
+    async with asyncio.timeout(SCREEN_TIMEOUT_S):
+        while not compacted(daemon):  # noqa: ASYNC110 - claude's lines land in SQLite
+            await asyncio.sleep(POLL_S)
+    await chat.wait_for("ready")
+    await chat.keys("C-q")
+    status, _ = await chat.wait_for_exit()
+    assert status == 0
+
+
+def compacted(daemon: InProcessDaemon) -> bool:
+    """claude ran its own /compact: its `local_command: compact` result is stored."""
+    with sqlite3.connect(daemon.config.data_dir / "daemon.db") as conn:
+        rows = conn.execute(
+            "SELECT payload FROM messages WHERE direction = 'out' AND payload LIKE '%compact%'"
+        ).fetchall()
+    return any('"local_command":"compact"' in payload for (payload,) in rows)
