@@ -39,6 +39,7 @@ from betcode.daemon_config import (
     with_settings,
 )
 from betcode.event_loop import running_event_loop
+from betcode.observability.health_checks import add_resource_components
 from betcode.observability.metrics import LiveState
 from betcode.observability.telemetry import Telemetry
 from betcode.permissions.bridge import PermissionBridge
@@ -57,6 +58,7 @@ from betcode.server.claude_status import ClaudeCodeReport
 from betcode.server.command_service import CommandService, session_directories
 from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentReport, HealthMonitor, permission_check
+from betcode.server.monitor_service import MonitorService
 from betcode.server.subagent_service import SubagentService
 from betcode.server.version_service import ServerCapabilities, VersionService
 from betcode.server.worktree_service import GitRepoService, WorktreeService
@@ -77,6 +79,7 @@ from betcode.v1 import (
     commands_pb2,
     config_pb2,
     git_repo_pb2,
+    monitor_pb2,
     subagent_pb2,
     version_pb2,
     worktree_pb2,
@@ -182,7 +185,7 @@ class Daemon:
                 "data_dir": str(self.config.data_dir),
             },
         )
-        health.add_component("storage", self._storage_report, critical=True)
+        add_resource_components(health, writer, self.sessions)
         health.add_component("sessions", self._sessions_report, critical=False)
         health.add_component("permissions", permission_check(bridge), critical=False)
         health.add_component("config", self._config_report, critical=False)
@@ -235,6 +238,10 @@ class Daemon:
                     raw_responses=RAW_RESPONSE_METHODS,
                 ),
                 RpcService(config_pb2.DESCRIPTOR.services_by_name["ConfigService"], config_service),
+                RpcService(
+                    monitor_pb2.DESCRIPTOR.services_by_name["MonitorService"],
+                    MonitorService(self.sessions, bridge, self.telemetry.recent.spend),
+                ),
                 RpcService(commands_pb2.DESCRIPTOR.services_by_name["CommandService"], commands),
                 RpcService(
                     subagent_pb2.DESCRIPTOR.services_by_name["SubagentService"],
@@ -347,16 +354,6 @@ class Daemon:
             lagging_clients=lambda: sum(session.hub.lagging() for session in live()),
             writer_queue_depth=lambda: self._writer.queue_depth() if self._writer else 0,
         )
-
-    def _storage_report(self) -> ComponentReport:
-        if self._writer is None:
-            return ComponentReport(False, "not open")
-        health = self._writer.health()
-        if health.degraded:
-            return ComponentReport(
-                True, f"writes failed: {health.last_error}", degraded_reason="sqlite_write_failed"
-            )
-        return ComponentReport(True, f"{health.rows_committed} rows committed")
 
     def _sessions_report(self) -> ComponentReport:
         live = self.sessions.live if self.sessions is not None else []

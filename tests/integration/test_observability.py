@@ -113,6 +113,15 @@ async def test_one_real_turn_shows_in_metrics_and_json_logs(observed: Observed) 
             > 0
         )
         assert "betcode_sqlite_errors_total" not in samples  # no label seen: no error
+        status = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "betcode.cli.main", "daemon", "status"],
+            env=observed.daemon.env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert status.returncode == 0, status.stderr
+        for component in ("sqlite", "subprocess_pool", "memory", "buffers", "local_server"):
+            assert f"  {component}: serving" in status.stdout
+        assert "1 of 100 sessions in use" in status.stdout
     finally:
         await client.close()
 

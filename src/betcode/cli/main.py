@@ -30,6 +30,7 @@ LAZY_COMMANDS = {
     "repo": ("betcode.cli.worktree_cmd", "repo_group"),
     "run": ("betcode.cli.run_cmd", "run"),
     "sessions": ("betcode.cli.sessions_cmd", "sessions_group"),
+    "top": ("betcode.cli.top_cmd", "top"),
     "web": ("betcode.cli.web_cmd", "web_group"),
     "worktree": ("betcode.cli.worktree_cmd", "worktree_group"),
 }

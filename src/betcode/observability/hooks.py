@@ -68,3 +68,42 @@ def install(new: Observer) -> Observer:
     global _observer
     previous, _observer = _observer, new
     return previous
+
+
+class ObserverGroup(Observer):
+    """Passes every report to each of `members`, in order."""
+
+    def __init__(self, members: list[Observer]) -> None:
+        self.members = members
+
+    def claude_spawned(self, outcome: str, duration_s: float) -> None:
+        for member in self.members:
+            member.claude_spawned(outcome, duration_s)
+
+    def claude_crashed(self, exit_code: int) -> None:
+        for member in self.members:
+            member.claude_crashed(exit_code)
+
+    def lines_processed(self, count: int) -> None:
+        for member in self.members:
+            member.lines_processed(count)
+
+    def parse_error(self, error_type: str) -> None:
+        for member in self.members:
+            member.parse_error(error_type)
+
+    def permission_decided(self, decision: str, tool_name: str, waited_s: float) -> None:
+        for member in self.members:
+            member.permission_decided(decision, tool_name, waited_s)
+
+    def turn_finished(self, turn: TurnReport) -> None:
+        for member in self.members:
+            member.turn_finished(turn)
+
+    def sqlite_operation(self, operation: str, duration_s: float) -> None:
+        for member in self.members:
+            member.sqlite_operation(operation, duration_s)
+
+    def sqlite_error(self, error_type: str) -> None:
+        for member in self.members:
+            member.sqlite_error(error_type)

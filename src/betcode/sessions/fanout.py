@@ -106,3 +106,7 @@ class FanoutHub:
     def lagging(self) -> int:
         """Subscribers catching up from SQLite after their queue overflowed."""
         return sum(1 for subscriber in list(self._subscribers) if subscriber.lagging)
+
+    def fullest(self) -> float:
+        """How full the fullest subscriber queue is (0 to 1)."""
+        return max((len(s) / s.capacity for s in list(self._subscribers)), default=0.0)

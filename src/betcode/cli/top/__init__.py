@@ -1,0 +1,1 @@
+"""`betcode top`: a live view of every session of the daemon."""
