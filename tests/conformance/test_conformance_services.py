@@ -70,7 +70,7 @@ async def test_health_and_version(channel: grpc.aio.Channel) -> None:
     details = await health_pb2_grpc.BetCodeHealthStub(channel).GetHealthDetails(
         health_pb2.HealthDetailsRequest()
     )
-    assert {"storage", "local_server"} <= {c.name for c in details.components}
+    assert {"sqlite", "local_server"} <= {c.name for c in details.components}
 
     versions = version_pb2_grpc.VersionServiceStub(channel)
     version = await versions.GetVersion(version_pb2.GetVersionRequest())
