@@ -72,6 +72,7 @@ from betcode.storage.errors import StorageError
 from betcode.storage.reader import StoreReader
 from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
+from betcode.subagents.inbox import SubagentInbox
 from betcode.subagents.manager import SubagentManager
 from betcode.subagents.orchestrator import Orchestrations
 from betcode.v1 import (
@@ -176,6 +177,9 @@ class Daemon:
         self.orchestrations = Orchestrations(self.subagents, writer, reader)
         self.worktrees = WorktreeManager(writer, reader, worktree_settings, sessions=self.sessions)
         repos = RepoRegistry(writer, reader, self.worktrees)
+        bridge.delegates = SubagentInbox(
+            self.subagents.by_session, self.sessions, reader, audit, str(bridge.rules.home)
+        )
         health = HealthMonitor(
             server_version=__version__,
             claude_code=lambda: self._claude_report,

@@ -7,7 +7,12 @@ For each request, in order (the first that applies decides):
    `orphans`) covers exactly this call → allowed at once, with the approved input;
 3. an ask rule matches → forwarded to the clients, even if an allow rule matches too;
 4. allow rules, or allow rules together with session grants, cover the call → allowed at once;
-5. otherwise → forwarded. AskUserQuestion is always forwarded.
+5. a subagent's delegation (auto-approve within its limits, `delegates`) decides;
+6. otherwise → forwarded. AskUserQuestion is always forwarded.
+
+A subagent's forwarded question says which subagent (and orchestration step) asks, and is
+answered from its own session or from its parent's (one inbox; subagents.inbox shows it in the
+parent's stream).
 
 Automatic decisions produce no client event. Every decision is audited (`decisions.*_audit`),
 an answer or expiry in the transaction that stores it. A forwarded request is stored in
@@ -28,10 +33,13 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
+import msgspec
+
 from betcode.config.settings import PermissionSettings
 from betcode.permissions import orphans
 from betcode.permissions.answers import Answers
 from betcode.permissions.decisions import AnswerOutcome, ClientAnswer, auto_audit
+from betcode.permissions.delegates import Delegates
 from betcode.permissions.engine import Behavior, evaluate
 from betcode.permissions.grants import GrantAction, SessionGrant
 from betcode.permissions.live import LiveRequests
@@ -77,6 +85,7 @@ class PermissionBridge:
         self.settings = settings if settings is not None else PermissionSettings()
         self._clock = clock
         self.metrics = DecisionCounters()
+        self.delegates: Delegates | None = None  # set when subagents are served
         self._audit = audit if audit is not None else AuditRecorder(writer, clock=clock)
         self._live = LiveRequests()
         self._notifier = (
@@ -133,7 +142,27 @@ class PermissionBridge:
             line = stdin.permission_allow(request.request_id, dialect=request.dialect)
             await self._auto(session, request, tool, line, DecisionKind.AUTO_ALLOW, rules)
             return True
+        if decision.behavior is Behavior.UNDECIDED and self.delegates is not None:
+            return await self._delegated(session, request, tool, self.delegates)
         return False
+
+    async def _delegated(
+        self, session: Session, request: ControlRequest, tool: CanUseTool, delegates: Delegates
+    ) -> bool:
+        delegated = await delegates.decide(session, request, tool)
+        if delegated is None:
+            return False
+        kind = DecisionKind.AUTO_ALLOW if delegated.allow else DecisionKind.AUTO_DENY
+        self.metrics.count(kind)
+        line = (
+            stdin.permission_allow(request.request_id, dialect=request.dialect)
+            if delegated.allow
+            else stdin.permission_deny(
+                request.request_id, delegated.message, dialect=request.dialect
+            )
+        )
+        await session.write_control(line)
+        return True
 
     async def _auto(
         self,
@@ -179,6 +208,11 @@ class PermissionBridge:
         return True
 
     async def _forward(self, session: Session, request: ControlRequest, tool: CanUseTool) -> None:
+        label = self.delegates.asker_label(session.id) if self.delegates is not None else None
+        if label is not None:
+            said = tool.description or tool.decision_reason
+            asks = f"{label} asks" + (f": {said}" if said else "")
+            tool = msgspec.structs.replace(tool, description=asks)
         now = self._clock()
         expires_at = now + self.settings.ttl_seconds
         is_question = tool.tool_name == ASK_USER_QUESTION
@@ -246,7 +280,12 @@ class PermissionBridge:
     async def replay_frames(self, session: Session, last_seq: int) -> list[Frame]:
         """Every still-pending request, flagged is_replay, for a client that just caught up."""
         await self.on_session_activity(session)
-        rows = await self._reader.read(lambda c: pending_rows.list_unanswered(c, session.id))
+        asking = [session.id]
+        if self.delegates is not None:
+            asking += await self.delegates.child_session_ids(session.id)
+        rows = await self._reader.read(
+            lambda c: [row for s in asking for row in pending_rows.list_unanswered(c, s)]
+        )
         frames: list[Frame] = []
         for row in rows:
             event = _event_for_row(row, is_replay=True)
@@ -262,7 +301,18 @@ class PermissionBridge:
         """Apply a client's answer (`answers`): first answer wins; the answer reaches claude
         even if the process that asked is gone (see `orphans`)."""
         self._live.remember(session)
-        return await self._answers.apply(session, answer)
+        return await self._answers.apply(await self._asking_session(session, answer), answer)
+
+    async def _asking_session(self, session: Session, answer: ClientAnswer) -> Session:
+        """The session whose claude asked: `session`, or one of its subagents' sessions when
+        the parent's client answers a subagent's question."""
+        if self.delegates is None:
+            return session
+        row = await self.find_request(answer.request_id)
+        if row is None or row.session_id == session.id:
+            return session
+        child = await self.delegates.child_session(session, row.session_id)
+        return session if child is None else child
 
     async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
         """Unanswered requests of one session, or of every session (None)."""

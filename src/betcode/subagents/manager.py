@@ -29,6 +29,7 @@ from betcode.storage.audit import Outcome as AuditOutcome
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
 from betcode.subagents.delegation import Delegation, invalid_tools
+from betcode.subagents.inbox import relay_questions
 from betcode.subagents.limits import (
     AutoApproveLimits,
     DelegationError,
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 HOUR = 3600.0
 MAX_TURNS = 200
+FROM_NOW_ON = 1 << 62  # an attach after this sequence sees only what comes next
 DAEMON_ACTOR = "subagent-manager"
 
 
@@ -110,7 +112,8 @@ class SubagentManager:
         self.pool = SubagentPool(settings)
         self._audit = audit
         self.runs: dict[str, SubagentRun] = {}
-        self._by_session: dict[str, SubagentRun] = {}
+        self.by_session: dict[str, SubagentRun] = {}  # the inbox finds the asker by session
+        self._relays: dict[str, asyncio.Task[None]] = {}
 
     def apply_settings(self, settings: SubagentSettings) -> None:
         self.settings = settings
@@ -184,6 +187,10 @@ class SubagentManager:
         """Daemon stop (orchestrator.Orchestrations.shutdown): every run stops unrecorded."""
         runs = list(self.runs.values())
         await asyncio.gather(*(run.abandon() for run in runs), return_exceptions=True)
+        relays = list(self._relays.values())
+        for relay in relays:
+            relay.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
 
     async def _check_parent_quota(self, parent_session_id: str) -> None:
         now = time.time()
@@ -231,8 +238,20 @@ class SubagentManager:
             on_finished=self._finished,
         )
         self.runs[row.id] = run
-        self._by_session[session.id] = run
+        self.by_session[session.id] = run
+        # A resumed subagent's earlier questions are in the parent's log already.
+        after = FROM_NOW_ON if resume else 0
+        self._relays[row.id] = asyncio.create_task(self._relay(run, after), name=f"inbox-{row.id}")
         return run
+
+    async def _relay(self, run: SubagentRun, after_seq: int) -> None:
+        try:
+            parent = await self.sessions.get(run.row.parent_session_id)
+            await relay_questions(run.session, parent, after_seq)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("subagent %s: its questions no longer reach the parent", run.id)
 
     async def resume(self, row: rows.SubagentRow) -> SubagentRun:
         """A subagent of an orchestration the daemon was restarted in: its session goes on."""
@@ -241,15 +260,20 @@ class SubagentManager:
 
     def _finished(self, run: SubagentRun) -> None:
         outcome = run.finished.result()
-        event: EventType = "subagent_cancel"
-        if outcome.status == "completed":
-            event = "subagent_complete"
-        elif outcome.status == "failed":
-            event = "subagent_fail"
-        result: AuditOutcome = "success" if outcome.status == "completed" else "failure"
-        self._audit_event(event, run.row, result, error=outcome.error)
+        # A cancel is audited by `cancel`, with who asked and the call counters.
+        if outcome.status != "cancelled":
+            completed = outcome.status == "completed"
+            self._audit_event(
+                "subagent_complete" if completed else "subagent_fail",
+                run.row,
+                "success" if completed else "failure",
+                error=outcome.error,
+            )
         self.runs.pop(run.id, None)
-        self._by_session.pop(run.session.id, None)
+        self.by_session.pop(run.session.id, None)
+        relay = self._relays.pop(run.id, None)
+        if relay is not None:
+            relay.cancel()
 
     def _audit_event(
         self,
@@ -278,7 +302,7 @@ class SubagentManager:
     # ---- lookups ----
 
     def run_of_session(self, session_id: str) -> SubagentRun | None:
-        return self._by_session.get(session_id)
+        return self.by_session.get(session_id)
 
     async def get(self, subagent_id: str) -> rows.SubagentRow:
         row = await self._reader.read(lambda c: rows.get_subagent(c, subagent_id))

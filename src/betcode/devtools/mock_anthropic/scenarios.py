@@ -18,6 +18,7 @@ from betcode.devtools.mock_anthropic.conversation import Conversation, ScenarioA
 from betcode.devtools.mock_anthropic.replies import Reply, TextBlock, ToolUseBlock, text_reply
 
 BASH_DEFAULT = "python3 -c \"print('hello-from-bash')\""
+MAX_BASH_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,15 @@ def _two_bash(ctx: StepContext) -> Reply:
     )
 
 
+def _bash_step(ctx: StepContext) -> Reply:
+    commands = ctx.value("commands", list)
+    step = ctx.conversation.step
+    if step >= len(commands):
+        return text_reply(final_text(ctx.conversation))
+    tool_input = {"command": str(commands[step]), "description": f"Step {step + 1}"}
+    return Reply(blocks=(ToolUseBlock("Bash", tool_input),))
+
+
 def _ask(ctx: StepContext) -> Reply:
     tool_input = ask_input(ctx.conversation.tools, ctx.count("questions"), bool(ctx.args["multi"]))
     return Reply(blocks=(ToolUseBlock("AskUserQuestion", tool_input),))
@@ -158,6 +168,12 @@ SCENARIOS: Mapping[str, Scenario] = {
         "A text and two Bash calls in one message.",
         (_two_bash,),
         {"commands": ["python3 -c \"print('first')\"", "python3 -c \"print('second')\""]},
+    ),
+    "bash_steps": Scenario(
+        f"One Bash call per model call, `commands` in order (at most {MAX_BASH_STEPS}), then "
+        "a text quoting the results.",
+        (_bash_step,) * MAX_BASH_STEPS,
+        {"commands": [BASH_DEFAULT]},
     ),
     "ask": Scenario(
         "AskUserQuestion with `questions` (1-4) questions built from the CLI's tool schema.",

@@ -1,0 +1,40 @@
+"""What the bridge asks about a session that is a subagent (implemented by subagents.inbox).
+
+A Protocol here, so permissions never imports the subagents package above it. With no
+delegates set (or for an ordinary session) every answer below is "no": the bridge behaves
+exactly as without subagents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from betcode.protocol.messages import CanUseTool, ControlRequest
+from betcode.sessions.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class Delegated:
+    """A call the subagent's delegation decided (auto-approve within its limits, or a denial
+    by one of them); it has audited it already."""
+
+    allow: bool
+    message: str = ""
+
+
+class Delegates(Protocol):
+    def asker_label(self, session_id: str) -> str | None:
+        """ "subagent NAME (step ID)" for a subagent's session, shown with its questions."""
+
+    async def decide(
+        self, session: Session, request: ControlRequest, tool: CanUseTool
+    ) -> Delegated | None:
+        """For a call no rule decided: the delegation's decision, or None to forward it."""
+
+    async def child_session(self, parent: Session, session_id: str) -> Session | None:
+        """`session_id` if it is a subagent session of `parent` (its questions are answered
+        from the parent's clients too), else None."""
+
+    async def child_session_ids(self, parent_session_id: str) -> list[str]:
+        """The sessions of the parent's subagents whose questions it may still be shown."""

@@ -1,0 +1,142 @@
+"""One approval inbox: a subagent's questions reach its parent session's clients.
+
+Two halves. `relay_questions` copies every permission event of a subagent's session (request,
+question, reminder, resolution) into its parent session's log, so the parent's stream, its
+replay and its chat show them — each request's description already says which subagent and
+step asks (the bridge adds `asker_label`). `SubagentInbox` is the bridge's `Delegates`: it
+names the asker, routes a parent client's answer to the subagent's session (the bridge's one
+pending store and its rules — first answer wins, TTL, restart survival — apply unchanged), and
+applies the subagent's auto-approve limits (delegation.py), auditing each decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from betcode.permissions.delegates import Delegated
+from betcode.protocol.messages import CanUseTool, ControlRequest
+from betcode.sessions.manager import SessionManager
+from betcode.sessions.session import Session
+from betcode.storage import subagents as rows
+from betcode.storage.audit import AuditEvent, AuditRecorder, EventType
+from betcode.storage.reader import StoreReader
+from betcode.subagents.delegation import Decision, Verdict
+from betcode.subagents.runner import SubagentRun
+from betcode.v1 import agent_pb2
+
+log = logging.getLogger(__name__)
+
+MIRRORED = frozenset(
+    {"permission_request", "user_question", "permission_resolved", "permission_reminder"}
+)
+DELEGATION_ACTOR = "subagent-delegation"
+# queue_on_rate_limit: how long a call may wait for its rate bucket before it is denied.
+MAX_QUEUE_SECONDS = 60.0
+
+
+async def relay_questions(child: Session, parent: Session, after_seq: int) -> None:
+    """Copies the child's permission events after `after_seq` into the parent's log until
+    cancelled (the subagent's run ended)."""
+    stream = child.attach(
+        f"inbox-{child.id}", after_seq, max_count=256, max_bytes=1 << 20, takes_input=False
+    )
+    async for batch in stream:
+        copies = []
+        for _, payload in batch:
+            event = agent_pb2.AgentEvent.FromString(payload)
+            kind = event.WhichOneof("event")
+            if kind not in MIRRORED:
+                continue
+            if kind in ("permission_request", "user_question") and getattr(event, kind).is_replay:
+                continue  # a reminder to a client that just attached, not news
+            event.sequence = 0
+            event.ClearField("timestamp")
+            copies.append(event)
+        if copies:
+            parent.emit(copies)
+
+
+class SubagentInbox:
+    """The permission bridge's `Delegates` for the daemon's subagents."""
+
+    def __init__(
+        self,
+        runs: dict[str, SubagentRun],
+        sessions: SessionManager,
+        reader: StoreReader,
+        audit: AuditRecorder,
+        home: str,
+    ) -> None:
+        self._runs = runs  # by session id (SubagentManager keeps it)
+        self._sessions = sessions
+        self._reader = reader
+        self._audit = audit
+        self._home = home
+
+    def asker_label(self, session_id: str) -> str | None:
+        run = self._runs.get(session_id)
+        return None if run is None else f"subagent {run.delegation.label}"
+
+    async def decide(
+        self, session: Session, request: ControlRequest, tool: CanUseTool
+    ) -> Delegated | None:
+        run = self._runs.get(session.id)
+        if run is None:
+            return None
+        delegation = run.delegation
+        cwd = session.record.working_directory
+        waited = 0.0
+        while True:
+            decision = delegation.decide(tool.tool_name, tool.input, cwd, self._home)
+            queue = delegation.limits.queue_on_rate_limit and waited < MAX_QUEUE_SECONDS
+            if decision.verdict is not Verdict.DENY or not queue:
+                break
+            pause = min(decision.retry_after_seconds + 0.05, MAX_QUEUE_SECONDS - waited)
+            await asyncio.sleep(pause)
+            waited += pause
+        if decision.verdict is Verdict.FORWARD:
+            return None
+        self._audit_decision(run, request, tool, decision)
+        if decision.verdict is Verdict.ALLOW:
+            delegation.note_approved(tool.tool_use_id)
+            return Delegated(True)
+        if decision.verdict is Verdict.EXPIRED:
+            run.terminate(decision.reason)
+        return Delegated(False, f"BetCode denied this call: {decision.reason}")
+
+    def _audit_decision(
+        self, run: SubagentRun, request: ControlRequest, tool: CanUseTool, decision: Decision
+    ) -> None:
+        event: EventType = {
+            Verdict.ALLOW: "auto_approve_tool_call",
+            Verdict.DENY: "rate_limit_exceeded",
+        }.get(decision.verdict, "subagent_timeout")  # type: ignore[assignment]
+        context = {"request_id": request.request_id, "reason": decision.reason, "mode": "auto"}
+        if decision.limit:
+            context["limit"] = decision.limit
+        self._audit.record(
+            AuditEvent(
+                event_type=event,
+                actor_type="daemon",
+                actor_id=DELEGATION_ACTOR,
+                outcome="success" if decision.verdict is Verdict.ALLOW else "denied",
+                severity="info" if decision.verdict is Verdict.ALLOW else "warn",
+                session_id=run.session.id,
+                subagent_id=run.id,
+                parent_session_id=run.row.parent_session_id,
+                tool_name=tool.tool_name,
+                tool_input=tool.input,
+                context=context,
+            )
+        )
+
+    async def child_session(self, parent: Session, session_id: str) -> Session | None:
+        row = await self._reader.read(lambda c: rows.parent_of_session(c, session_id))
+        if row is None or row.parent_session_id != parent.id:
+            return None
+        return await self._sessions.get(session_id)
+
+    async def child_session_ids(self, parent_session_id: str) -> list[str]:
+        children = await self._reader.read(lambda c: rows.list_subagents(c, parent_session_id))
+        return [child.session_id for child in children if child.status in rows.UNFINISHED]

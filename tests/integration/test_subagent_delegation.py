@@ -1,0 +1,233 @@
+"""Real CLI through the daemon: a subagent's questions in its parent's inbox, auto-approve
+limits, revoke and cancel (SAG-10..16)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import pytest
+from harness.conditions import until
+from harness.daemon import Client, Decision, InProcessDaemon
+from harness.environment import Workspace
+
+from betcode.claude.supervisor import SupervisorState
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.v1 import agent_pb2, agent_pb2_grpc, subagent_pb2, subagent_pb2_grpc
+
+pytestmark = pytest.mark.real_cli
+
+
+@pytest.fixture
+async def channel(daemon: InProcessDaemon) -> AsyncIterator[grpc.aio.Channel]:
+    channel = grpc.aio.insecure_channel(f"unix:{daemon.socket}")
+    yield channel
+    await channel.close()
+
+
+@pytest.fixture
+def stub(channel: grpc.aio.Channel) -> subagent_pb2_grpc.SubagentServiceStub:
+    return subagent_pb2_grpc.SubagentServiceStub(channel)
+
+
+async def parent_session(clients: Callable[[str], Client], workspace: Workspace) -> Client:
+    parent = clients("parent")
+    parent.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+    await parent.wait_for("session_info")
+    return parent
+
+
+def bash_steps(*commands: str) -> str:
+    return f"SCN:bash_steps {json.dumps({'commands': list(commands)})} run them"
+
+
+async def finished(
+    stub: subagent_pb2_grpc.SubagentServiceStub, subagent_id: str
+) -> list[subagent_pb2.SubagentEvent]:
+    request = subagent_pb2.WatchSubagentRequest(subagent_id=subagent_id)
+    return [event async for event in stub.WatchSubagent(request, timeout=90)]
+
+
+def audit(daemon: InProcessDaemon, event_type: str) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(daemon.config.data_dir / "daemon.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        query = "SELECT * FROM audit_log WHERE event_type = ? ORDER BY id"
+        return [dict(row) for row in conn.execute(query, (event_type,))]
+    finally:
+        conn.close()
+
+
+async def test_a_subagents_question_waits_in_the_parents_inbox_and_the_parent_answers_it(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    channel: grpc.aio.Channel,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps('python3 -c "print(6 * 7)"'),
+            name="helper",
+        )
+    )
+    asked = (await parent.wait_for("permission_request")).permission_request
+    assert asked.tool_name == "Bash"
+    assert asked.description.startswith("subagent helper asks")
+    # The same request, once, in `betcode permissions pending`'s list, for the subagent's session.
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    pending = (
+        await agents.ListPendingPermissions(agent_pb2.ListPendingPermissionsRequest())
+    ).pending
+    assert [(p.request_id, p.session_id) for p in pending] == [
+        (asked.request_id, spawned.session_id)
+    ]
+
+    parent.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    events = await finished(stub, spawned.subagent_id)
+
+    assert events[-1].WhichOneof("event") == "completed"
+    assert "ok: 42" in events[-1].completed.result_summary
+    resolved = await parent.wait_for("permission_resolved")
+    assert resolved.permission_resolved.request_id == asked.request_id
+    assert resolved.permission_resolved.outcome == "allowed"
+    # Answered once: a second answer from anywhere is a duplicate that changes nothing.
+    again = await agents.AnswerPermission(
+        agent_pb2.AnswerPermissionRequest(
+            request_id=asked.request_id, decision=Decision.PERMISSION_DECISION_DENY
+        )
+    )
+    assert again.duplicate
+
+
+async def test_auto_approve_runs_calls_within_the_rate_limit_then_denies_and_audits_each(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    commands = [f"python3 -c \"print('call-{n}')\"" for n in range(1, 7)]
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps(*commands),
+            allowed_tools=["Bash(python3:*)"],
+            auto_approve=True,
+            auto_approve_config=subagent_pb2.AutoApproveConfig(bash_commands_per_minute=5),
+        )
+    )
+    events = await finished(stub, spawned.subagent_id)
+
+    # The mock model quotes the last tool result it got: the sixth call's refusal.
+    summary = events[-1].completed.result_summary
+    assert "error: BetCode denied this call: auto-approve rate limit" in summary
+    approved = audit(daemon, "auto_approve_tool_call")
+    ours = [row for row in approved if row["subagent_id"] == spawned.subagent_id]
+    assert len(ours) == 5
+    assert {row["parent_session_id"] for row in ours} == {parent.session_id}
+    [limited] = audit(daemon, "rate_limit_exceeded")
+    assert json.loads(limited["context"])["limit"] == "bash_commands_per_minute"
+    assert parent.of_kind("permission_request") == []
+
+
+async def test_revoke_lets_the_call_in_flight_finish_and_the_next_call_asks_the_parent(
+    daemon: InProcessDaemon,
+    mock_api: MockAnthropic,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    marker = workspace.repo / "started"
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps(
+                f"python3 -c \"import pathlib, time; pathlib.Path('{marker}').touch(); "
+                "time.sleep(3); print('first-done')\"",
+                "python3 -c \"print('second')\"",
+            ),
+            allowed_tools=["Bash"],
+            auto_approve=True,
+        )
+    )
+    await until(marker.exists, 60)
+
+    revoked = await stub.RevokeAutoApprove(
+        subagent_pb2.RevokeAutoApproveRequest(
+            subagent_id=spawned.subagent_id, reason="the user wants to see every call now"
+        )
+    )
+    assert revoked.revoked
+    assert revoked.pending_tool_calls == 1
+    assert revoked.subagent_status == "running"
+    asked = (await parent.wait_for("permission_request")).permission_request
+    assert "print('second')" in asked.input["command"]
+    parent.answer(asked.request_id, Decision.PERMISSION_DECISION_DENY, "not now")
+    events = await finished(stub, spawned.subagent_id)
+
+    # The call in flight ran to its end; the next one was the parent's to answer.
+    assert any("first-done" in json.dumps(r.body["messages"]) for r in mock_api.message_requests)
+    assert "error: not now" in events[-1].completed.result_summary
+    [row] = audit(daemon, "permission_revoke")
+    assert row["subagent_id"] == spawned.subagent_id
+    again = await stub.RevokeAutoApprove(
+        subagent_pb2.RevokeAutoApproveRequest(
+            subagent_id=spawned.subagent_id, reason="once more, after it finished"
+        )
+    )
+    assert not again.revoked
+    assert again.subagent_status == "completed"
+
+
+async def test_cancel_stops_a_running_subagent_and_reports_its_counters(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt='SCN:slow {"words": 400, "delay": 0.05} go on',
+        )
+    )
+    watch = stub.WatchSubagent(
+        subagent_pb2.WatchSubagentRequest(subagent_id=spawned.subagent_id), timeout=60
+    )
+    seen: list[subagent_pb2.SubagentEvent] = []
+
+    async def collect() -> None:
+        async for event in watch:
+            seen.append(event)
+
+    collecting = asyncio.create_task(collect())
+    await until(lambda: any(e.HasField("output") and e.output.text for e in seen), 60)
+
+    response = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(subagent_id=spawned.subagent_id, reason="enough")
+    )
+    await asyncio.wait_for(collecting, 30)
+
+    assert response.cancelled
+    assert response.final_status == "cancelled"
+    assert response.tool_calls_executed == 0
+    assert seen[-1].WhichOneof("event") == "cancelled"
+    assert daemon.daemon.sessions is not None
+    session = await daemon.daemon.sessions.get(spawned.session_id)
+    assert session.supervisor.state is SupervisorState.IDLE
+    [row] = audit(daemon, "subagent_cancel")
+    assert row["subagent_id"] == spawned.subagent_id
+    late = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(subagent_id=spawned.subagent_id)
+    )
+    assert not late.cancelled
+    assert late.final_status == "cancelled"
