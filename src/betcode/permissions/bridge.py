@@ -153,7 +153,7 @@ class PermissionBridge:
         if delegated is None:
             return False
         kind = DecisionKind.AUTO_ALLOW if delegated.allow else DecisionKind.AUTO_DENY
-        self.metrics.count(kind)
+        self.metrics.count(kind, tool.tool_name)
         line = (
             stdin.permission_allow(request.request_id, dialect=request.dialect)
             if delegated.allow
