@@ -23,6 +23,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from betcode import __version__
 from betcode.claude.environment import build_child_env
@@ -31,6 +32,7 @@ from betcode.commands.catalog import CommandCatalog, stored_init_lookup, user_cl
 from betcode.config.errors import ConfigError
 from betcode.config.settings import display_value
 from betcode.daemon_config import (
+    EXIT_CONFIG_INVALID,
     PYTHON_LOG_LEVELS,
     DaemonConfig,
     read_settings,
@@ -94,6 +96,9 @@ from betcode.worktrees import (
     load_worktree_settings,
 )
 
+if TYPE_CHECKING:
+    from betcode.tunnel.client import TunnelClient
+
 __all__ = ["Daemon", "DaemonConfig", "DaemonStartupError", "run_daemon"]
 
 log = logging.getLogger(__name__)
@@ -136,11 +141,13 @@ class Daemon:
         self._data_dir_claim: DataDirClaim | None = None
         self._socket_claim: SocketClaim | None = None
         self.telemetry = Telemetry(config.settings.observability)
+        self._tunnel_task: asyncio.Task[None] | None = None
 
     # ---- startup ----
 
     async def start(self) -> None:
         worktree_settings = self._worktree_settings()
+        tunnel = self._relay_tunnel()  # checked before anything is claimed or opened
         socket_claim, tcp_address = self._claim_places()
         self._listen_web()
         binary = await self._check_claude()
@@ -269,6 +276,8 @@ class Daemon:
         await self._start_web(agent_silence=lambda: self.config.settings.client_silence_seconds)
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
         await self.orchestrations.resume_all()
+        if tunnel is not None:
+            self._tunnel_task = asyncio.create_task(tunnel.run(), name="relay-tunnel")
         log.info(
             "betcode daemon %s serving on %s (event loop: %s)",
             __version__,
@@ -317,6 +326,26 @@ class Daemon:
             return load_worktree_settings(self.config.config_dir, self.config.data_dir)
         except ConfigError as error:
             raise DaemonStartupError(str(error), EXIT_BAD_SETTINGS) from error
+    def _relay_tunnel(self) -> TunnelClient | None:
+        """The tunnel to the relays of `--relay`, if any (needs `machine register` first)."""
+        if not self.config.relay_urls:
+            return None
+        from betcode.tunnel.client import TunnelClient, TunnelSettings
+        from betcode.tunnel.identity import MachineIdentity, NoMachineIdentity
+
+        identity = MachineIdentity(self.config.config_dir / "certs")
+        try:
+            identity.require()
+        except NoMachineIdentity as exc:
+            raise DaemonStartupError(str(exc), EXIT_CONFIG_INVALID) from exc
+        return TunnelClient(
+            TunnelSettings(
+                relay_urls=self.config.relay_urls,
+                identity=identity,
+                local_target=f"unix:{self.config.socket_path}",
+                ca_file=self.config.relay_ca_file,
+            )
+        )
 
     async def _open_database(self) -> Database:
         try:
@@ -429,6 +458,8 @@ class Daemon:
 
     async def stop(self) -> None:
         """Stop accepting, stop every claude (SIGTERM, grace, SIGKILL), flush, close."""
+        if self._tunnel_task is not None:
+            self._tunnel_task.cancel()
         if self._health_task is not None:
             self._health_task.cancel()
         for task in (self._sweeper_task, self._retention_task):

@@ -74,6 +74,9 @@ class DaemonConfig:
     settings_overrides: Mapping[str, object] = field(default_factory=dict)
     # The start's --allow/--deny/--ask: the highest permission layer, above every settings file.
     rules: PermissionLists = field(default_factory=PermissionLists)
+    # `daemon start --relay URL...`: dial out to these relays (tunnel/client.py).
+    relay_urls: tuple[str, ...] = ()
+    relay_ca_file: Path | None = None
 
     @property
     def settings_file(self) -> Path:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from betcode.cli.relay_login import RelayChoice, access_token, relay_channel, relay_choice
 from betcode.config.dirs import config_dir, default_socket_path
 from betcode.server.errors import error_code_of, error_details_of
 from betcode.v1 import agent_pb2, agent_pb2_grpc, commands_pb2, commands_pb2_grpc
@@ -27,6 +28,8 @@ ResponseT = TypeVar("ResponseT")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CLIENT_ID_METADATA_KEY = "x-client-id"
+AUTHORIZATION_METADATA_KEY = "authorization"
+MACHINE_ID_METADATA_KEY = "x-machine-id"
 START_DAEMON_HINT = "start it with `betcode daemon start`"
 
 
@@ -133,8 +136,8 @@ def daemon_error(error: grpc.aio.AioRpcError, address: DaemonAddress) -> DaemonE
     app_code = code.value if code is not None else ""
     if status == grpc.StatusCode.UNAVAILABLE:
         return DaemonUnavailable(
-            f"the BetCode daemon at {address.path} is not answering ({message}); "
-            f"{START_DAEMON_HINT}",
+            f"the BetCode daemon at {address.where} is not answering ({message}); "
+            f"{START_DAEMON_HINT if address.relay is None else 'is its daemon running?'}",
             code=app_code,
             details=details,
         )
@@ -152,15 +155,26 @@ def daemon_error(error: grpc.aio.AioRpcError, address: DaemonAddress) -> DaemonE
 class DaemonAddress:
     path: Path
     source: str  # where the path came from, for messages
+    relay: RelayChoice | None = None  # set: reach the daemon of relay.machine_id through it
 
     @property
     def target(self) -> str:
         return f"unix:{self.path}"
 
+    @property
+    def where(self) -> str:
+        if self.relay is not None:
+            return f"machine {self.relay.machine_id} (via relay {self.relay.url})"
+        return str(self.path)
+
 
 def resolve_daemon_address(explicit: str | os.PathLike[str] | None = None) -> DaemonAddress:
     """--socket, else $BETCODE_SOCKET, else $XDG_RUNTIME_DIR/betcode/daemon.sock, else
-    <config dir>/daemon.sock (betcode.config.dirs owns the rule)."""
+    <config dir>/daemon.sock (betcode.config.dirs owns the rule). With the global ``--relay``
+    or ``--machine`` option, the daemon of that machine, through the relay."""
+    relay = relay_choice(need_machine=True)
+    if relay is not None:
+        return DaemonAddress(Path(relay.url), "--relay", relay)
     if explicit:
         return DaemonAddress(Path(explicit).expanduser().absolute(), "--socket")
     source = "BETCODE_SOCKET" if os.environ.get("BETCODE_SOCKET") else "default"
@@ -194,11 +208,18 @@ class DaemonClient:
     """One grpc.aio channel to the daemon with typed AgentService calls. Every call carries
     this process's client id (``x-client-id``)."""
 
-    def __init__(self, address: DaemonAddress, *, client_id: str = CLIENT_ID) -> None:
+    def __init__(
+        self,
+        address: DaemonAddress,
+        *,
+        client_id: str = CLIENT_ID,
+        channel: grpc.aio.Channel | None = None,
+        relay_metadata: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.address = address
         self.client_id = client_id
-        self._metadata = ((CLIENT_ID_METADATA_KEY, client_id),)
-        self._channel = grpc.aio.insecure_channel(
+        self._metadata = ((CLIENT_ID_METADATA_KEY, client_id), *relay_metadata)
+        self._channel = channel or grpc.aio.insecure_channel(
             address.target,
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -215,7 +236,20 @@ class DaemonClient:
 
     @classmethod
     async def connect(cls, address: DaemonAddress, *, client_id: str = CLIENT_ID) -> DaemonClient:
-        """A client for a daemon known to be listening (else DaemonUnavailable)."""
+        """A client for a daemon known to be listening (else DaemonUnavailable); through the
+        relay with a fresh access token when the address names one."""
+        if address.relay is not None:
+            channel = relay_channel(address.relay)
+            try:
+                token = await access_token(channel, address.relay)
+            except BaseException:
+                await channel.close()
+                raise
+            metadata = (
+                (AUTHORIZATION_METADATA_KEY, f"Bearer {token}"),
+                (MACHINE_ID_METADATA_KEY, address.relay.machine_id),
+            )
+            return cls(address, client_id=client_id, channel=channel, relay_metadata=metadata)
         await check_daemon_listening(address)
         return cls(address, client_id=client_id)
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -99,6 +100,19 @@ def _path_options(function: click.decorators.FC) -> click.decorators.FC:
 @click.option("--allow", "allow", multiple=True, metavar="RULE", help=RULE_HELP.format("allow"))
 @click.option("--deny", "deny", multiple=True, metavar="RULE", help=RULE_HELP.format("deny"))
 @click.option("--ask", "ask", multiple=True, metavar="RULE", help=RULE_HELP.format("ask"))
+@click.option(
+    "--relay",
+    "relay_urls",
+    multiple=True,
+    metavar="URL",
+    help="Dial out to this relay's daemon port (repeat for fallbacks; after `machine register`).",
+)
+@click.option(
+    "--relay-custom-ca-cert",
+    "relay_ca",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="The relay's CA certificate (default: the one stored at `machine register`).",
+)
 def start(
     socket_path: Path | None,
     data_dir: Path | None,
@@ -115,6 +129,8 @@ def start(
     allow: tuple[str, ...],
     deny: tuple[str, ...],
     ask: tuple[str, ...],
+    relay_urls: tuple[str, ...],
+    relay_ca: Path | None,
 ) -> None:
     """Start the daemon (detached unless --foreground)."""
     settings += _http_settings(http, http_tls_cert, http_tls_key)
@@ -122,7 +138,12 @@ def start(
     if metrics:
         settings = (*settings, f"observability.metrics_listen={json.dumps(metrics)}")
     rules = _checked_rules(PermissionLists(allow, deny, ask))
-    config = _load_config(paths, listen, claude_bin, settings, rules)
+    relay_urls, relay_ca = _relay_flags(relay_urls, relay_ca)
+    config = replace(
+        _load_config(paths, listen, claude_bin, settings, rules),
+        relay_urls=relay_urls,
+        relay_ca_file=relay_ca,
+    )
     loop_name = _event_loop_name()
     if not no_import:
         offer_first_run_import()
@@ -135,7 +156,22 @@ def start(
     if running is not None and running.answering:
         click.echo(f"daemon already running (pid {running.pid}, socket {paths.socket})")
         return
-    _spawn_detached(paths, listen, claude_bin, settings, rules, log_format)
+    relay_argv = [arg for url in relay_urls for arg in ("--relay", url)]
+    if relay_ca is not None:
+        relay_argv += ["--relay-custom-ca-cert", str(relay_ca)]
+    _spawn_detached(paths, listen, claude_bin, settings, rules, log_format, relay_argv)
+
+
+def _relay_flags(urls: tuple[str, ...], ca: Path | None) -> tuple[tuple[str, ...], Path | None]:
+    """The command's --relay flags, else the global ones (`betcode --relay URL daemon start`)."""
+    from betcode.cli.relay_login import global_options
+
+    options = global_options()
+    if not urls and options.get("relay"):
+        urls = (str(options["relay"]),)
+    if ca is None and options.get("relay_ca"):
+        ca = Path(str(options["relay_ca"]))
+    return urls, ca.absolute() if ca else None
 
 
 def _http_settings(
@@ -228,9 +264,10 @@ def _spawn_detached(
     settings: tuple[str, ...],
     rules: PermissionLists,
     log_format: str | None,
+    extra_argv: list[str],
 ) -> None:
     paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    argv = foreground_argv(paths, listen, claude_bin, settings, rules, log_format)
+    argv = foreground_argv(paths, listen, claude_bin, settings, rules, log_format) + extra_argv
     with open(paths.log_file, "ab") as log_file:
         log_offset = log_file.tell()
         process = subprocess.Popen(

@@ -20,13 +20,16 @@ SHELLS = ("bash", "zsh", "fish")
 # Sub-commands are imported when used: every Tab press of shell completion runs `betcode`, and
 # the chat's Textual app alone takes ~0.15-0.4 s to import.
 LAZY_COMMANDS = {
+    "auth": ("betcode.cli.auth_cmd", "auth_group"),
     "chat": ("betcode.cli.chat_cmd", "chat"),
     "config": ("betcode.cli.config_cmd", "config_group"),
     "daemon": ("betcode.cli.daemon_cmd", "daemon_group"),
     "demo": ("betcode.cli.demo_cmd", "demo"),
     "doctor": ("betcode.cli.doctor_cmd", "doctor"),
+    "machine": ("betcode.cli.machine_cmd", "machine_group"),
     "ndjson": ("betcode.cli.ndjson_cmd", "ndjson"),
     "permissions": ("betcode.cli.permissions_cmd", "permissions_group"),
+    "relay": ("betcode.cli.relay_cmd", "relay_group"),
     "repo": ("betcode.cli.worktree_cmd", "repo_group"),
     "run": ("betcode.cli.run_cmd", "run"),
     "sessions": ("betcode.cli.sessions_cmd", "sessions_group"),
@@ -77,8 +80,21 @@ class BetcodeGroup(click.Group):
 
 @click.group(PROG_NAME, cls=BetcodeGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name=PROG_NAME)
-def cli() -> None:
+@click.option(
+    "--relay", metavar="URL", help="Reach daemons through this relay (https://host:port)."
+)
+@click.option(
+    "--relay-custom-ca-cert",
+    "relay_ca",
+    metavar="PEM",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The relay's CA certificate (`betcode relay init` prints where it is).",
+)
+@click.option("--machine", metavar="ID", help="The machine whose daemon to use (via the relay).")
+@click.pass_context
+def cli(ctx: click.Context, relay: str | None, relay_ca: str | None, machine: str | None) -> None:
     """BetCode: run Claude Code sessions in a daemon and reach them from any terminal."""
+    ctx.obj = {"relay": relay, "relay_ca": relay_ca, "machine": machine}
 
 
 @cli.command("completion")

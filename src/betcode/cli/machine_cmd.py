@@ -1,0 +1,113 @@
+"""`betcode --relay URL machine register|list|switch|status`."""
+
+from __future__ import annotations
+
+import click
+import grpc.aio
+
+from betcode.cli.relay_call import call_relay, required_relay
+from betcode.cli.relay_login import StoredLogin, access_token
+from betcode.config.dirs import config_dir
+from betcode.relay.machine_service import CA_KEY, CERTIFICATE_KEY, CSR_KEY
+from betcode.tunnel.identity import MachineIdentity
+from betcode.v1 import machine_pb2, machine_pb2_grpc
+
+STATUS_NAMES = {
+    machine_pb2.MACHINE_STATUS_ONLINE: "online",
+    machine_pb2.MACHINE_STATUS_OFFLINE: "offline",
+}
+
+
+@click.group("machine")
+def machine_group() -> None:
+    """This user's machines on the relay."""
+
+
+def _auth(token: str) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+@machine_group.command("register")
+@click.option("--id", "machine_id", required=True, help="This machine's id on the relay.")
+@click.option("--name", default="", help="A name to show (default: the id).")
+def register(machine_id: str, name: str) -> None:
+    """Register THIS machine; its certificate is stored in <config dir>/certs (0600)."""
+    choice = required_relay()
+    identity = MachineIdentity(config_dir() / "certs")
+
+    async def action(channel: grpc.aio.Channel) -> machine_pb2.MachineInfo:
+        token = await access_token(channel, choice)
+        request = machine_pb2.RegisterMachineRequest(
+            machine_id=machine_id,
+            name=name or machine_id,
+            metadata={CSR_KEY: identity.new_request(machine_id).decode()},
+        )
+        response: machine_pb2.RegisterMachineResponse = await machine_pb2_grpc.MachineServiceStub(
+            channel
+        ).RegisterMachine(request, metadata=_auth(token), timeout=30)
+        return response.machine
+
+    machine = call_relay(choice, action)
+    identity.store(
+        machine.machine_id,
+        machine.name,
+        machine.metadata[CERTIFICATE_KEY],
+        machine.metadata[CA_KEY],
+    )
+    click.echo(f"machine {machine.machine_id} registered; certificate in {identity.cert_file}")
+
+
+def _list(choice_url_needed: bool = True) -> list[machine_pb2.MachineInfo]:
+    choice = required_relay()
+
+    async def action(channel: grpc.aio.Channel) -> list[machine_pb2.MachineInfo]:
+        token = await access_token(channel, choice)
+        response: machine_pb2.ListMachinesResponse = await machine_pb2_grpc.MachineServiceStub(
+            channel
+        ).ListMachines(machine_pb2.ListMachinesRequest(), metadata=_auth(token), timeout=30)
+        return list(response.machines)
+
+    return call_relay(choice, action)
+
+
+@machine_group.command("list")
+def list_machines() -> None:
+    """Your machines and whether each is online."""
+    active = StoredLogin.load().active_machine
+    machines = _list()
+    if not machines:
+        click.echo("no machines; register one with `betcode machine register --id ID`")
+        return
+    for machine in machines:
+        mark = "*" if machine.machine_id == active else " "
+        status = STATUS_NAMES.get(machine.status, "unknown")
+        click.echo(f"{mark} {machine.machine_id:<24} {status:<8} {machine.name}")
+
+
+@machine_group.command("switch")
+@click.argument("machine_id")
+def switch(machine_id: str) -> None:
+    """Make MACHINE_ID the one daemon-facing commands use (instead of --machine)."""
+    if machine_id not in {m.machine_id for m in _list()}:
+        raise click.ClickException(
+            f"no machine {machine_id!r} among yours (`betcode machine list`)"
+        )
+    stored = StoredLogin.load()
+    stored.active_machine = machine_id
+    stored.save()
+    click.echo(f"active machine: {machine_id}")
+
+
+@machine_group.command("status")
+def status() -> None:
+    """The active machine and whether it is online."""
+    stored = StoredLogin.load()
+    if not stored.active_machine:
+        click.echo("no active machine (`betcode machine switch ID`)")
+        raise SystemExit(1)
+    for machine in _list():
+        if machine.machine_id == stored.active_machine:
+            status_name = STATUS_NAMES.get(machine.status, "unknown")
+            click.echo(f"{machine.machine_id}: {status_name} ({machine.name})")
+            return
+    raise click.ClickException(f"machine {stored.active_machine} is no longer registered")

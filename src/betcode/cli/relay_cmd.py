@@ -1,0 +1,98 @@
+"""`betcode relay init|start`: run a relay (accounts, machines, routing over NATS)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from betcode.relay.layout import RelayFiles, RelayNotInitialized, default_relay_dir, init_relay
+from betcode.relay.server import (
+    DEFAULT_LISTEN,
+    DEFAULT_TUNNEL_LISTEN,
+    RelayOptions,
+    run_relay,
+)
+
+dir_option = click.option(
+    "--dir",
+    "relay_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The relay's files (default: <config dir>/relay).",
+)
+
+
+@click.group("relay")
+def relay_group() -> None:
+    """Run a relay that reaches daemons on other machines."""
+
+
+@relay_group.command("init")
+@dir_option
+@click.option("--host", "hosts", multiple=True, required=True, help="A name clients dial (repeat).")
+@click.option("--force", is_flag=True, help="Replace an existing CA (every machine re-registers).")
+def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
+    """Create the relay's CA, server certificate, JWT key and config (files 0600)."""
+    files = RelayFiles(relay_dir or default_relay_dir())
+    try:
+        init_relay(files, hosts, force=force)
+    except FileExistsError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"relay files in {files.root}")
+    click.echo(
+        f"CA certificate (give to clients and daemons as --relay-custom-ca-cert): {files.ca_cert}"
+    )
+
+
+@relay_group.command("start")
+@dir_option
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, help="HOST:PORT to serve on.")
+@click.option(
+    "--tunnel-listen",
+    default=DEFAULT_TUNNEL_LISTEN,
+    show_default=True,
+    help="HOST:PORT daemons dial (mTLS with their machine certificate).",
+)
+@click.option("--tls-cert", type=click.Path(path_type=Path, exists=True), help="Server cert.")
+@click.option("--tls-key", type=click.Path(path_type=Path, exists=True), help="Its key.")
+@click.option(
+    "--nats", "nats_urls", multiple=True, help="A NATS server of a shared cluster (repeat)."
+)
+@click.option("--database-url", help="PostgreSQL URL shared by every relay instance.")
+@click.option("--relay-id", help="This instance's name (default: random).")
+def start(
+    relay_dir: Path | None,
+    listen: str,
+    tunnel_listen: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    nats_urls: tuple[str, ...],
+    database_url: str | None,
+    relay_id: str | None,
+) -> None:
+    """Serve the relay until SIGTERM/SIGINT (without --nats, with its own NATS server)."""
+    files = RelayFiles(relay_dir or default_relay_dir())
+    try:
+        files.require()
+    except RelayNotInitialized as error:
+        raise click.ClickException(str(error)) from None
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    options = RelayOptions(
+        files,
+        listen=listen,
+        tunnel_listen=tunnel_listen,
+        nats_urls=nats_urls,
+        database_url=database_url,
+        tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
+    )
+    if relay_id:
+        options = replace(options, relay_id=relay_id)
+    sys.exit(asyncio.run(run_relay(options)))

@@ -1,0 +1,133 @@
+"""The client's relay session: where the relay is (the global ``--relay``,
+``--relay-custom-ca-cert`` and ``--machine`` options, else what was stored at login), the
+stored tokens in ``<config dir>/auth.json`` (0600, SEC-09's file fallback), and a fresh access
+token (refreshed, with rotation, shortly before it expires)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import grpc
+import grpc.aio
+
+from betcode.config.dirs import config_dir
+from betcode.relay.pki import write_private
+from betcode.tunnel.client import relay_target
+from betcode.v1 import auth_pb2, auth_pb2_grpc
+
+REFRESH_MARGIN_SECONDS = 60
+AUTH_FILE = "auth.json"
+
+
+class NotLoggedIn(click.ClickException):
+    exit_code = 3
+
+
+def auth_file() -> Path:
+    return config_dir() / AUTH_FILE
+
+
+@dataclass
+class StoredLogin:
+    relay_url: str = ""
+    ca_file: str = ""
+    user_id: str = ""
+    username: str = ""
+    access_token: str = ""
+    refresh_token: str = ""
+    access_expires_at: float = 0.0
+    active_machine: str = ""
+
+    @classmethod
+    def load(cls) -> StoredLogin:
+        try:
+            data = json.loads(auth_file().read_text())
+        except (OSError, ValueError):
+            return cls()
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def save(self) -> None:
+        write_private(auth_file(), json.dumps(self.__dict__, indent=2).encode())
+
+    def set_tokens(self, access: str, refresh: str, expires_in: int) -> None:
+        self.access_token = access
+        self.refresh_token = refresh
+        self.access_expires_at = time.time() + expires_in
+
+
+@dataclass(frozen=True)
+class RelayChoice:
+    url: str
+    ca_file: Path | None
+    machine_id: str
+
+
+def global_options() -> dict[str, Any]:
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return {}
+    obj = context.find_root().obj
+    return obj if isinstance(obj, dict) else {}
+
+
+def relay_choice(*, need_machine: bool) -> RelayChoice | None:
+    """The relay to go through, or None for the local daemon: only when ``--relay`` or
+    ``--machine`` is given (a stored login alone never moves a command off this machine)."""
+    options = global_options()
+    url = options.get("relay") or ""
+    machine = options.get("machine") or ""
+    if not url and not machine:
+        return None
+    stored = StoredLogin.load()
+    url = url or stored.relay_url
+    if not url:
+        raise click.UsageError("--machine needs a relay: give --relay URL (or log in first)")
+    ca = options.get("relay_ca") or stored.ca_file or None
+    machine = machine or stored.active_machine
+    if need_machine and not machine:
+        raise click.UsageError(
+            "no machine chosen: give --machine ID or run `betcode machine switch ID`"
+        )
+    return RelayChoice(url, Path(ca) if ca else None, machine)
+
+
+def relay_channel(choice: RelayChoice) -> grpc.aio.Channel:
+    root = choice.ca_file.read_bytes() if choice.ca_file else None
+    return grpc.aio.secure_channel(
+        relay_target(choice.url),
+        grpc.ssl_channel_credentials(root_certificates=root),
+        options=[
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        ],
+    )
+
+
+async def access_token(channel: grpc.aio.Channel, choice: RelayChoice) -> str:
+    """The stored access token, refreshed (and the refresh token rotated) when it is about to
+    expire. NotLoggedIn when there is no usable login for this relay."""
+    stored = StoredLogin.load()
+    if not stored.refresh_token or relay_target(stored.relay_url) != relay_target(choice.url):
+        raise NotLoggedIn(
+            f"not logged in to {choice.url}: run `betcode --relay {choice.url} auth login`"
+        )
+    if stored.access_expires_at - time.time() > REFRESH_MARGIN_SECONDS:
+        return stored.access_token
+    stub = auth_pb2_grpc.AuthServiceStub(channel)
+    try:
+        fresh = await stub.RefreshToken(
+            auth_pb2.RefreshTokenRequest(refresh_token=stored.refresh_token), timeout=30
+        )
+    except grpc.aio.AioRpcError as error:
+        if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+            raise NotLoggedIn(f"{error.details()}; run `betcode auth login` again") from None
+        raise
+    stored.set_tokens(fresh.access_token, fresh.refresh_token, fresh.expires_in_secs)
+    stored.save()
+    return stored.access_token

@@ -1,0 +1,1 @@
+"""The relay: accounts, machines, and routing of client calls to daemons' tunnels over NATS."""

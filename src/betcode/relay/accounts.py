@@ -1,0 +1,304 @@
+"""Accounts, refresh tokens and machines: one schema and one set of queries for SQLite (one
+relay) and PostgreSQL (several relays sharing it). Queries are written with ``?``
+placeholders; the PostgreSQL connection numbers them."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS users (
+        id TEXT PRIMARY KEY, username TEXT NOT NULL UNIQUE, email TEXT NOT NULL,
+        password_hash TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS refresh_tokens (
+        token_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL, family TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, used INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS refresh_tokens_family ON refresh_tokens (family)",
+    """CREATE TABLE IF NOT EXISTS revoked_families (
+        family TEXT PRIMARY KEY, revoked_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS machines (
+        machine_id TEXT PRIMARY KEY, name TEXT NOT NULL, owner_id TEXT NOT NULL,
+        metadata TEXT NOT NULL, cert_serial TEXT NOT NULL,
+        registered_at DOUBLE PRECISION NOT NULL, last_seen DOUBLE PRECISION NOT NULL,
+        online_relay TEXT NOT NULL DEFAULT '')""",
+    "CREATE INDEX IF NOT EXISTS machines_owner ON machines (owner_id)",
+)
+
+Row = tuple[Any, ...]
+
+
+class Database(Protocol):
+    async def execute(self, sql: str, *args: object) -> int: ...
+    async def fetchone(self, sql: str, *args: object) -> Row | None: ...
+    async def fetchall(self, sql: str, *args: object) -> list[Row]: ...
+    async def close(self) -> None: ...
+
+
+class SqliteDatabase:
+    """One connection used from worker threads, one statement at a time (a relay's account
+    traffic is logins and machine lookups, not a hot path)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._connection.execute("PRAGMA journal_mode=WAL")
+        self._connection.execute("PRAGMA busy_timeout=5000")
+        path.chmod(0o600)
+        self._lock = threading.Lock()
+        for statement in SCHEMA:
+            self._connection.execute(statement)
+
+    def _run(self, sql: str, args: Sequence[object], fetch: str) -> Any:
+        with self._lock:
+            cursor = self._connection.execute(sql, tuple(args))
+            if fetch == "one":
+                return cursor.fetchone()
+            if fetch == "all":
+                return cursor.fetchall()
+            return cursor.rowcount
+
+    async def execute(self, sql: str, *args: object) -> int:
+        result: int = await asyncio.to_thread(self._run, sql, args, "none")
+        return result
+
+    async def fetchone(self, sql: str, *args: object) -> Row | None:
+        row: Row | None = await asyncio.to_thread(self._run, sql, args, "one")
+        return row
+
+    async def fetchall(self, sql: str, *args: object) -> list[Row]:
+        rows: list[Row] = await asyncio.to_thread(self._run, sql, args, "all")
+        return rows
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._connection.close)
+
+
+_PLACEHOLDER = re.compile(r"\?")
+
+
+def numbered(sql: str) -> str:
+    """``?`` placeholders as PostgreSQL's ``$1, $2, ...``."""
+    counter = iter(range(1, 1000))
+    return _PLACEHOLDER.sub(lambda _match: f"${next(counter)}", sql)
+
+
+class PostgresDatabase:
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def connect(cls, url: str) -> PostgresDatabase:
+        import asyncpg
+
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=5)
+        # Two relays starting at once must not race on CREATE TABLE.
+        async with pool.acquire() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(4242)")
+            for statement in SCHEMA:
+                await connection.execute(statement)
+        return cls(pool)
+
+    async def execute(self, sql: str, *args: object) -> int:
+        status: str = await self._pool.execute(numbered(sql), *args)
+        tail = status.rsplit(" ", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+    async def fetchone(self, sql: str, *args: object) -> Row | None:
+        record = await self._pool.fetchrow(numbered(sql), *args)
+        return None if record is None else tuple(record)
+
+    async def fetchall(self, sql: str, *args: object) -> list[Row]:
+        return [tuple(record) for record in await self._pool.fetch(numbered(sql), *args)]
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+async def open_database(database_url: str | None, sqlite_path: Path) -> Database:
+    if database_url:
+        return await PostgresDatabase.connect(database_url)
+    return SqliteDatabase(sqlite_path)
+
+
+# --- the queries ---------------------------------------------------------------------------
+
+
+class UserExists(Exception):
+    pass
+
+
+class MachineTaken(Exception):
+    """The machine id is registered to another user."""
+
+
+@dataclass(frozen=True)
+class User:
+    id: str
+    username: str
+    email: str
+    password_hash: str
+
+
+@dataclass(frozen=True)
+class RefreshRow:
+    user_id: str
+    family: str
+    expires_at: float
+    used: bool
+
+
+@dataclass(frozen=True)
+class Machine:
+    machine_id: str
+    name: str
+    owner_id: str
+    metadata_json: str
+    cert_serial: str
+    registered_at: float
+    last_seen: float
+    online_relay: str
+
+
+class Accounts:
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def create_user(
+        self, user_id: str, username: str, email: str, password_hash: str, now: float
+    ) -> None:
+        inserted = await self.database.execute(
+            "INSERT INTO users (id, username, email, password_hash, created_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (username) DO NOTHING",
+            user_id,
+            username,
+            email,
+            password_hash,
+            now,
+        )
+        if inserted != 1:
+            raise UserExists(username)
+
+    async def user_by_name(self, username: str) -> User | None:
+        row = await self.database.fetchone(
+            "SELECT id, username, email, password_hash FROM users WHERE username = ?", username
+        )
+        return None if row is None else User(*row)
+
+    async def user_by_id(self, user_id: str) -> User | None:
+        row = await self.database.fetchone(
+            "SELECT id, username, email, password_hash FROM users WHERE id = ?", user_id
+        )
+        return None if row is None else User(*row)
+
+    async def set_password_hash(self, user_id: str, password_hash: str) -> None:
+        await self.database.execute(
+            "UPDATE users SET password_hash = ? WHERE id = ?", password_hash, user_id
+        )
+
+    async def add_refresh(
+        self, token_hash: str, user_id: str, family: str, expires_at: float
+    ) -> None:
+        await self.database.execute(
+            "INSERT INTO refresh_tokens (token_hash, user_id, family, expires_at) "
+            "VALUES (?, ?, ?, ?)",
+            token_hash,
+            user_id,
+            family,
+            expires_at,
+        )
+
+    async def refresh_row(self, token_hash: str) -> RefreshRow | None:
+        row = await self.database.fetchone(
+            "SELECT user_id, family, expires_at, used FROM refresh_tokens WHERE token_hash = ?",
+            token_hash,
+        )
+        return None if row is None else RefreshRow(row[0], row[1], row[2], bool(row[3]))
+
+    async def use_refresh(self, token_hash: str) -> bool:
+        """Marks a refresh token used; False when it already was (a replay)."""
+        changed = await self.database.execute(
+            "UPDATE refresh_tokens SET used = 1 WHERE token_hash = ? AND used = 0", token_hash
+        )
+        return changed == 1
+
+    async def revoke_family(self, family: str, now: float) -> None:
+        await self.database.execute(
+            "INSERT INTO revoked_families (family, revoked_at) VALUES (?, ?) "
+            "ON CONFLICT (family) DO NOTHING",
+            family,
+            now,
+        )
+
+    async def family_revoked(self, family: str) -> bool:
+        row = await self.database.fetchone(
+            "SELECT 1 FROM revoked_families WHERE family = ?", family
+        )
+        return row is not None
+
+    async def register_machine(self, machine: Machine) -> None:
+        """Adds the machine, or re-registers it for the same owner (a new certificate replaces
+        the old one, which stops being accepted)."""
+        changed = await self.database.execute(
+            "INSERT INTO machines (machine_id, name, owner_id, metadata, cert_serial, "
+            "registered_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (machine_id) DO UPDATE SET name = excluded.name, "
+            "metadata = excluded.metadata, cert_serial = excluded.cert_serial, "
+            "registered_at = excluded.registered_at "
+            "WHERE machines.owner_id = excluded.owner_id",
+            machine.machine_id,
+            machine.name,
+            machine.owner_id,
+            machine.metadata_json,
+            machine.cert_serial,
+            machine.registered_at,
+            machine.last_seen,
+        )
+        if changed != 1:
+            raise MachineTaken(machine.machine_id)
+
+    async def machine(self, machine_id: str) -> Machine | None:
+        row = await self.database.fetchone(
+            "SELECT machine_id, name, owner_id, metadata, cert_serial, registered_at, "
+            "last_seen, online_relay FROM machines WHERE machine_id = ?",
+            machine_id,
+        )
+        return None if row is None else Machine(*row)
+
+    async def machines_of(self, owner_id: str) -> list[Machine]:
+        rows = await self.database.fetchall(
+            "SELECT machine_id, name, owner_id, metadata, cert_serial, registered_at, "
+            "last_seen, online_relay FROM machines WHERE owner_id = ? ORDER BY machine_id",
+            owner_id,
+        )
+        return [Machine(*row) for row in rows]
+
+    async def remove_machine(self, machine_id: str, owner_id: str) -> bool:
+        changed = await self.database.execute(
+            "DELETE FROM machines WHERE machine_id = ? AND owner_id = ?", machine_id, owner_id
+        )
+        return changed == 1
+
+    async def set_online(self, machine_id: str, relay_id: str, now: float) -> None:
+        """``relay_id`` empty = offline."""
+        await self.database.execute(
+            "UPDATE machines SET online_relay = ?, last_seen = ? WHERE machine_id = ?",
+            relay_id,
+            now,
+            machine_id,
+        )
+
+    async def set_offline_if_held_by(self, machine_id: str, relay_id: str, now: float) -> None:
+        await self.database.execute(
+            "UPDATE machines SET online_relay = '', last_seen = ? "
+            "WHERE machine_id = ? AND online_relay = ?",
+            now,
+            machine_id,
+            relay_id,
+        )

@@ -1,0 +1,136 @@
+"""AuthService (register, login, refresh with rotation, revoke) and the check every other relay
+call starts with: the caller's ``authorization: Bearer <jwt>``."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from typing import Any
+
+import grpc
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from betcode.relay.accounts import Accounts, UserExists
+from betcode.relay.tokens import Claims, InvalidToken, TokenIssuer
+from betcode.v1 import auth_pb2, auth_pb2_grpc
+
+USERNAME = re.compile(r"^[A-Za-z0-9._-]{3,64}$")
+MIN_PASSWORD_CHARS = 8
+MAX_PASSWORD_CHARS = 1024
+AUTHORIZATION_KEY = "authorization"
+
+
+async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> Any:
+    await context.abort(code, message)
+
+
+async def caller_claims(context: grpc.aio.ServicerContext, issuer: TokenIssuer) -> Claims:
+    """The verified claims of the call's bearer token; aborts UNAUTHENTICATED otherwise."""
+    token = bearer_token(context.invocation_metadata() or ())
+    if token is None:
+        await abort(context, grpc.StatusCode.UNAUTHENTICATED, "no `authorization: Bearer <token>`")
+        raise AssertionError  # abort raises
+    try:
+        return await issuer.verify(token)
+    except InvalidToken as error:
+        await abort(context, grpc.StatusCode.UNAUTHENTICATED, str(error))
+        raise AssertionError from None
+
+
+def bearer_token(metadata: Any) -> str | None:
+    for key, value in metadata:
+        if key == AUTHORIZATION_KEY and isinstance(value, str):
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token:
+                return token.strip()
+    return None
+
+
+class AuthService(auth_pb2_grpc.AuthServiceServicer):
+    def __init__(self, accounts: Accounts, issuer: TokenIssuer) -> None:
+        self._accounts = accounts
+        self._issuer = issuer
+        self._hasher = PasswordHasher()  # argon2id, memory-hard
+
+    async def Register(
+        self, request: auth_pb2.RegisterRequest, context: grpc.aio.ServicerContext
+    ) -> auth_pb2.RegisterResponse:
+        if not USERNAME.match(request.username):
+            await abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "username: 3-64 characters of letters, digits, '.', '_' or '-'",
+            )
+        if not MIN_PASSWORD_CHARS <= len(request.password) <= MAX_PASSWORD_CHARS:
+            await abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"password: at least {MIN_PASSWORD_CHARS} characters",
+            )
+        password_hash = await asyncio.to_thread(self._hasher.hash, request.password)
+        user_id = uuid.uuid4().hex
+        try:
+            await self._accounts.create_user(
+                user_id, request.username, request.email, password_hash, time.time()
+            )
+        except UserExists:
+            await abort(
+                context, grpc.StatusCode.ALREADY_EXISTS, f"user {request.username!r} exists"
+            )
+        user = await self._accounts.user_by_id(user_id)
+        assert user is not None
+        pair = await self._issuer.issue(user)
+        return auth_pb2.RegisterResponse(
+            user_id=user_id,
+            access_token=pair.access_token,
+            refresh_token=pair.refresh_token,
+            expires_in_secs=pair.expires_in_secs,
+        )
+
+    async def Login(
+        self, request: auth_pb2.LoginRequest, context: grpc.aio.ServicerContext
+    ) -> auth_pb2.LoginResponse:
+        user = await self._accounts.user_by_name(request.username)
+        if user is None or not await self._password_matches(user.password_hash, request.password):
+            await abort(context, grpc.StatusCode.UNAUTHENTICATED, "wrong username or password")
+            raise AssertionError
+        if self._hasher.check_needs_rehash(user.password_hash):
+            new_hash = await asyncio.to_thread(self._hasher.hash, request.password)
+            await self._accounts.set_password_hash(user.id, new_hash)
+        pair = await self._issuer.issue(user)
+        return auth_pb2.LoginResponse(
+            access_token=pair.access_token,
+            refresh_token=pair.refresh_token,
+            expires_in_secs=pair.expires_in_secs,
+            user_id=user.id,
+        )
+
+    async def _password_matches(self, password_hash: str, password: str) -> bool:
+        try:
+            return bool(await asyncio.to_thread(self._hasher.verify, password_hash, password))
+        except (VerificationError, InvalidHashError):
+            return False
+
+    async def RefreshToken(
+        self, request: auth_pb2.RefreshTokenRequest, context: grpc.aio.ServicerContext
+    ) -> auth_pb2.RefreshTokenResponse:
+        try:
+            pair = await self._issuer.rotate(request.refresh_token)
+        except InvalidToken as error:
+            await abort(context, grpc.StatusCode.UNAUTHENTICATED, str(error))
+            raise AssertionError from None
+        return auth_pb2.RefreshTokenResponse(
+            access_token=pair.access_token,
+            refresh_token=pair.refresh_token,
+            expires_in_secs=pair.expires_in_secs,
+        )
+
+    async def RevokeToken(
+        self, request: auth_pb2.RevokeTokenRequest, context: grpc.aio.ServicerContext
+    ) -> auth_pb2.RevokeTokenResponse:
+        return auth_pb2.RevokeTokenResponse(
+            revoked=await self._issuer.revoke(request.refresh_token)
+        )

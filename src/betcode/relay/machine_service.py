@@ -1,0 +1,141 @@
+"""MachineService: a user's machines (SEC-04: only their owner sees or touches them). Register
+signs the machine's CSR (``metadata["csr_pem"]``) and answers its certificate and the relay's
+CA in the returned machine's metadata (``certificate_pem``, ``ca_pem``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from betcode.relay.accounts import Accounts, Machine, MachineTaken
+from betcode.relay.auth_service import abort, caller_claims
+from betcode.relay.pki import Authority, cert_pem, serial_hex
+from betcode.relay.tokens import TokenIssuer
+from betcode.v1 import machine_pb2, machine_pb2_grpc
+
+MACHINE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+CSR_KEY = "csr_pem"
+CERTIFICATE_KEY = "certificate_pem"
+CA_KEY = "ca_pem"
+MAX_METADATA_ENTRIES = 32
+MAX_METADATA_CHARS = 1024
+
+
+def _timestamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+def machine_info(machine: Machine) -> machine_pb2.MachineInfo:
+    return machine_pb2.MachineInfo(
+        machine_id=machine.machine_id,
+        name=machine.name,
+        owner_id=machine.owner_id,
+        status=(
+            machine_pb2.MACHINE_STATUS_ONLINE
+            if machine.online_relay
+            else machine_pb2.MACHINE_STATUS_OFFLINE
+        ),
+        registered_at=_timestamp(machine.registered_at),
+        last_seen=_timestamp(machine.last_seen),
+        metadata=json.loads(machine.metadata_json),
+    )
+
+
+class MachineService(machine_pb2_grpc.MachineServiceServicer):
+    def __init__(self, accounts: Accounts, issuer: TokenIssuer, authority: Authority) -> None:
+        self._accounts = accounts
+        self._issuer = issuer
+        self._authority = authority
+
+    async def RegisterMachine(
+        self, request: machine_pb2.RegisterMachineRequest, context: grpc.aio.ServicerContext
+    ) -> machine_pb2.RegisterMachineResponse:
+        claims = await caller_claims(context, self._issuer)
+        if not MACHINE_ID.match(request.machine_id):
+            await abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "machine_id: 1-64 characters of letters, digits, '.', '_' or '-'",
+            )
+        metadata = dict(request.metadata)
+        csr = metadata.pop(CSR_KEY, "")
+        if len(metadata) > MAX_METADATA_ENTRIES or any(
+            len(k) + len(v) > MAX_METADATA_CHARS for k, v in metadata.items()
+        ):
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "metadata too large")
+        if not csr:
+            await abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"metadata[{CSR_KEY!r}] must hold the machine's certificate request (PEM)",
+            )
+        try:
+            cert = self._authority.machine_certificate(csr.encode(), request.machine_id)
+        except ValueError as error:
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"bad CSR: {error}")
+            raise AssertionError from None
+        now = time.time()
+        machine = Machine(
+            request.machine_id,
+            request.name or request.machine_id,
+            claims.user_id,
+            json.dumps(metadata, sort_keys=True),
+            serial_hex(cert),
+            now,
+            now,
+            "",
+        )
+        try:
+            await self._accounts.register_machine(machine)
+        except MachineTaken:
+            await abort(
+                context,
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"machine {request.machine_id!r} belongs to another user",
+            )
+        info = machine_info(machine)
+        info.metadata[CERTIFICATE_KEY] = cert_pem(cert).decode()
+        info.metadata[CA_KEY] = cert_pem(self._authority.cert).decode()
+        return machine_pb2.RegisterMachineResponse(machine=info)
+
+    async def ListMachines(
+        self, request: machine_pb2.ListMachinesRequest, context: grpc.aio.ServicerContext
+    ) -> machine_pb2.ListMachinesResponse:
+        claims = await caller_claims(context, self._issuer)
+        infos = [machine_info(m) for m in await self._accounts.machines_of(claims.user_id)]
+        if request.status_filter:
+            infos = [info for info in infos if info.status == request.status_filter]
+        total = len(infos)
+        page = infos[request.offset :]
+        if request.limit:
+            page = page[: request.limit]
+        return machine_pb2.ListMachinesResponse(machines=page, total=total)
+
+    async def _owned(self, machine_id: str, context: grpc.aio.ServicerContext) -> Machine:
+        claims = await caller_claims(context, self._issuer)
+        machine = await self._accounts.machine(machine_id)
+        # Another user's machine is reported exactly like a missing one (no probing of ids).
+        if machine is None or machine.owner_id != claims.user_id:
+            await abort(context, grpc.StatusCode.NOT_FOUND, f"no machine {machine_id!r}")
+            raise AssertionError
+        return machine
+
+    async def GetMachine(
+        self, request: machine_pb2.GetMachineRequest, context: grpc.aio.ServicerContext
+    ) -> machine_pb2.GetMachineResponse:
+        return machine_pb2.GetMachineResponse(
+            machine=machine_info(await self._owned(request.machine_id, context))
+        )
+
+    async def RemoveMachine(
+        self, request: machine_pb2.RemoveMachineRequest, context: grpc.aio.ServicerContext
+    ) -> machine_pb2.RemoveMachineResponse:
+        machine = await self._owned(request.machine_id, context)
+        removed = await self._accounts.remove_machine(machine.machine_id, machine.owner_id)
+        return machine_pb2.RemoveMachineResponse(removed=removed)

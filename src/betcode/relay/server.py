@@ -1,0 +1,143 @@
+"""One relay instance: NATS (its own embedded server, or the given cluster), the accounts
+database (SQLite, or PostgreSQL shared by every instance), and the TLS gRPC port serving
+AuthService, MachineService, TunnelService and the routed daemon services."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import nats
+from nats.aio.client import Client as Nats
+
+from betcode.relay.accounts import Accounts, Database, open_database
+from betcode.relay.auth_service import AuthService
+from betcode.relay.layout import RelayFiles
+from betcode.relay.machine_service import MachineService
+from betcode.relay.nats_server import NatsServer
+from betcode.relay.routing import Router
+from betcode.relay.tokens import TokenIssuer
+from betcode.relay.tunnels import TunnelService, TunnelTiming
+from betcode.v1 import auth_pb2_grpc, machine_pb2_grpc, tunnel_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_LISTEN = "127.0.0.1:8443"
+DEFAULT_TUNNEL_LISTEN = "127.0.0.1:8444"
+
+
+@dataclass(frozen=True)
+class RelayOptions:
+    files: RelayFiles
+    listen: str = DEFAULT_LISTEN
+    tunnel_listen: str = DEFAULT_TUNNEL_LISTEN
+    nats_urls: Sequence[str] = ()
+    database_url: str | None = None
+    relay_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    tls: tuple[Path, Path] | None = None  # (cert, key) instead of the files' server pair
+    timing: TunnelTiming = field(default_factory=TunnelTiming)
+
+
+class Relay:
+    def __init__(self, options: RelayOptions) -> None:
+        self.options = options
+        self.nats_server: NatsServer | None = None
+        self.nc: Nats | None = None
+        self.database: Database | None = None
+        self.server: grpc.aio.Server | None = None
+        self.router: Router | None = None
+        self.tunnels: TunnelService | None = None
+        self.port = 0
+        self.tunnel_port = 0
+
+    async def start(self) -> None:
+        files = self.options.files
+        authority = files.authority()
+        urls = list(self.options.nats_urls)
+        if not urls:
+            self.nats_server = NatsServer(files.nats_dir)
+            await self.nats_server.start()
+            urls = [self.nats_server.url]
+        self.nc = await nats.connect(servers=urls, name=f"betcode-relay-{self.options.relay_id}")
+        self.database = await open_database(self.options.database_url, files.accounts_db)
+        accounts = Accounts(self.database)
+        issuer = TokenIssuer(accounts, files.jwt_secret())
+        self.router = Router(self.nc, self.options.relay_id, accounts, issuer)
+        await self.router.start()
+        self.tunnels = TunnelService(
+            self.nc, self.options.relay_id, accounts, authority.cert, self.options.timing
+        )
+        self.server = grpc.aio.server(
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+                ("grpc.keepalive_time_ms", 30_000),
+                ("grpc.keepalive_timeout_ms", 20_000),
+                ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ]
+        )
+        auth_pb2_grpc.add_AuthServiceServicer_to_server(AuthService(accounts, issuer), self.server)
+        machine_pb2_grpc.add_MachineServiceServicer_to_server(
+            MachineService(accounts, issuer, authority), self.server
+        )
+        tunnel_pb2_grpc.add_TunnelServiceServicer_to_server(self.tunnels, self.server)
+        self.server.add_generic_rpc_handlers((self.router,))
+        cert_file, key_file = self.options.tls or (files.server_cert, files.server_key)
+        pair = [(key_file.read_bytes(), cert_file.read_bytes())]
+        # Two ports: clients present no certificate (they carry a JWT); daemons must present
+        # their machine certificate, verified against the relay's CA by TLS itself (gRPC has no
+        # "ask for a certificate but let callers without one in" mode).
+        self.port = self.server.add_secure_port(
+            self.options.listen, grpc.ssl_server_credentials(pair)
+        )
+        self.tunnel_port = self.server.add_secure_port(
+            self.options.tunnel_listen,
+            grpc.ssl_server_credentials(
+                pair, root_certificates=files.ca_cert.read_bytes(), require_client_auth=True
+            ),
+        )
+        if 0 in (self.port, self.tunnel_port):
+            raise OSError(f"cannot listen on {self.options.listen} / {self.options.tunnel_listen}")
+        await self.server.start()
+        log.info("relay %s listening on port %d", self.options.relay_id, self.port)
+
+    async def stop(self, grace: float = 2.0) -> None:
+        if self.server is not None:
+            await self.server.stop(grace)
+        if self.router is not None:
+            await self.router.stop()
+        if self.nc is not None:
+            await self.nc.close()
+        if self.database is not None:
+            await self.database.close()
+        if self.nats_server is not None:
+            await self.nats_server.stop()
+
+
+async def run_relay(options: RelayOptions) -> int:
+    relay = Relay(options)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        await relay.start()
+        host = options.listen.rsplit(":", 1)[0]
+        tunnel_host = options.tunnel_listen.rsplit(":", 1)[0]
+        print(
+            f"relay {options.relay_id} listening on {host}:{relay.port}"
+            f" (daemons: {tunnel_host}:{relay.tunnel_port})",
+            flush=True,
+        )
+        await stopping.wait()
+    finally:
+        await relay.stop()
+    return 0

@@ -1,0 +1,287 @@
+"""TunnelService: daemons dial in with their machine certificate and hold one OpenTunnel stream
+each. The instance holding a machine's tunnel serves that machine's NATS subject: call frames
+from any relay instance go down the tunnel, the daemon's frames go back to the instance that
+opened the call (its inbox, named when the call was opened)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import nats.errors
+from cryptography import x509
+from google.protobuf.message import DecodeError
+from nats.aio.client import Client as Nats
+from nats.aio.msg import Msg
+
+from betcode.relay.accounts import Accounts, Machine
+from betcode.relay.auth_service import abort
+from betcode.relay.pki import common_name, serial_hex
+from betcode.relay.routing import (
+    OPEN_ACCEPTED,
+    OPEN_REFUSED,
+    REPLY_TO_HEADER,
+    machine_subject,
+)
+from betcode.tunnel import frames
+from betcode.v1 import tunnel_pb2, tunnel_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+TUNNEL_QUEUE_FRAMES = 1024
+HEARTBEAT_INTERVAL_SECONDS = 20  # TOP-04
+
+
+@dataclass(frozen=True)
+class TunnelTiming:
+    ping_interval: float = 20.0
+    pong_timeout: float = 15.0
+
+
+class TunnelRefused(Exception):
+    pass
+
+
+def verified_machine_certificate(
+    context: grpc.aio.ServicerContext, ca: x509.Certificate
+) -> x509.Certificate:
+    """The caller's client certificate (TLS verified it against the CA on the tunnel port);
+    checked again here so that a call reaching TunnelService on the clients' port, which asks
+    for no certificate, is refused too."""
+    auth = context.auth_context() or {}
+    pems = auth.get("x509_pem_cert") or []
+    if not pems:
+        raise TunnelRefused("no client certificate: run `betcode machine register` first")
+    cert = x509.load_pem_x509_certificate(pems[0])
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, Exception) as error:
+        raise TunnelRefused(f"the certificate is not issued by this relay ({error})") from None
+    now = datetime.datetime.now(datetime.UTC)
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        raise TunnelRefused("the machine certificate has expired; register the machine again")
+    return cert
+
+
+class _Tunnel:
+    def __init__(self, nc: Nats, machine_id: str) -> None:
+        self.nc = nc
+        self.machine_id = machine_id
+        self.outgoing: asyncio.Queue[tunnel_pb2.TunnelFrame | None] = asyncio.Queue(
+            TUNNEL_QUEUE_FRAMES
+        )
+        self.reply_to: dict[str, str] = {}
+        self.last_pong = time.monotonic()
+        self.failure: str | None = None  # why the relay ended the tunnel, for the daemon
+        self.local_replies: dict[str, Callable[[tunnel_pb2.TunnelFrame], None]] = {}
+
+    def close(self) -> None:
+        with contextlib.suppress(asyncio.QueueFull):
+            self.outgoing.put_nowait(None)
+
+    async def on_nats(self, msg: Msg) -> None:
+        frame = tunnel_pb2.TunnelFrame()
+        try:
+            frame.ParseFromString(msg.data)
+        except Exception:
+            log.warning("dropped an undecodable frame for %s", self.machine_id)
+            return
+        if frame.frame_type == frames.REQUEST:
+            reply_to = (msg.headers or {}).get(REPLY_TO_HEADER, "")
+            if not reply_to or self.outgoing.full():
+                await msg.respond(OPEN_REFUSED)
+                return
+            self.reply_to[frame.request_id] = reply_to
+            self.outgoing.put_nowait(frame)
+            await msg.respond(OPEN_ACCEPTED)
+            return
+        known = self.reply_to.get(frame.request_id)
+        if known is None:
+            return  # a call that already ended
+        if frame.frame_type == frames.ERROR:
+            self.reply_to.pop(frame.request_id, None)
+        try:
+            self.outgoing.put_nowait(frame)
+        except asyncio.QueueFull:
+            self.reply_to.pop(frame.request_id, None)
+            full = frames.error_frame(
+                frame.request_id, grpc.StatusCode.RESOURCE_EXHAUSTED, "the tunnel is full"
+            )
+            await self.nc.publish(known, full.SerializeToString())
+
+    async def from_daemon(self, frame: tunnel_pb2.TunnelFrame) -> None:
+        if frame.frame_type == frames.CONTROL:
+            if frame.control.control_type == tunnel_pb2.TUNNEL_CONTROL_TYPE_PONG:
+                self.last_pong = time.monotonic()
+            elif frame.control.control_type == tunnel_pb2.TUNNEL_CONTROL_TYPE_PING:
+                await self.send(frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_PONG))
+            return
+        ends = frame.frame_type in (frames.STREAM_END, frames.ERROR)
+        local = self.local_replies.get(frame.request_id)
+        if local is not None:
+            local(frame)
+            if ends:
+                self.local_replies.pop(frame.request_id, None)
+            return
+        reply_to = (
+            self.reply_to.pop(frame.request_id, None)
+            if ends
+            else self.reply_to.get(frame.request_id)
+        )
+        if reply_to is None:
+            log.warning(
+                "frame for unknown call %r from %s dropped", frame.request_id, self.machine_id
+            )
+            return
+        await self.nc.publish(reply_to, frame.SerializeToString())
+
+    async def send(self, frame: tunnel_pb2.TunnelFrame) -> None:
+        await self.outgoing.put(frame)
+
+    async def fail_open_calls(self) -> None:
+        for request_id, reply_to in list(self.reply_to.items()):
+            gone = frames.error_frame(
+                request_id, grpc.StatusCode.UNAVAILABLE, f"machine {self.machine_id} disconnected"
+            )
+            with contextlib.suppress(nats.errors.Error):
+                await self.nc.publish(reply_to, gone.SerializeToString())
+        self.reply_to.clear()
+
+
+OnOnline = Callable[[str, "_Tunnel"], Coroutine[Any, Any, None]]
+
+
+class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
+    def __init__(
+        self,
+        nc: Nats,
+        relay_id: str,
+        accounts: Accounts,
+        ca: x509.Certificate,
+        timing: TunnelTiming | None = None,
+    ) -> None:
+        self._nc = nc
+        self._relay_id = relay_id
+        self._accounts = accounts
+        self._ca = ca
+        self._timing = timing or TunnelTiming()
+        self._tunnels: dict[str, _Tunnel] = {}
+        self.on_online: OnOnline | None = None  # the offline buffer delivers through this
+
+    async def _machine(self, context: grpc.aio.ServicerContext) -> Machine:
+        try:
+            cert = verified_machine_certificate(context, self._ca)
+        except TunnelRefused as error:
+            await abort(context, grpc.StatusCode.UNAUTHENTICATED, str(error))
+            raise AssertionError from None
+        machine = await self._accounts.machine(common_name(cert))
+        if machine is None or machine.cert_serial != serial_hex(cert):
+            await abort(
+                context,
+                grpc.StatusCode.UNAUTHENTICATED,
+                "the machine certificate was revoked or replaced; register the machine again",
+            )
+            raise AssertionError
+        return machine
+
+    async def Register(
+        self, request: tunnel_pb2.TunnelRegisterRequest, context: grpc.aio.ServicerContext
+    ) -> tunnel_pb2.TunnelRegisterResponse:
+        machine = await self._machine(context)
+        if request.machine_id and request.machine_id != machine.machine_id:
+            await abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"the certificate is for {machine.machine_id}, not {request.machine_id}",
+            )
+        return tunnel_pb2.TunnelRegisterResponse(
+            accepted=True,
+            relay_id=self._relay_id,
+            heartbeat_interval_secs=HEARTBEAT_INTERVAL_SECONDS,
+        )
+
+    async def Heartbeat(
+        self, request: tunnel_pb2.TunnelHeartbeat, context: grpc.aio.ServicerContext
+    ) -> tunnel_pb2.TunnelHeartbeat:
+        machine = await self._machine(context)
+        if machine.machine_id in self._tunnels:
+            await self._accounts.set_online(machine.machine_id, self._relay_id, time.time())
+        reply = tunnel_pb2.TunnelHeartbeat(machine_id=machine.machine_id)
+        reply.timestamp.GetCurrentTime()
+        return reply
+
+    async def OpenTunnel(
+        self, requests: AsyncIterator[tunnel_pb2.TunnelFrame], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[tunnel_pb2.TunnelFrame]:
+        machine = await self._machine(context)
+        machine_id = machine.machine_id
+        tunnel = _Tunnel(self._nc, machine_id)
+        previous = self._tunnels.pop(machine_id, None)
+        if previous is not None:
+            previous.close()  # the daemon reconnected; its old tunnel is dead or dying
+        self._tunnels[machine_id] = tunnel
+        subscription = await self._nc.subscribe(machine_subject(machine_id), cb=tunnel.on_nats)
+        await self._accounts.set_online(machine_id, self._relay_id, time.time())
+        log.info("machine %s tunnel open on relay %s", machine_id, self._relay_id)
+        reader = asyncio.create_task(self._read(requests, tunnel))
+        pinger = asyncio.create_task(self._ping(tunnel))
+        if self.on_online is not None:
+            asyncio.create_task(self.on_online(machine_id, tunnel))  # noqa: RUF006
+        try:
+            while True:
+                frame = await tunnel.outgoing.get()
+                if frame is None:
+                    break
+                yield frame
+            if tunnel.failure is not None:
+                await abort(context, grpc.StatusCode.INVALID_ARGUMENT, tunnel.failure)
+        finally:
+            reader.cancel()
+            pinger.cancel()
+            with contextlib.suppress(nats.errors.Error):
+                await subscription.unsubscribe()
+            await tunnel.fail_open_calls()
+            if self._tunnels.get(machine_id) is tunnel:
+                del self._tunnels[machine_id]
+                await self._accounts.set_offline_if_held_by(machine_id, self._relay_id, time.time())
+            log.info("machine %s tunnel closed on relay %s", machine_id, self._relay_id)
+
+    async def _read(self, requests: AsyncIterator[tunnel_pb2.TunnelFrame], tunnel: _Tunnel) -> None:
+        try:
+            async for frame in requests:
+                await tunnel.from_daemon(frame)
+        except (grpc.RpcError, asyncio.CancelledError):
+            pass
+        except DecodeError as error:
+            tunnel.failure = f"undecodable frame from the daemon: {error}"
+            log.warning("machine %s: %s; tunnel closed", tunnel.machine_id, tunnel.failure)
+        except Exception:  # a frame that cannot be handled ends this tunnel, loudly
+            tunnel.failure = "the relay could not handle a frame"
+            log.exception("tunnel of %s failed", tunnel.machine_id)
+        tunnel.close()
+
+    async def _ping(self, tunnel: _Tunnel) -> None:
+        while True:
+            await asyncio.sleep(self._timing.ping_interval)
+            sent = time.monotonic()
+            await tunnel.send(frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_PING))
+            await asyncio.sleep(self._timing.pong_timeout)
+            if tunnel.last_pong < sent:
+                log.warning("machine %s missed its PONG; closing its tunnel", tunnel.machine_id)
+                tunnel.close()
+                return
+
+    async def drain(self) -> None:
+        """Asks every daemon to move to another relay (DRAIN; they answer DRAIN_ACK)."""
+        for tunnel in list(self._tunnels.values()):
+            await tunnel.send(frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_DRAIN))
+
+    def tunnels(self) -> dict[str, Any]:
+        return dict(self._tunnels)

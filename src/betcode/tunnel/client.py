@@ -1,0 +1,279 @@
+"""The daemon's side of the tunnel: dial the relay with the machine certificate, register,
+heartbeat, answer PING/DRAIN, and serve each relayed call by making it, as a real gRPC call, on
+the daemon's own local socket. Relayed clients therefore go through exactly the code paths of
+local ones (sessions, replay, permissions, config). Reconnects with exponential backoff and
+jitter over the relay URLs it was given (TOP-03/04)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from betcode.tunnel import frames
+from betcode.tunnel.identity import MachineIdentity
+from betcode.v1 import tunnel_pb2, tunnel_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+CALL_QUEUE_MESSAGES = 256
+OUTGOING_FRAMES = 1024
+
+
+def relay_target(url: str) -> str:
+    """``https://host:port`` or ``host:port`` → the gRPC target ``host:port``."""
+    target = url.split("://", 1)[-1].rstrip("/")
+    if ":" not in target.rsplit("]", 1)[-1]:
+        target += ":443"
+    return target
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """1 s doubling to 60 s, ±20 % jitter (TOP-04)."""
+
+    initial: float = 1.0
+    maximum: float = 60.0
+    jitter: float = 0.2
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.maximum, self.initial * 2.0 ** min(attempt, 32))
+        return float(base * (1 + random.uniform(-self.jitter, self.jitter)))
+
+
+@dataclass(frozen=True)
+class TunnelSettings:
+    relay_urls: Sequence[str]
+    identity: MachineIdentity
+    local_target: str  # the daemon's own socket, "unix:/path"
+    ca_file: Path | None = None  # else the CA stored at `machine register`
+    heartbeat_interval: float = 20.0
+    heartbeat_timeout: float = 15.0
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+class _Drained(Exception):
+    pass
+
+
+class TunnelClient:
+    def __init__(self, settings: TunnelSettings) -> None:
+        self.settings = settings
+        self.connected = asyncio.Event()
+        self.relay_id = ""
+        self._local: grpc.aio.Channel | None = None
+        self._outgoing: asyncio.Queue[tunnel_pb2.TunnelFrame] = asyncio.Queue(OUTGOING_FRAMES)
+        self._calls: dict[str, asyncio.Queue[bytes | None]] = {}
+        self._call_tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        """Runs until cancelled; never raises for a relay that is down."""
+        self.settings.identity.require()
+        self._local = grpc.aio.insecure_channel(
+            self.settings.local_target,
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        attempt = 0
+        index = 0
+        try:
+            while True:
+                url = self.settings.relay_urls[index % len(self.settings.relay_urls)]
+                try:
+                    await self._session(url)
+                    attempt = 0  # a tunnel that was up: try again at once
+                except _Drained:
+                    log.info("relay %s drained this tunnel; moving on", url)
+                    index += 1
+                    continue
+                except (grpc.RpcError, OSError, TimeoutError) as error:
+                    log.warning("relay tunnel to %s failed: %s", url, _describe(error))
+                finally:
+                    self.connected.clear()
+                    self._end_calls()
+                index += 1
+                delay = self.settings.backoff.delay(attempt)
+                attempt += 1
+                await asyncio.sleep(delay)
+        finally:
+            await self._local.close()
+
+    def _credentials(self) -> grpc.ChannelCredentials:
+        identity = self.settings.identity
+        ca = self.settings.ca_file or identity.ca_file
+        return grpc.ssl_channel_credentials(
+            root_certificates=ca.read_bytes(),
+            private_key=identity.key_file.read_bytes(),
+            certificate_chain=identity.cert_file.read_bytes(),
+        )
+
+    async def _session(self, url: str) -> None:
+        identity = self.settings.identity
+        channel = grpc.aio.secure_channel(
+            relay_target(url),
+            self._credentials(),
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        try:
+            stub = tunnel_pb2_grpc.TunnelServiceStub(channel)
+            machine_id = identity.machine_id()
+            call = stub.OpenTunnel()
+            registered = await stub.Register(
+                tunnel_pb2.TunnelRegisterRequest(
+                    machine_id=machine_id, machine_name=identity.machine_name()
+                ),
+                timeout=self.settings.heartbeat_timeout,
+            )
+            if not registered.accepted:
+                raise OSError(f"relay {url} did not accept machine {machine_id}")
+            self.relay_id = registered.relay_id
+            self.connected.set()
+            log.info("tunnel to relay %s (%s) open", url, registered.relay_id)
+            tasks = [
+                asyncio.create_task(self._write(call)),
+                asyncio.create_task(self._heartbeat(stub, machine_id)),
+                asyncio.create_task(self._read(call)),
+            ]
+            try:
+                done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                call.cancel()
+            for task in done:
+                task.result()  # raises what ended the session
+        finally:
+            await channel.close()
+
+    async def _write(self, call: Any) -> None:
+        while True:
+            await call.write(await self._outgoing.get())
+
+    async def _heartbeat(self, stub: tunnel_pb2_grpc.TunnelServiceStub, machine_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_interval)
+            beat = tunnel_pb2.TunnelHeartbeat(
+                machine_id=machine_id, active_sessions=len(self._calls)
+            )
+            beat.timestamp.GetCurrentTime()
+            await stub.Heartbeat(beat, timeout=self.settings.heartbeat_timeout)
+
+    async def _read(self, call: Any) -> None:
+        while True:
+            frame = await call.read()
+            if frame is grpc.aio.EOF:
+                raise OSError("the relay closed the tunnel")
+            await self._on_frame(frame)
+
+    async def _on_frame(self, frame: tunnel_pb2.TunnelFrame) -> None:
+        if frame.frame_type == frames.CONTROL:
+            kind = frame.control.control_type
+            if kind == tunnel_pb2.TUNNEL_CONTROL_TYPE_PING:
+                await self._outgoing.put(frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_PONG))
+            elif kind == tunnel_pb2.TUNNEL_CONTROL_TYPE_DRAIN:
+                await self._outgoing.put(
+                    frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_DRAIN_ACK)
+                )
+                await asyncio.sleep(0.1)  # let the ACK leave before the stream ends
+                raise _Drained
+            return
+        request_id = frame.request_id
+        if frame.frame_type == frames.REQUEST:
+            queue: asyncio.Queue[bytes | None] = asyncio.Queue(CALL_QUEUE_MESSAGES)
+            self._calls[request_id] = queue
+            self._call_tasks[request_id] = asyncio.create_task(
+                self._serve(request_id, frame.stream_data, queue)
+            )
+            return
+        queue_of_call = self._calls.get(request_id)
+        if queue_of_call is None:
+            return
+        if frame.frame_type == frames.STREAM_DATA:
+            try:
+                queue_of_call.put_nowait(frame.stream_data.encrypted.ciphertext)
+            except asyncio.QueueFull:
+                self._cancel(request_id)
+                await self._outgoing.put(
+                    frames.error_frame(
+                        request_id, grpc.StatusCode.RESOURCE_EXHAUSTED, "too many queued requests"
+                    )
+                )
+        elif frame.frame_type == frames.STREAM_END:
+            with contextlib.suppress(asyncio.QueueFull):
+                queue_of_call.put_nowait(None)
+        elif frame.frame_type == frames.ERROR:
+            self._cancel(request_id)
+
+    def _cancel(self, request_id: str) -> None:
+        self._calls.pop(request_id, None)
+        task = self._call_tasks.pop(request_id, None)
+        if task is not None:
+            task.cancel()
+
+    def _end_calls(self) -> None:
+        for request_id in list(self._call_tasks):
+            self._cancel(request_id)
+
+    async def _serve(
+        self,
+        request_id: str,
+        opening: tunnel_pb2.StreamPayload,
+        requests: asyncio.Queue[bytes | None],
+    ) -> None:
+        assert self._local is not None
+        method = "/" + opening.method.lstrip("/")
+        call = self._local.stream_stream(method)(metadata=frames.decode_metadata(opening.metadata))
+        feeder = asyncio.create_task(self._feed(call, requests))
+        sequence = 0
+        try:
+            while True:
+                message = await call.read()
+                if message is grpc.aio.EOF:
+                    break
+                sequence += 1
+                await self._outgoing.put(frames.data_frame(request_id, message, sequence))
+            trailers = await call.trailing_metadata()
+            await self._outgoing.put(frames.end_frame(request_id, tuple(trailers or ())))
+        except grpc.aio.AioRpcError as error:
+            await self._outgoing.put(
+                frames.error_frame(
+                    request_id,
+                    error.code(),
+                    error.details() or "",
+                    tuple(error.trailing_metadata() or ()),
+                )
+            )
+        finally:
+            feeder.cancel()
+            call.cancel()
+            self._calls.pop(request_id, None)
+            self._call_tasks.pop(request_id, None)
+
+    async def _feed(self, call: Any, requests: asyncio.Queue[bytes | None]) -> None:
+        with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
+            while True:
+                message = await requests.get()
+                if message is None:
+                    await call.done_writing()
+                    return
+                await call.write(message)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return str(error) or type(error).__name__

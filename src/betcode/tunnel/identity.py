@@ -1,0 +1,90 @@
+"""The machine's relay identity in ``<config dir>/certs/`` (SEC-03; every file 0600): its
+private key (made here, never sent), the certificate the relay issued for it, the relay's CA
+and which machine id it is."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from betcode.relay.pki import certificate_request, key_pem, new_key, write_private
+
+RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+class NoMachineIdentity(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class MachineIdentity:
+    root: Path  # <config dir>/certs
+
+    @property
+    def key_file(self) -> Path:
+        return self.root / "machine.key"
+
+    @property
+    def cert_file(self) -> Path:
+        return self.root / "machine.pem"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.root / "relay-ca.pem"
+
+    @property
+    def info_file(self) -> Path:
+        return self.root / "machine.json"
+
+    def new_request(self, machine_id: str) -> bytes:
+        """A fresh key (written now, 0600) and its CSR for the relay to sign."""
+        key = new_key()
+        write_private(self.key_file, key_pem(key))
+        return certificate_request(key, machine_id)
+
+    def store(self, machine_id: str, name: str, cert_pem: str, ca_pem: str) -> None:
+        write_private(self.cert_file, cert_pem.encode())
+        write_private(self.ca_file, ca_pem.encode())
+        info = {"machine_id": machine_id, "name": name}
+        write_private(self.info_file, json.dumps(info, indent=2).encode())
+
+    def exists(self) -> bool:
+        return all(p.exists() for p in (self.key_file, self.cert_file, self.info_file))
+
+    def require(self) -> None:
+        if not self.exists():
+            raise NoMachineIdentity(
+                f"no machine identity in {self.root}: run "
+                "`betcode --relay URL machine register --id ID --name NAME` first"
+            )
+
+    def machine_id(self) -> str:
+        self.require()
+        return str(json.loads(self.info_file.read_text())["machine_id"])
+
+    def machine_name(self) -> str:
+        self.require()
+        return str(json.loads(self.info_file.read_text()).get("name", ""))
+
+    def certificate(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_file.read_bytes())
+
+    def private_key(self) -> ec.EllipticCurvePrivateKey:
+        key = serialization.load_pem_private_key(self.key_file.read_bytes(), password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        return key
+
+    def needs_renewal(self, now: datetime.datetime | None = None) -> bool:
+        now = now or datetime.datetime.now(datetime.UTC)
+        return self.certificate().not_valid_after_utc - now <= RENEW_BEFORE
+
+
+def owner_only(path: Path) -> bool:
+    return (os.stat(path).st_mode & 0o077) == 0

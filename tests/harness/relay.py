@@ -1,0 +1,204 @@
+"""A real relay for tests: `betcode relay init` + `betcode relay start` in its own process (its
+own embedded nats-server, SQLite accounts), and `betcode` commands run as a user runs them,
+each with its own config dir (a client's, a daemon machine's)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from betcode.relay.layout import RelayFiles, init_relay
+from betcode.relay.server import Relay, RelayOptions
+
+LISTENING = re.compile(r"relay (\S+) listening on (\S+) \(daemons: (\S+)\)")
+
+
+def betcode_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "betcode.cli.main", *args]
+
+
+@dataclass
+class RelayProcess:
+    root: Path  # the relay's files (ca.pem, keys, accounts, nats) live here
+    extra_args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    process: subprocess.Popen[bytes] | None = None
+    url: str = ""  # clients
+    tunnel_url: str = ""  # daemons
+    relay_id: str = ""
+
+    @property
+    def ca(self) -> Path:
+        return self.root / "ca.pem"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root.parent / f"{self.root.name}.log"
+
+    def init(self) -> None:
+        subprocess.run(
+            betcode_argv("relay", "init", "--dir", str(self.root), "--host", "127.0.0.1"),
+            check=True,
+            capture_output=True,
+            env=dict(self.env),
+        )
+
+    def start(self, timeout: float = 30.0) -> None:
+        if not self.ca.exists():
+            self.init()
+        listen = [
+            "--listen",
+            self.url.split("://")[-1] if self.url else "127.0.0.1:0",
+            "--tunnel-listen",
+            self.tunnel_url.split("://")[-1] if self.tunnel_url else "127.0.0.1:0",
+        ]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                betcode_argv("relay", "start", "--dir", str(self.root), *listen, *self.extra_args),
+                env=dict(self.env),
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline().decode()
+            if match := LISTENING.search(line):
+                self.relay_id = match.group(1)
+                self.url = f"https://{match.group(2)}"
+                self.tunnel_url = f"https://{match.group(3)}"
+                return
+            if not line and self.process.poll() is not None:
+                break
+        raise RuntimeError(f"relay did not start: {self.log_path.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+
+    def kill9(self) -> None:
+        """Crash the relay; its nats-server child (own session) is killed with it."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+
+@dataclass
+class Finished:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass(frozen=True)
+class BetcodeUser:
+    """`betcode --relay URL --relay-custom-ca-cert CA ...` with one config dir."""
+
+    relay: RelayProcess
+    config_dir: Path
+    cwd: Path
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def _env(self) -> dict[str, str]:
+        env = dict(self.env)
+        env.update({"BETCODE_CONFIG_DIR": str(self.config_dir), "BETCODE_PASSWORD": "pw-123456"})
+        env.pop("BETCODE_SOCKET", None)
+        return env
+
+    async def spawn(self, *args: str, relay_url: str | None = None) -> asyncio.subprocess.Process:
+        argv = betcode_argv(
+            "--relay",
+            relay_url or self.relay.url,
+            "--relay-custom-ca-cert",
+            str(self.relay.ca),
+            *args,
+        )
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=self.cwd,
+            env=self._env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+
+    async def run(self, *args: str, relay_url: str | None = None) -> Finished:
+        return await finish(await self.spawn(*args, relay_url=relay_url))
+
+
+async def finish(process: asyncio.subprocess.Process) -> Finished:
+    out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode is not None
+    return Finished(process.returncode, out.decode(), err.decode())
+
+
+async def stderr_until(process: asyncio.subprocess.Process, pattern: re.Pattern[str]) -> str:
+    assert process.stderr is not None
+
+    async def read() -> str:
+        seen = []
+        while line := (await process.stderr.readline()).decode():  # type: ignore[union-attr]
+            seen.append(line)
+            if match := pattern.search(line):
+                return match.group(1)
+        raise AssertionError(f"stderr ended without {pattern.pattern}: {''.join(seen)}")
+
+    return await asyncio.wait_for(read(), 90)
+
+
+@contextlib.asynccontextmanager
+async def relay_in_process(root: Path, **options: object) -> AsyncIterator[Relay]:
+    """A relay in this event loop (its own nats-server child), for tests that call its services
+    directly; stopped (and its nats-server with it) on exit."""
+    files = RelayFiles(root)
+    if not files.ca_cert.exists():
+        init_relay(files, ["127.0.0.1"])
+    relay = Relay(
+        RelayOptions(
+            files,
+            listen="127.0.0.1:0",
+            tunnel_listen="127.0.0.1:0",
+            **options,  # type: ignore[arg-type]
+        )
+    )
+    try:
+        await relay.start()
+        yield relay
+    finally:
+        await relay.stop()
+
+
+def client_channel(relay: Relay) -> grpc.aio.Channel:
+    root = relay.options.files.ca_cert.read_bytes()
+    return grpc.aio.secure_channel(
+        f"127.0.0.1:{relay.port}", grpc.ssl_channel_credentials(root_certificates=root)
+    )
+
+
+def tunnel_channel(
+    relay: Relay, key_pem: bytes | None = None, cert_pem: bytes | None = None
+) -> grpc.aio.Channel:
+    root = relay.options.files.ca_cert.read_bytes()
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=root, private_key=key_pem, certificate_chain=cert_pem
+    )
+    return grpc.aio.secure_channel(f"127.0.0.1:{relay.tunnel_port}", credentials)

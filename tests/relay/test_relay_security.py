@@ -1,0 +1,274 @@
+"""The relay's refusals, provoked for real against a relay in this event loop (its own
+nats-server, SQLite): tokens (missing, garbage, forged, expired, wrong issuer, revoked,
+replayed refresh), another user's machine, machine certificates (none, foreign CA, replaced,
+expired) and garbage on the tunnel. Each refusal is checked to route nothing: a NATS
+subscriber on every machine subject sees no message."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import jwt
+import pytest
+from harness.relay import client_channel, relay_in_process, tunnel_channel
+
+from betcode.relay.pki import Authority, cert_pem, certificate_request, key_pem, new_key
+from betcode.relay.server import Relay
+from betcode.relay.tokens import ALGORITHM, AUDIENCE, ISSUER
+from betcode.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    auth_pb2,
+    auth_pb2_grpc,
+    machine_pb2,
+    machine_pb2_grpc,
+    tunnel_pb2,
+    tunnel_pb2_grpc,
+)
+
+
+@dataclass
+class Account:
+    user_id: str
+    access: str
+    refresh: str
+
+
+@dataclass
+class Registered:
+    key: bytes
+    cert: bytes
+
+
+@dataclass
+class Setup:
+    relay: Relay
+    channel: grpc.aio.Channel
+    routed: list[str]  # subjects of every message published on a machine subject
+
+
+async def register(channel: grpc.aio.Channel, name: str) -> Account:
+    stub = auth_pb2_grpc.AuthServiceStub(channel)
+    reply = await stub.Register(auth_pb2.RegisterRequest(username=name, password="pw-123456"))
+    return Account(reply.user_id, reply.access_token, reply.refresh_token)
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+async def register_machine(
+    channel: grpc.aio.Channel, account: Account, machine_id: str
+) -> Registered:
+    key = new_key()
+    request = machine_pb2.RegisterMachineRequest(
+        machine_id=machine_id,
+        name=machine_id,
+        metadata={"csr_pem": certificate_request(key, machine_id).decode()},
+    )
+    reply = await machine_pb2_grpc.MachineServiceStub(channel).RegisterMachine(
+        request, metadata=bearer(account.access)
+    )
+    return Registered(key_pem(key), reply.machine.metadata["certificate_pem"].encode())
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
+    async with relay_in_process(tmp_path / "relay") as relay:
+        assert relay.nc is not None
+        routed: list[str] = []
+
+        async def record(msg: object) -> None:
+            routed.append(getattr(msg, "subject", ""))
+
+        await relay.nc.subscribe("betcode.machine.>", cb=record)
+        async with client_channel(relay) as channel:
+            yield Setup(relay, channel, routed)
+
+
+async def code_of(call: object) -> grpc.StatusCode:
+    try:
+        await call  # type: ignore[misc]
+    except grpc.aio.AioRpcError as error:
+        return error.code()
+    return grpc.StatusCode.OK
+
+
+def token(secret: bytes, **changes: object) -> str:
+    now = int(time.time())
+    claims: dict[str, object] = {
+        "sub": "someone",
+        "email": "",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "iat": now,
+        "exp": now + 600,
+        "jti": "family.x",
+    }
+    claims.update(changes)
+    return jwt.encode({k: v for k, v in claims.items() if v is not None}, secret, ALGORITHM)
+
+
+async def test_bad_tokens_are_refused_and_nothing_is_routed(setup: Setup) -> None:
+    alice = await register(setup.channel, "alice")
+    await register_machine(setup.channel, alice, "box")
+    secret = setup.relay.options.files.jwt_secret()
+    logout = await auth_pb2_grpc.AuthServiceStub(setup.channel).RevokeToken(
+        auth_pb2.RevokeTokenRequest(refresh_token=alice.refresh)
+    )
+    assert logout.revoked
+    table = {
+        "missing": (),
+        "garbage": bearer("not-a-jwt"),
+        "forged": bearer(token(b"another key" * 4, sub=alice.user_id)),
+        "expired": bearer(token(secret, sub=alice.user_id, exp=int(time.time()) - 5)),
+        "wrong issuer": bearer(token(secret, sub=alice.user_id, iss="someone-else")),
+        "wrong audience": bearer(token(secret, sub=alice.user_id, aud="other")),
+        "no jti": bearer(token(secret, sub=alice.user_id, jti=None)),
+        "revoked (logged out)": bearer(alice.access),
+    }
+    agent = agent_pb2_grpc.AgentServiceStub(setup.channel)
+    machines = machine_pb2_grpc.MachineServiceStub(setup.channel)
+    refused = {}
+    for case, metadata in table.items():
+        routed_call = agent.ListSessions(
+            agent_pb2.ListSessionsRequest(), metadata=(*metadata, ("x-machine-id", "box"))
+        )
+        listed = machines.ListMachines(machine_pb2.ListMachinesRequest(), metadata=metadata)
+        refused[case] = (await code_of(routed_call), await code_of(listed))
+    unauthenticated = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNAUTHENTICATED)
+    assert refused == dict.fromkeys(table, unauthenticated)
+    assert setup.routed == []
+
+
+async def test_refresh_rotates_and_a_replayed_refresh_token_ends_the_login(setup: Setup) -> None:
+    alice = await register(setup.channel, "alice")
+    auth = auth_pb2_grpc.AuthServiceStub(setup.channel)
+    rotated = await auth.RefreshToken(auth_pb2.RefreshTokenRequest(refresh_token=alice.refresh))
+    assert rotated.refresh_token != alice.refresh
+    assert rotated.expires_in_secs == 900
+    machines = machine_pb2_grpc.MachineServiceStub(setup.channel)
+    listing = machine_pb2.ListMachinesRequest()
+    assert await code_of(machines.ListMachines(listing, metadata=bearer(rotated.access_token))) == (
+        grpc.StatusCode.OK
+    )
+    # The old refresh token again: someone copied it. Both it and the rotated login end.
+    replay = auth.RefreshToken(auth_pb2.RefreshTokenRequest(refresh_token=alice.refresh))
+    assert await code_of(replay) == grpc.StatusCode.UNAUTHENTICATED
+    newest = auth.RefreshToken(auth_pb2.RefreshTokenRequest(refresh_token=rotated.refresh_token))
+    assert await code_of(newest) == grpc.StatusCode.UNAUTHENTICATED
+    stale = machines.ListMachines(listing, metadata=bearer(rotated.access_token))
+    assert await code_of(stale) == grpc.StatusCode.UNAUTHENTICATED
+    wrong = auth.Login(auth_pb2.LoginRequest(username="alice", password="wrong-password"))
+    assert await code_of(wrong) == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_another_users_machine_is_out_of_reach(setup: Setup) -> None:
+    alice = await register(setup.channel, "alice")
+    bob = await register(setup.channel, "bob")
+    await register_machine(setup.channel, alice, "alices-box")
+    machines = machine_pb2_grpc.MachineServiceStub(setup.channel)
+    agent = agent_pb2_grpc.AgentServiceStub(setup.channel)
+    as_bob = bearer(bob.access)
+    outcomes = {
+        "get": await code_of(
+            machines.GetMachine(
+                machine_pb2.GetMachineRequest(machine_id="alices-box"), metadata=as_bob
+            )
+        ),
+        "remove": await code_of(
+            machines.RemoveMachine(
+                machine_pb2.RemoveMachineRequest(machine_id="alices-box"), metadata=as_bob
+            )
+        ),
+        "route": await code_of(
+            agent.ListSessions(
+                agent_pb2.ListSessionsRequest(),
+                metadata=(*as_bob, ("x-machine-id", "alices-box")),
+            )
+        ),
+    }
+    assert outcomes == dict.fromkeys(outcomes, grpc.StatusCode.NOT_FOUND)
+    with pytest.raises(grpc.aio.AioRpcError) as taken:
+        await register_machine(setup.channel, bob, "alices-box")
+    assert taken.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    listed = await machines.ListMachines(machine_pb2.ListMachinesRequest(), metadata=as_bob)
+    assert list(listed.machines) == []
+    assert setup.routed == []
+    # Alice's own machine, offline: UNAVAILABLE (it was routed: nobody held the tunnel).
+    offline = agent.ListSessions(
+        agent_pb2.ListSessionsRequest(),
+        metadata=(*bearer(alice.access), ("x-machine-id", "alices-box")),
+    )
+    assert await code_of(offline) == grpc.StatusCode.UNAVAILABLE
+
+
+async def tunnel_outcome(relay: Relay, key: bytes | None, cert: bytes | None) -> str:
+    async with tunnel_channel(relay, key, cert) as channel:
+        stub = tunnel_pb2_grpc.TunnelServiceStub(channel)
+        try:
+            await stub.Register(tunnel_pb2.TunnelRegisterRequest(), timeout=10)
+        except grpc.aio.AioRpcError as error:
+            return error.code().name
+    return "OK"
+
+
+async def test_machine_certificates_that_are_refused(setup: Setup, tmp_path: Path) -> None:
+    alice = await register(setup.channel, "alice")
+    first = await register_machine(setup.channel, alice, "box")
+    authority = setup.relay.options.files.authority()
+    foreign = Authority.create()
+    stranger_key = new_key()
+    expired_key = new_key()
+    expired = authority.machine_certificate(
+        certificate_request(expired_key, "box"), "box", lifetime=-datetime.timedelta(seconds=1)
+    )
+    assert await tunnel_outcome(setup.relay, first.key, first.cert) == "OK"
+    second = await register_machine(setup.channel, alice, "box")  # replaces (revokes) the first
+    table = {
+        "none": await tunnel_outcome(setup.relay, None, None),
+        "foreign CA": await tunnel_outcome(
+            setup.relay,
+            key_pem(stranger_key),
+            cert_pem(foreign.machine_certificate(certificate_request(stranger_key, "box"), "box")),
+        ),
+        "replaced": await tunnel_outcome(setup.relay, first.key, first.cert),
+        "expired": await tunnel_outcome(setup.relay, key_pem(expired_key), cert_pem(expired)),
+    }
+    # No certificate or a foreign one: the TLS handshake itself fails (UNAVAILABLE).
+    assert table == {
+        "none": "UNAVAILABLE",
+        "foreign CA": "UNAVAILABLE",
+        "replaced": "UNAUTHENTICATED",
+        "expired": "UNAVAILABLE",
+    }
+    assert await tunnel_outcome(setup.relay, second.key, second.cert) == "OK"
+
+
+async def test_garbage_and_oversized_frames_end_the_tunnel_and_route_nothing(
+    setup: Setup,
+) -> None:
+    alice = await register(setup.channel, "alice")
+    machine = await register_machine(setup.channel, alice, "box")
+    async with tunnel_channel(setup.relay, machine.key, machine.cert) as channel:
+        raw = channel.stream_stream("/betcode.v1.TunnelService/OpenTunnel")
+        garbage = raw(iter([b"\xff\xff\xff garbage"]))
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            async for _frame in garbage:
+                pass
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "undecodable frame" in (bad.value.details() or "")
+        oversized = raw(iter([b"\x0a" + b"\x00" * (17 * 1024 * 1024)]))
+        with pytest.raises(grpc.aio.AioRpcError) as big:
+            async for _frame in oversized:
+                pass
+        assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    await asyncio.sleep(0.1)
+    assert setup.routed == []
