@@ -326,11 +326,13 @@ class Daemon:
             return load_worktree_settings(self.config.config_dir, self.config.data_dir)
         except ConfigError as error:
             raise DaemonStartupError(str(error), EXIT_BAD_SETTINGS) from error
+
     def _relay_tunnel(self) -> TunnelClient | None:
         """The tunnel to the relays of `--relay`, if any (needs `machine register` first)."""
         if not self.config.relay_urls:
             return None
         from betcode.tunnel.client import TunnelClient, TunnelSettings
+        from betcode.tunnel.e2e import DaemonIdentity
         from betcode.tunnel.identity import MachineIdentity, NoMachineIdentity
 
         identity = MachineIdentity(self.config.config_dir / "certs")
@@ -344,6 +346,7 @@ class Daemon:
                 identity=identity,
                 local_target=f"unix:{self.config.socket_path}",
                 ca_file=self.config.relay_ca_file,
+                e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
             )
         )
 

@@ -12,16 +12,32 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
 import grpc.aio
 
+from betcode.daemon import Daemon, DaemonConfig
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, init_relay
+from betcode.relay.pki import certificate_request, key_pem, new_key
 from betcode.relay.server import Relay, RelayOptions
+from betcode.tunnel.identity import MachineIdentity
+from betcode.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    auth_pb2,
+    auth_pb2_grpc,
+    machine_pb2,
+    machine_pb2_grpc,
+)
+from harness.daemon import daemon_config
+from harness.environment import Workspace
 
+MACHINE = "box"
 LISTENING = re.compile(r"relay (\S+) listening on (\S+) \(daemons: (\S+)\)")
 
 
@@ -202,3 +218,120 @@ def tunnel_channel(
         root_certificates=root, private_key=key_pem, certificate_chain=cert_pem
     )
     return grpc.aio.secure_channel(f"127.0.0.1:{relay.tunnel_port}", credentials)
+
+
+@dataclass
+class Account:
+    user_id: str
+    access: str
+    refresh: str
+
+
+@dataclass
+class Registered:
+    key: bytes
+    cert: bytes
+
+
+async def register(channel: grpc.aio.Channel, name: str) -> Account:
+    stub = auth_pb2_grpc.AuthServiceStub(channel)
+    reply = await stub.Register(auth_pb2.RegisterRequest(username=name, password="pw-123456"))
+    return Account(reply.user_id, reply.access_token, reply.refresh_token)
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+async def register_machine(
+    channel: grpc.aio.Channel,
+    account: Account,
+    machine_id: str,
+    identity: MachineIdentity | None = None,
+) -> Registered:
+    """Registers a machine; with ``identity``, as `machine register` does on the machine (its
+    key, certificate and the relay CA stored there for its daemon)."""
+    key = new_key()
+    csr = certificate_request(key, machine_id) if identity is None else None
+    request = machine_pb2.RegisterMachineRequest(
+        machine_id=machine_id,
+        name=machine_id,
+        metadata={"csr_pem": (csr or identity.new_request(machine_id)).decode()},  # type: ignore[union-attr]
+    )
+    reply = await machine_pb2_grpc.MachineServiceStub(channel).RegisterMachine(
+        request, metadata=bearer(account.access)
+    )
+    cert = reply.machine.metadata["certificate_pem"]
+    if identity is not None:
+        identity.store(machine_id, machine_id, cert, reply.machine.metadata["ca_pem"])
+        return Registered(identity.key_file.read_bytes(), cert.encode())
+    return Registered(key_pem(key), cert.encode())
+
+
+@dataclass
+class Rig:
+    relay: Relay
+    channel: grpc.aio.Channel
+    account: Account
+    config: DaemonConfig
+    daemon: Daemon | None = None
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (*bearer(self.account.access), ("x-machine-id", MACHINE), ("x-client-id", "phone"))
+
+    @property
+    def agent(self) -> agent_pb2_grpc.AgentServiceStub:
+        return agent_pb2_grpc.AgentServiceStub(self.channel)
+
+    async def start_daemon(self) -> None:
+        self.daemon = Daemon(self.config)
+        await self.daemon.start()
+        await until_reachable(self)
+
+    async def stop_daemon(self) -> None:
+        assert self.daemon is not None
+        await self.daemon.stop()
+        self.daemon = None
+
+
+async def until_reachable(rig: Rig, within_s: float = 30.0) -> None:
+    async with asyncio.timeout(within_s):
+        while True:
+            try:
+                await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)
+                return
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.1)
+
+
+async def until(condition: Callable[[], object], within_s: float = 30.0) -> None:
+    async with asyncio.timeout(within_s):
+        while not await condition():  # type: ignore[misc]  # noqa: ASYNC110 - JetStream state
+            await asyncio.sleep(0.1)
+
+
+def rig_fixture(settings: BufferSettings) -> Callable[..., AsyncIterator[Rig]]:
+    async def make(
+        tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+    ) -> AsyncIterator[Rig]:
+        async with (
+            relay_in_process(tmp_path / "relay", buffer=settings) as relay,
+            client_channel(relay) as channel,
+        ):
+            account = await register(channel, "alice")
+            identity = MachineIdentity(tmp_path / "daemon" / "config" / "certs")
+            machine = await register_machine(channel, account, MACHINE, identity)
+            assert machine.cert
+            config = replace(
+                daemon_config(tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url)),
+                relay_urls=(f"https://127.0.0.1:{relay.tunnel_port}",),
+            )
+            rig = Rig(relay, channel, account, config)
+            try:
+                yield rig
+            finally:
+                if rig.daemon is not None:
+                    await rig.daemon.stop()
+
+    return make

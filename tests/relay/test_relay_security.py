@@ -17,7 +17,14 @@ import grpc
 import grpc.aio
 import jwt
 import pytest
-from harness.relay import client_channel, relay_in_process, tunnel_channel
+from harness.relay import (
+    bearer,
+    client_channel,
+    register,
+    register_machine,
+    relay_in_process,
+    tunnel_channel,
+)
 
 from betcode.relay.pki import Authority, cert_pem, certificate_request, key_pem, new_key
 from betcode.relay.server import Relay
@@ -35,48 +42,10 @@ from betcode.v1 import (
 
 
 @dataclass
-class Account:
-    user_id: str
-    access: str
-    refresh: str
-
-
-@dataclass
-class Registered:
-    key: bytes
-    cert: bytes
-
-
-@dataclass
 class Setup:
     relay: Relay
     channel: grpc.aio.Channel
     routed: list[str]  # subjects of every message published on a machine subject
-
-
-async def register(channel: grpc.aio.Channel, name: str) -> Account:
-    stub = auth_pb2_grpc.AuthServiceStub(channel)
-    reply = await stub.Register(auth_pb2.RegisterRequest(username=name, password="pw-123456"))
-    return Account(reply.user_id, reply.access_token, reply.refresh_token)
-
-
-def bearer(token: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {token}"),)
-
-
-async def register_machine(
-    channel: grpc.aio.Channel, account: Account, machine_id: str
-) -> Registered:
-    key = new_key()
-    request = machine_pb2.RegisterMachineRequest(
-        machine_id=machine_id,
-        name=machine_id,
-        metadata={"csr_pem": certificate_request(key, machine_id).decode()},
-    )
-    reply = await machine_pb2_grpc.MachineServiceStub(channel).RegisterMachine(
-        request, metadata=bearer(account.access)
-    )
-    return Registered(key_pem(key), reply.machine.metadata["certificate_pem"].encode())
 
 
 @pytest.fixture

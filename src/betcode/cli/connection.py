@@ -239,19 +239,39 @@ class DaemonClient:
         """A client for a daemon known to be listening (else DaemonUnavailable); through the
         relay with a fresh access token when the address names one."""
         if address.relay is not None:
-            channel = relay_channel(address.relay)
-            try:
-                token = await access_token(channel, address.relay)
-            except BaseException:
-                await channel.close()
-                raise
-            metadata = (
-                (AUTHORIZATION_METADATA_KEY, f"Bearer {token}"),
-                (MACHINE_ID_METADATA_KEY, address.relay.machine_id),
-            )
-            return cls(address, client_id=client_id, channel=channel, relay_metadata=metadata)
+            return await cls._through_relay(address, address.relay, client_id)
         await check_daemon_listening(address)
         return cls(address, client_id=client_id)
+
+    @classmethod
+    async def _through_relay(
+        cls, address: DaemonAddress, relay: RelayChoice, client_id: str
+    ) -> DaemonClient:
+        """Bearer token + machine id on every call; every message sealed for the daemon."""
+        from betcode.cli.relay_e2e import EncryptingChannel, daemon_identity
+        from betcode.tunnel.e2e import E2E_METADATA_KEY, ClientSession
+
+        channel = relay_channel(relay)
+        try:
+            token = await access_token(channel, relay)
+            metadata = (
+                (AUTHORIZATION_METADATA_KEY, f"Bearer {token}"),
+                (MACHINE_ID_METADATA_KEY, relay.machine_id),
+            )
+            try:
+                identity = await daemon_identity(channel, relay.machine_id, metadata)
+            except grpc.aio.AioRpcError as error:
+                raise daemon_error(error, address) from None
+        except BaseException:
+            await channel.close()
+            raise
+        session = ClientSession(identity)
+        return cls(
+            address,
+            client_id=client_id,
+            channel=EncryptingChannel(channel, session),
+            relay_metadata=(*metadata, (E2E_METADATA_KEY, session.metadata_value)),
+        )
 
     async def close(self) -> None:
         await self._channel.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, RelayNotInitialized, default_relay_dir, init_relay
 from betcode.relay.server import (
     DEFAULT_LISTEN,
@@ -64,6 +65,20 @@ def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
 )
 @click.option("--database-url", help="PostgreSQL URL shared by every relay instance.")
 @click.option("--relay-id", help="This instance's name (default: random).")
+@click.option(
+    "--buffer-ttl",
+    type=click.FloatRange(1, 30 * 24 * 3600),
+    default=BufferSettings.ttl_seconds,
+    show_default=True,
+    help="Seconds a request for an offline machine is kept.",
+)
+@click.option(
+    "--buffer-cap",
+    type=click.IntRange(1, 10_000),
+    default=BufferSettings.max_per_machine,
+    show_default=True,
+    help="Requests kept per offline machine (beyond: RESOURCE_EXHAUSTED, BUFFER_FULL).",
+)
 def start(
     relay_dir: Path | None,
     listen: str,
@@ -73,6 +88,8 @@ def start(
     nats_urls: tuple[str, ...],
     database_url: str | None,
     relay_id: str | None,
+    buffer_ttl: float,
+    buffer_cap: int,
 ) -> None:
     """Serve the relay until SIGTERM/SIGINT (without --nats, with its own NATS server)."""
     files = RelayFiles(relay_dir or default_relay_dir())
@@ -92,6 +109,7 @@ def start(
         nats_urls=nats_urls,
         database_url=database_url,
         tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
+        buffer=BufferSettings(ttl_seconds=buffer_ttl, max_per_machine=buffer_cap),
     )
     if relay_id:
         options = replace(options, relay_id=relay_id)

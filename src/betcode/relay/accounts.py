@@ -76,8 +76,13 @@ class SqliteDatabase:
         rows: list[Row] = await asyncio.to_thread(self._run, sql, args, "all")
         return rows
 
+    def _close(self) -> None:
+        # Under the lock: closing while another thread runs a statement crashes sqlite3.
+        with self._lock:
+            self._connection.close()
+
     async def close(self) -> None:
-        await asyncio.to_thread(self._connection.close)
+        await asyncio.to_thread(self._close)
 
 
 _PLACEHOLDER = re.compile(r"\?")

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from betcode.config.dirs import config_dir
-from betcode.relay.pki import Authority, cert_pem, key_pem, new_key, write_private
+from betcode.relay.owner_only import write_private
+from betcode.relay.pki import Authority, cert_pem, key_pem, new_key
 
 CONFIG_NAME = "relay.json"
 JWT_KEY_BYTES = 32

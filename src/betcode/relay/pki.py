@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,16 +34,6 @@ def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def cert_pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Writes a file only its owner can read (0600), created that way (never world-readable
-    for a moment)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(data)
-    path.chmod(0o600)
 
 
 def _now() -> datetime.datetime:

@@ -14,8 +14,8 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import nats.errors
@@ -27,6 +27,9 @@ from betcode.relay.auth_service import abort, caller_claims
 from betcode.relay.tokens import TokenIssuer
 from betcode.tunnel import frames
 from betcode.v1 import tunnel_pb2
+
+if TYPE_CHECKING:
+    from betcode.relay.buffer import OfflineBuffer
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +57,6 @@ class MachineBusy(Exception):
     """The tunnel's holder refused a new call (its tunnel queue is full)."""
 
 
-Offline = Callable[[str, str, bytes, dict[str, str]], Awaitable[bool]]
-
-
 class _Call:
     def __init__(self) -> None:
         self.frames: asyncio.Queue[tunnel_pb2.TunnelFrame] = asyncio.Queue(CALL_QUEUE_FRAMES)
@@ -71,7 +71,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._issuer = issuer
         self._calls: dict[str, _Call] = {}
         self._subscription: Any = None
-        self.buffer_offline: Offline | None = None  # set by the offline buffer when enabled
+        self.buffer: OfflineBuffer | None = None  # requests for offline machines wait here
 
     async def start(self) -> None:
         self._subscription = await self._nc.subscribe(
@@ -227,11 +227,8 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         requests: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext,
     ) -> None:
-        if self.buffer_offline is not None:
-            message = b""
-            async for first in requests:
-                message = first
-                break  # a buffered call is a single request
-            if await self.buffer_offline(machine_id, method, message, metadata):
-                return  # the buffer answered the caller (accepted or refused)
+        if self.buffer is not None and await self.buffer.buffer_call(
+            machine_id, method, metadata, requests, context
+        ):
+            return  # the buffer answered the caller (kept, or refused as full)
         await abort(context, grpc.StatusCode.UNAVAILABLE, f"machine {machine_id} is offline")

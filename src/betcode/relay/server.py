@@ -18,6 +18,7 @@ from nats.aio.client import Client as Nats
 
 from betcode.relay.accounts import Accounts, Database, open_database
 from betcode.relay.auth_service import AuthService
+from betcode.relay.buffer import BufferSettings, OfflineBuffer
 from betcode.relay.layout import RelayFiles
 from betcode.relay.machine_service import MachineService
 from betcode.relay.nats_server import NatsServer
@@ -43,6 +44,7 @@ class RelayOptions:
     relay_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     tls: tuple[Path, Path] | None = None  # (cert, key) instead of the files' server pair
     timing: TunnelTiming = field(default_factory=TunnelTiming)
+    buffer: BufferSettings = field(default_factory=BufferSettings)
 
 
 class Relay:
@@ -54,6 +56,7 @@ class Relay:
         self.server: grpc.aio.Server | None = None
         self.router: Router | None = None
         self.tunnels: TunnelService | None = None
+        self.buffer: OfflineBuffer | None = None
         self.port = 0
         self.tunnel_port = 0
 
@@ -74,6 +77,10 @@ class Relay:
         self.tunnels = TunnelService(
             self.nc, self.options.relay_id, accounts, authority.cert, self.options.timing
         )
+        self.buffer = OfflineBuffer(self.nc, self.options.buffer)
+        await self.buffer.start()
+        self.router.buffer = self.buffer
+        self.tunnels.on_online = self.buffer.deliver
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -125,10 +125,8 @@ class _Tunnel:
             return
         ends = frame.frame_type in (frames.STREAM_END, frames.ERROR)
         local = self.local_replies.get(frame.request_id)
-        if local is not None:
+        if local is not None:  # a call the relay itself made (buffered delivery)
             local(frame)
-            if ends:
-                self.local_replies.pop(frame.request_id, None)
             return
         reply_to = (
             self.reply_to.pop(frame.request_id, None)

@@ -19,6 +19,8 @@ import grpc
 import grpc.aio
 
 from betcode.tunnel import frames
+from betcode.tunnel.e2e import E2E_METADATA_KEY, DaemonIdentity, E2EError, Keys
+from betcode.tunnel.frames import relay_target
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import tunnel_pb2, tunnel_pb2_grpc
 
@@ -26,15 +28,8 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 CALL_QUEUE_MESSAGES = 256
+EXCHANGE_KEYS = "betcode.v1.AgentService/ExchangeKeys"
 OUTGOING_FRAMES = 1024
-
-
-def relay_target(url: str) -> str:
-    """``https://host:port`` or ``host:port`` → the gRPC target ``host:port``."""
-    target = url.split("://", 1)[-1].rstrip("/")
-    if ":" not in target.rsplit("]", 1)[-1]:
-        target += ":443"
-    return target
 
 
 @dataclass(frozen=True)
@@ -59,6 +54,7 @@ class TunnelSettings:
     heartbeat_interval: float = 20.0
     heartbeat_timeout: float = 15.0
     backoff: Backoff = field(default_factory=Backoff)
+    e2e: DaemonIdentity | None = None  # answers ExchangeKeys, opens encrypted calls
 
 
 class _Drained(Exception):
@@ -134,7 +130,9 @@ class TunnelClient:
             call = stub.OpenTunnel()
             registered = await stub.Register(
                 tunnel_pb2.TunnelRegisterRequest(
-                    machine_id=machine_id, machine_name=identity.machine_name()
+                    machine_id=machine_id,
+                    machine_name=identity.machine_name(),
+                    identity_pubkey=self.settings.e2e.public if self.settings.e2e else b"",
                 ),
                 timeout=self.settings.heartbeat_timeout,
             )
@@ -193,11 +191,7 @@ class TunnelClient:
             return
         request_id = frame.request_id
         if frame.frame_type == frames.REQUEST:
-            queue: asyncio.Queue[bytes | None] = asyncio.Queue(CALL_QUEUE_MESSAGES)
-            self._calls[request_id] = queue
-            self._call_tasks[request_id] = asyncio.create_task(
-                self._serve(request_id, frame.stream_data, queue)
-            )
+            await self._open_call(request_id, frame.stream_data)
             return
         queue_of_call = self._calls.get(request_id)
         if queue_of_call is None:
@@ -218,6 +212,33 @@ class TunnelClient:
         elif frame.frame_type == frames.ERROR:
             self._cancel(request_id)
 
+    async def _open_call(self, request_id: str, opening: tunnel_pb2.StreamPayload) -> None:
+        method = opening.method.lstrip("/")
+        e2e = self.settings.e2e
+        if method == EXCHANGE_KEYS and e2e is not None:
+            # Public keys only: the client pins the fingerprint on first use.
+            answer = key_exchange_response(e2e)
+            await self._outgoing.put(frames.data_frame(request_id, answer, 1))
+            await self._outgoing.put(frames.end_frame(request_id))
+            return
+        keys: Keys | None = None
+        ephemeral = opening.metadata.get(E2E_METADATA_KEY)
+        if ephemeral:
+            try:
+                if e2e is None:
+                    raise E2EError("this daemon has no end-to-end identity")
+                keys = e2e.keys_for(ephemeral)
+            except E2EError as error:
+                await self._outgoing.put(
+                    frames.error_frame(request_id, grpc.StatusCode.UNAUTHENTICATED, str(error))
+                )
+                return
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue(CALL_QUEUE_MESSAGES)
+        self._calls[request_id] = queue
+        self._call_tasks[request_id] = asyncio.create_task(
+            self._serve(request_id, method, opening, queue, keys)
+        )
+
     def _cancel(self, request_id: str) -> None:
         self._calls.pop(request_id, None)
         task = self._call_tasks.pop(request_id, None)
@@ -231,13 +252,16 @@ class TunnelClient:
     async def _serve(
         self,
         request_id: str,
+        method: str,
         opening: tunnel_pb2.StreamPayload,
         requests: asyncio.Queue[bytes | None],
+        keys: Keys | None,
     ) -> None:
         assert self._local is not None
-        method = "/" + opening.method.lstrip("/")
-        call = self._local.stream_stream(method)(metadata=frames.decode_metadata(opening.metadata))
-        feeder = asyncio.create_task(self._feed(call, requests))
+        call = self._local.stream_stream("/" + method)(
+            metadata=frames.decode_metadata(opening.metadata)
+        )
+        feeder = asyncio.create_task(self._feed(request_id, method, call, requests, keys))
         sequence = 0
         try:
             while True:
@@ -245,6 +269,8 @@ class TunnelClient:
                 if message is grpc.aio.EOF:
                     break
                 sequence += 1
+                if keys is not None:
+                    message = DaemonIdentity.seal_response(keys, method, message)
                 await self._outgoing.put(frames.data_frame(request_id, message, sequence))
             trailers = await call.trailing_metadata()
             await self._outgoing.put(frames.end_frame(request_id, tuple(trailers or ())))
@@ -263,14 +289,40 @@ class TunnelClient:
             self._calls.pop(request_id, None)
             self._call_tasks.pop(request_id, None)
 
-    async def _feed(self, call: Any, requests: asyncio.Queue[bytes | None]) -> None:
+    async def _feed(
+        self,
+        request_id: str,
+        method: str,
+        call: Any,
+        requests: asyncio.Queue[bytes | None],
+        keys: Keys | None,
+    ) -> None:
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             while True:
                 message = await requests.get()
                 if message is None:
                     await call.done_writing()
                     return
+                if keys is not None:
+                    try:
+                        message = DaemonIdentity.open_request(keys, method, message)
+                    except E2EError as error:
+                        log.warning("relayed %s refused: %s", method, error)
+                        self._cancel(request_id)
+                        await self._outgoing.put(
+                            frames.error_frame(
+                                request_id, grpc.StatusCode.UNAUTHENTICATED, str(error)
+                            )
+                        )
+                        return
                 await call.write(message)
+
+
+def key_exchange_response(e2e: DaemonIdentity) -> bytes:
+    response = tunnel_pb2.KeyExchangeResponse(
+        daemon_identity_pubkey=e2e.public, daemon_fingerprint=e2e.fingerprint
+    )
+    return response.SerializeToString()
 
 
 def _describe(error: BaseException) -> str:

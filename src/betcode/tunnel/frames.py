@@ -41,6 +41,14 @@ TUNNEL_CODE_OF_STATUS = {
 Metadata = Iterable[tuple[str, str | bytes]]
 
 
+def relay_target(url: str) -> str:
+    """``https://host:port`` or ``host:port`` → the gRPC target ``host:port``."""
+    target = url.split("://", 1)[-1].rstrip("/")
+    if ":" not in target.rsplit("]", 1)[-1]:
+        target += ":443"
+    return target
+
+
 def _now() -> Timestamp:
     stamp = Timestamp()
     stamp.GetCurrentTime()

@@ -14,7 +14,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from betcode.relay.pki import certificate_request, key_pem, new_key, write_private
+from betcode.relay.owner_only import write_private
+from betcode.relay.pki import certificate_request, key_pem, new_key
 
 RENEW_BEFORE = datetime.timedelta(days=30)
 
@@ -38,6 +39,11 @@ class MachineIdentity:
     @property
     def ca_file(self) -> Path:
         return self.root / "relay-ca.pem"
+
+    @property
+    def e2e_key_file(self) -> Path:
+        """The X25519 identity key for end-to-end encryption (tunnel/e2e.py)."""
+        return self.root / "e2e.key"
 
     @property
     def info_file(self) -> Path:

@@ -1,0 +1,234 @@
+"""Requests for a machine that is offline, kept in JetStream until it returns (TOP-05).
+
+One stream holds every machine's buffered calls, one subject per machine, so the engine itself
+enforces the per-machine cap (``max_msgs_per_subject`` with "discard new": the request beyond
+it is refused, RESOURCE_EXHAUSTED + BUFFER_FULL) and the TTL (``max_age``). A buffered call is
+the caller's whole request (one message, or the few messages of a Converse the caller
+half-closed) with its method, metadata and a priority; when the machine's tunnel opens, the
+relay holding it delivers them in priority order (FIFO within a priority) and deletes each once
+the daemon answered. The caller is told UNAVAILABLE with ``x-betcode-buffered`` (its place) in
+the trailers: the call has not run yet."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import struct
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as Nats
+from nats.js.api import DiscardPolicy, StorageType, StreamConfig
+
+from betcode.relay.auth_service import abort
+from betcode.tunnel import frames
+from betcode.v1 import tunnel_pb2
+
+log = logging.getLogger(__name__)
+
+STREAM = "BETCODE_BUFFER"
+PRIORITY_HEADER = "betcode-priority"
+METHOD_HEADER = "betcode-method"
+METADATA_HEADER = "betcode-metadata"
+BUFFERED_TRAILER = "x-betcode-buffered"
+ERROR_CODE_TRAILER = "betcode-error-code"
+BUFFER_FULL = "BUFFER_FULL"
+MAX_MESSAGES_PER_CALL = 16
+DELIVERY_TIMEOUT_SECONDS = 60.0
+
+# TOP-05: permission answers, cancels, user messages, session control, heartbeats.
+PRIORITY_OF_METHOD = {
+    "betcode.v1.AgentService/AnswerPermission": 0,
+    "betcode.v1.AgentService/CancelTurn": 1,
+    "betcode.v1.AgentService/Converse": 2,
+    "betcode.v1.AgentService/CompactSession": 3,
+    "betcode.v1.AgentService/RenameSession": 3,
+    "betcode.v1.AgentService/DeleteSession": 3,
+    "betcode.v1.AgentService/SetSessionGrant": 3,
+    "betcode.v1.AgentService/ClearSessionGrants": 3,
+}
+
+
+@dataclass(frozen=True)
+class BufferSettings:
+    ttl_seconds: float = 24 * 3600.0  # DIGEST C2: the shorter of the two documented values
+    max_per_machine: int = 1000
+    max_message_bytes: int = 1024 * 1024
+
+
+def buffer_subject(machine_id: str) -> str:
+    return f"betcode.buffer.{machine_id}"
+
+
+def pack(messages: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">I", len(m)) + m for m in messages)
+
+
+def unpack(data: bytes) -> list[bytes]:
+    messages, offset = [], 0
+    while offset < len(data):
+        (length,) = struct.unpack_from(">I", data, offset)
+        messages.append(data[offset + 4 : offset + 4 + length])
+        offset += 4 + length
+    return messages
+
+
+class OfflineBuffer:
+    def __init__(self, nc: Nats, settings: BufferSettings) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
+        self.settings = settings
+        self._delivering: set[str] = set()
+
+    async def start(self) -> None:
+        config = StreamConfig(
+            name=STREAM,
+            subjects=["betcode.buffer.>"],
+            storage=StorageType.FILE,
+            max_age=self.settings.ttl_seconds,
+            max_msgs_per_subject=self.settings.max_per_machine,
+            discard=DiscardPolicy.NEW,
+            discard_new_per_subject=True,
+            max_msg_size=self.settings.max_message_bytes + 64 * 1024,
+        )
+        try:
+            await self._js.add_stream(config)
+        except nats.js.errors.BadRequestError:
+            await self._js.update_stream(config)  # another instance made it with other limits
+
+    async def buffer_call(
+        self,
+        machine_id: str,
+        method: str,
+        metadata: dict[str, str],
+        requests: AsyncIterator[bytes],
+        context: grpc.aio.ServicerContext,
+    ) -> bool:
+        """Keeps the call for later and answers the caller; False for a method that is not
+        buffered (the caller gets the plain "offline" error)."""
+        priority = PRIORITY_OF_METHOD.get(method)
+        if priority is None:
+            return False
+        messages: list[bytes] = []
+        async for message in requests:
+            messages.append(message)
+            if len(messages) > MAX_MESSAGES_PER_CALL:
+                await abort(
+                    context,
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"machine {machine_id} is offline; only a half-closed request of at most "
+                    f"{MAX_MESSAGES_PER_CALL} messages can wait for it",
+                )
+        body = pack(messages)
+        if len(body) > self.settings.max_message_bytes:
+            await abort(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"a buffered request is limited to {self.settings.max_message_bytes} bytes",
+            )
+        headers = {
+            PRIORITY_HEADER: str(priority),
+            METHOD_HEADER: method,
+            METADATA_HEADER: json.dumps(metadata),
+        }
+        try:
+            ack = await self._js.publish(buffer_subject(machine_id), body, headers=headers)
+        except nats.js.errors.APIError as error:
+            context.set_trailing_metadata(((ERROR_CODE_TRAILER, BUFFER_FULL),))
+            await abort(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"machine {machine_id} is offline and its buffer is full "
+                f"({self.settings.max_per_machine} requests): {error.description}",
+            )
+            raise AssertionError from None
+        context.set_trailing_metadata(((BUFFERED_TRAILER, str(ack.seq)),))
+        await abort(
+            context,
+            grpc.StatusCode.UNAVAILABLE,
+            f"machine {machine_id} is offline; the request is buffered and will be delivered "
+            "when it returns",
+        )
+        return True
+
+    async def pending(self, machine_id: str) -> list[Any]:
+        """The machine's buffered calls, in delivery order (priority, then arrival)."""
+        subscription = await self._js.pull_subscribe(buffer_subject(machine_id), stream=STREAM)
+        found: list[Any] = []
+        try:
+            while True:
+                try:
+                    batch = await subscription.fetch(100, timeout=0.5)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    break
+                found += batch
+                if len(batch) < 100:
+                    break
+        finally:
+            await subscription.unsubscribe()
+        return sorted(
+            found,
+            key=lambda m: (
+                int((m.headers or {}).get(PRIORITY_HEADER, 9)),
+                m.metadata.sequence.stream,
+            ),
+        )
+
+    async def deliver(self, machine_id: str, tunnel: Any) -> None:
+        """Runs each buffered call through the machine's (just opened) tunnel, one at a time
+        so that order holds, deleting each once the daemon answered."""
+        if machine_id in self._delivering:
+            return
+        self._delivering.add(machine_id)
+        try:
+            for message in await self.pending(machine_id):
+                await self._deliver_one(tunnel, message)
+                await self._js.delete_msg(STREAM, message.metadata.sequence.stream)
+        except Exception:  # the tunnel went away: what is left stays buffered
+            log.exception("delivery of buffered requests to %s stopped", machine_id)
+        finally:
+            self._delivering.discard(machine_id)
+
+    async def _deliver_one(self, tunnel: Any, message: Any) -> None:
+        headers = message.headers or {}
+        request_id = "buffered-" + uuid.uuid4().hex
+        done: asyncio.Future[tunnel_pb2.TunnelFrame] = asyncio.get_running_loop().create_future()
+
+        def on_frame(frame: tunnel_pb2.TunnelFrame) -> None:
+            # A Converse never ends by itself: its first answer (the message's echo, or an
+            # error) says the daemon took the request.
+            if not done.done():
+                done.set_result(frame)
+
+        tunnel.local_replies[request_id] = on_frame
+        opening = tunnel_pb2.TunnelFrame()
+        opening.ParseFromString(
+            frames.request_frame(
+                request_id, headers.get(METHOD_HEADER, ""), json.loads(headers[METADATA_HEADER])
+            )
+        )
+        await tunnel.send(opening)
+        for sequence, body in enumerate(unpack(message.data), start=1):
+            await tunnel.send(frames.data_frame(request_id, body, sequence))
+        await tunnel.send(frames.end_frame(request_id))
+        try:
+            outcome = await asyncio.wait_for(done, DELIVERY_TIMEOUT_SECONDS)
+        finally:
+            tunnel.local_replies.pop(request_id, None)
+        if outcome.frame_type not in (frames.STREAM_END, frames.ERROR):
+            await tunnel.send(
+                frames.error_frame(request_id, grpc.StatusCode.CANCELLED, "delivered")
+            )
+        if outcome.frame_type == frames.ERROR:
+            log.warning(
+                "buffered %s for %s answered %s",
+                headers.get(METHOD_HEADER),
+                tunnel.machine_id,
+                outcome.error.message,
+            )
