@@ -129,6 +129,7 @@ class Daemon:
         self.subagents: SubagentManager | None = None
         self.orchestrations: Orchestrations | None = None
         self.worktrees: WorktreeManager | None = None
+        self.repos: RepoRegistry | None = None
         self._writer: StoreWriter | None = None
         self._reader: StoreReader | None = None
         self._health_task: asyncio.Task[None] | None = None
@@ -183,7 +184,7 @@ class Daemon:
         )
         self.orchestrations = Orchestrations(self.subagents, writer, reader)
         self.worktrees = WorktreeManager(writer, reader, worktree_settings, sessions=self.sessions)
-        repos = RepoRegistry(writer, reader, self.worktrees)
+        self.repos = repos = RepoRegistry(writer, reader, self.worktrees)
         bridge.delegates = SubagentInbox(
             self.subagents.by_session, self.sessions, reader, audit, str(bridge.rules.home)
         )

@@ -10,7 +10,8 @@ import pytest
 from harness.git_repos import GitWorld, commit_file, sh
 
 from betcode.storage.sessions import create_session
-from betcode.worktrees import Refusal, WorkAtRisk, WorktreeView
+from betcode.storage.worktrees import set_stale
+from betcode.worktrees import Refusal, WorkAtRisk, WorktreeError, WorktreeView
 
 
 async def new_worktree(world: GitWorld, name: str = "task") -> tuple[WorktreeView, Path]:
@@ -200,6 +201,8 @@ async def test_an_externally_deleted_worktree_is_stale_pruned_and_removable(
 ) -> None:
     view, path = await new_worktree(world)
     shutil.rmtree(path)
+    # As startup reconciliation flags it: git must still be told to forget it.
+    await world.writer.call(lambda c: set_stale(c, [view.record.id]))
     listed = await world.worktrees.list_worktrees()
     assert not listed[0].exists_on_disk
     assert (await world.worktrees.get(view.record.id)).record.stale
@@ -227,3 +230,34 @@ async def refused_because_stale(world: GitWorld, view: WorktreeView) -> None:
     assert world.rows() == 0
     subject = sh(world.repo, "log", "-1", "--format=%s", removal.rescue.ref).strip()
     assert subject == "work before the folder vanished"
+
+
+async def test_a_commit_on_a_detached_head_refuses_removal(world: GitWorld) -> None:
+    sh(world.repo, "branch", "theirs")
+    view = await world.worktrees.create(
+        name="t", repo_id=world.record.id, branch="theirs", create_branch=False
+    )
+    path = Path(view.record.path)
+    sh(path, "checkout", "-q", "--detach")
+    commit_file(path, "loose.txt", "x\n", "on no branch at all")
+    await refused_because(world, view, "1 commit on no other branch", "on no branch at all")
+
+
+async def test_unregister_removes_worktrees_only_when_asked_and_safe(world: GitWorld) -> None:
+    clean, _ = await new_worktree(world, "clean")
+    _, path = await new_worktree(world, "dirty")
+    (path / "wip.txt").write_text("wip\n")
+    with pytest.raises(WorktreeError) as caught:
+        await world.repos.unregister(world.record.id, remove_worktrees=False)
+    assert caught.value.refusal is Refusal.PRECONDITION
+    with pytest.raises(WorkAtRisk):
+        await world.repos.unregister(world.record.id, remove_worktrees=True)
+    # The clean one went; the one with work stopped the unregistering.
+    assert [v.record.name for v in await world.worktrees.list_worktrees()] == ["dirty"]
+    assert clean.record.path not in world.git_worktrees()
+    assert (path / "wip.txt").exists()
+    assert world.rows("git_repos") == 1
+    (path / "wip.txt").unlink()
+    assert await world.repos.unregister(world.record.id, remove_worktrees=True) == 1
+    assert world.rows("git_repos") == 0
+    assert world.rows() == 0

@@ -16,6 +16,7 @@ from harness.git_repos import make_repository, sh
 from betcode.server.errors import ErrorCode, error_code_of, error_details_of
 from betcode.v1 import (
     agent_pb2,
+    common_pb2,
     git_repo_pb2,
     git_repo_pb2_grpc,
     worktree_pb2,
@@ -154,3 +155,30 @@ async def test_a_session_whose_worktree_vanished_never_spawns_claude(
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await late.wait_for("session_info", within_s=30)
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def test_a_running_turn_holds_off_removal_until_it_ends(
+    stubs: Stubs, clients: Callable[[str], Client], tmp_path: Path
+) -> None:
+    _, repo = make_repository(tmp_path)
+    detail = await stubs.repos.RegisterRepo(git_repo_pb2.RegisterRepoRequest(repo_path=str(repo)))
+    made = await stubs.worktrees.CreateWorktree(
+        worktree_pb2.CreateWorktreeRequest(name="busy", repo_id=detail.id)
+    )
+    client = clients("cli-busy")
+    client.converse(agent_pb2.StartConversation(worktree_id=made.id))
+    session_id = (await client.wait_for("session_info")).session_info.session_id
+    client.say('SCN:slow {"words": 400, "delay": 0.05} take your time')
+    started = await client.wait_for_status(common_pb2.AGENT_STATUS_THINKING)
+
+    refused = await failed(
+        stubs.worktrees.RemoveWorktree(worktree_pb2.RemoveWorktreeRequest(id=made.id))
+    )
+    assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"a running turn in session {session_id}" in error_details_of(refused)["at_risk"]
+
+    client.send(agent_pb2.AgentRequest(cancel=agent_pb2.CancelRequest()))
+    await client.wait_for_status(common_pb2.AGENT_STATUS_IDLE, after=started.sequence)
+    removed = await stubs.worktrees.RemoveWorktree(worktree_pb2.RemoveWorktreeRequest(id=made.id))
+    assert removed.sessions_closed == 1
+    assert not (Path(made.path) / "README.md").exists()

@@ -81,6 +81,7 @@ class WorktreeManager:
         self.settings = settings
         self.sessions: SessionActivity = sessions or NoSessions()
         self._repo_locks: dict[str, asyncio.Lock] = {}
+        self._seen_missing: set[str] = set()  # worktrees found missing (and pruned) this run
 
     def repo_lock(self, repo_path: str) -> asyncio.Lock:
         """Serialises the git operations on one repository."""
@@ -200,10 +201,15 @@ class WorktreeManager:
 
     async def _views(self, records: Sequence[rows.WorktreeRecord]) -> list[WorktreeView]:
         present = await asyncio.to_thread(lambda: [checkout.is_checkout(r.path) for r in records])
+        # Once per daemon run each: startup reconciliation may have flagged it already, but
+        # git still has to forget it.
         newly_stale = [
-            r for r, here in zip(records, present, strict=True) if not here and not r.stale
+            r
+            for r, here in zip(records, present, strict=True)
+            if not here and r.id not in self._seen_missing
         ]
         if newly_stale:
+            self._seen_missing.update(r.id for r in newly_stale)
             await self._mark_stale(newly_stale)
         return [WorktreeView(record, here) for record, here in zip(records, present, strict=True)]
 
