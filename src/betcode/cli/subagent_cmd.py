@@ -1,0 +1,381 @@
+"""`betcode subagent spawn|list|watch|send|cancel|revoke` and `betcode orchestrate PLAN_FILE`.
+
+A subagent's questions wait in its parent session's inbox: `betcode permissions pending`
+lists them ("subagent NAME asks ..."), and any client of the parent can answer them.
+
+`orchestrate` waits for the plan to end: exit 0 when every step completed, 1 when a step
+failed (its dependants were blocked), 5 for a plan refused before it started (a bad file, a
+cycle, an unknown dependency), and the usual codes for a daemon that cannot be reached (2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import click
+import grpc
+
+from betcode.cli.connection import DaemonClient, daemon_error
+from betcode.cli.daemon_call import call_daemon, socket_option
+from betcode.cli.plan_file import STRATEGIES, PlanFileError, read_plan
+from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
+
+EXIT_STEP_FAILED = 1
+EXIT_INVALID_PLAN = 5
+STATUS_NAMES = {
+    subagent_pb2.SUBAGENT_STATUS_PENDING: "pending",
+    subagent_pb2.SUBAGENT_STATUS_RUNNING: "running",
+    subagent_pb2.SUBAGENT_STATUS_COMPLETED: "completed",
+    subagent_pb2.SUBAGENT_STATUS_FAILED: "failed",
+    subagent_pb2.SUBAGENT_STATUS_CANCELLED: "cancelled",
+}
+json_option = click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+
+
+def subagents(client: DaemonClient) -> subagent_pb2_grpc.SubagentServiceStub:
+    return client.service_stub(subagent_pb2_grpc.SubagentServiceStub)
+
+
+async def streamed(client: DaemonClient, call: Any) -> AsyncIterator[Any]:
+    """A server stream's messages; a failed call becomes the CLI's DaemonError."""
+    try:
+        async for message in call:
+            yield message
+    except grpc.aio.AioRpcError as error:
+        raise daemon_error(error, client.address) from None
+
+
+@click.group("subagent")
+def subagent_group() -> None:
+    """Claude sessions a parent session starts, each with its own process and history."""
+
+
+@subagent_group.command("spawn")
+@click.argument("prompt")
+@click.option("--parent", "parent_session_id", required=True, help="The parent session's id.")
+@click.option("--model", default="", help="Model for this subagent (e.g. a cheaper one).")
+@click.option(
+    "--cwd", "working_directory", default="", help="Working directory (default: the parent's)."
+)
+@click.option("--tool", "tools", multiple=True, help="A tool it may use (repeat); default: all.")
+@click.option("--max-turns", type=click.IntRange(0, 200), default=0, help="Model calls per turn.")
+@click.option("--name", default="", help="Its name, shown with its questions.")
+@click.option("--auto-approve", is_flag=True, help="Approve calls of --tool tools within limits.")
+@click.option("--inherit-grants", is_flag=True, help="Start with the parent's session grants.")
+@click.option("--env", "env_pairs", multiple=True, help="KEY=VALUE for its claude (repeat).")
+@json_option
+@socket_option
+def spawn(
+    prompt: str,
+    parent_session_id: str,
+    model: str,
+    working_directory: str,
+    tools: tuple[str, ...],
+    max_turns: int,
+    name: str,
+    auto_approve: bool,
+    inherit_grants: bool,
+    env_pairs: tuple[str, ...],
+    as_json: bool,
+    socket_path: str | None,
+) -> None:
+    """Start a subagent of PARENT running PROMPT; prints its id and session id."""
+    env = {}
+    for pair in env_pairs:
+        key, separator, value = pair.partition("=")
+        if not separator or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
+        env[key] = value
+    request = subagent_pb2.SpawnSubagentRequest(
+        parent_session_id=parent_session_id,
+        prompt=prompt,
+        model=model,
+        working_directory=os.path.abspath(working_directory) if working_directory else "",
+        allowed_tools=tools,
+        max_turns=max_turns,
+        env=env,
+        name=name,
+        auto_approve=auto_approve,
+        inherit_grants=inherit_grants,
+    )
+    response = call_daemon(
+        socket_path, lambda client: client.call(subagents(client).SpawnSubagent, request)
+    )
+    if as_json:
+        click.echo(
+            json.dumps({"subagent_id": response.subagent_id, "session_id": response.session_id})
+        )
+    else:
+        click.echo(f"{response.subagent_id}  session {response.session_id}")
+
+
+@subagent_group.command("list")
+@click.option("--parent", "parent_session_id", default="", help="Only this session's subagents.")
+@click.option("--status", type=click.Choice(sorted(STATUS_NAMES.values())), help="Only these.")
+@json_option
+@socket_option
+def list_subagents(
+    parent_session_id: str, status: str | None, as_json: bool, socket_path: str | None
+) -> None:
+    """Subagents, oldest first."""
+    request = subagent_pb2.ListSubagentsRequest(
+        parent_session_id=parent_session_id, status_filter=status or ""
+    )
+    response = call_daemon(
+        socket_path, lambda client: client.call(subagents(client).ListSubagents, request)
+    )
+    if as_json:
+        click.echo(json.dumps([_info(s) for s in response.subagents], indent=2))
+        return
+    if not response.subagents:
+        click.echo("No subagents.")
+    for info in response.subagents:
+        step = f"  step {info.step_id}" if info.step_id else ""
+        click.echo(f"{info.id}  {STATUS_NAMES.get(info.status, '?'):9}  {info.name}{step}")
+        if info.result_summary:
+            click.echo(f"    {info.result_summary.splitlines()[0][:120]}")
+
+
+def _info(info: subagent_pb2.SubagentInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "parent_session_id": info.parent_session_id,
+        "session_id": info.session_id,
+        "name": info.name,
+        "status": STATUS_NAMES.get(info.status, "unknown"),
+        "orchestration_id": info.orchestration_id,
+        "step_id": info.step_id,
+        "result_summary": info.result_summary,
+    }
+
+
+@subagent_group.command("watch")
+@click.argument("subagent_id")
+@click.option(
+    "--from", "from_sequence", type=click.IntRange(0), default=0, help="Resume after this sequence."
+)
+@socket_option
+def watch(subagent_id: str, from_sequence: int, socket_path: str | None) -> None:
+    """Follow a subagent's output until it ends; exit 0 if it completed, 1 otherwise."""
+
+    async def follow(client: DaemonClient) -> str:
+        request = subagent_pb2.WatchSubagentRequest(
+            subagent_id=subagent_id, from_sequence=from_sequence
+        )
+        end = "running"
+        async for event in streamed(client, subagents(client).WatchSubagent(request)):
+            end = _show(event) or end
+        return end
+
+    end = call_daemon(socket_path, follow)
+    sys.exit(0 if end == "completed" else EXIT_STEP_FAILED)
+
+
+def _show(event: subagent_pb2.SubagentEvent) -> str | None:
+    kind = event.WhichOneof("event")
+    if kind == "output":
+        click.echo(event.output.text, nl=event.output.is_complete)
+    elif kind == "tool_use":
+        click.echo(f"[tool {event.tool_use.tool_name}]")
+    elif kind == "permission_request":
+        asked = event.permission_request
+        click.echo(
+            f"[{asked.tool_name} waits for approval: betcode permissions allow {asked.request_id}]"
+        )
+    elif kind == "completed":
+        click.echo(f"[completed] {event.completed.result_summary}")
+        return "completed"
+    elif kind == "failed":
+        click.echo(f"[failed] {event.failed.error_message}", err=True)
+        return "failed"
+    elif kind == "cancelled":
+        click.echo(f"[cancelled] {event.cancelled.reason}", err=True)
+        return "cancelled"
+    return None
+
+
+@subagent_group.command("send")
+@click.argument("subagent_id")
+@click.argument("text")
+@socket_option
+def send(subagent_id: str, text: str, socket_path: str | None) -> None:
+    """Send TEXT to a running subagent (exit 1 if it is not running)."""
+    request = subagent_pb2.SendToSubagentRequest(subagent_id=subagent_id, content=text)
+    response = call_daemon(
+        socket_path, lambda client: client.call(subagents(client).SendToSubagent, request)
+    )
+    if not response.delivered:
+        click.echo(f"{subagent_id} is not running; nothing was sent", err=True)
+        sys.exit(EXIT_STEP_FAILED)
+
+
+@subagent_group.command("cancel")
+@click.argument("subagent_id")
+@click.option("--reason", default="", help="Why (audited).")
+@click.option(
+    "--force", is_flag=True, help="SIGKILL at once instead of SIGTERM and a grace period."
+)
+@socket_option
+def cancel(subagent_id: str, reason: str, force: bool, socket_path: str | None) -> None:
+    """Stop a subagent; prints the calls it ran and how many were auto-approved."""
+    request = subagent_pb2.CancelSubagentRequest(
+        subagent_id=subagent_id, reason=reason, force=force
+    )
+    response = call_daemon(
+        socket_path, lambda client: client.call(subagents(client).CancelSubagent, request)
+    )
+    if not response.cancelled:
+        click.echo(f"{subagent_id} had already ended: {response.final_status}")
+        return
+    click.echo(
+        f"{subagent_id} cancelled after {response.tool_calls_executed} tool calls "
+        f"({response.tool_calls_auto_approved} auto-approved)"
+    )
+
+
+@subagent_group.command("revoke")
+@click.argument("subagent_id")
+@click.option("--reason", required=True, help="Why (at least 10 characters; audited).")
+@click.option("--terminate-if-pending", is_flag=True, help="End it if a call is running.")
+@socket_option
+def revoke(
+    subagent_id: str, reason: str, terminate_if_pending: bool, socket_path: str | None
+) -> None:
+    """Turn a subagent's auto-approve off; its next calls ask the parent's inbox."""
+    request = subagent_pb2.RevokeAutoApproveRequest(
+        subagent_id=subagent_id, reason=reason, terminate_if_pending=terminate_if_pending
+    )
+    response = call_daemon(
+        socket_path, lambda client: client.call(subagents(client).RevokeAutoApprove, request)
+    )
+    if not response.revoked:
+        click.echo(f"nothing to revoke: {subagent_id} is {response.subagent_status}")
+        return
+    click.echo(
+        f"auto-approve revoked ({response.pending_tool_calls} call(s) still running); "
+        f"{subagent_id} is {response.subagent_status}"
+    )
+
+
+# ---- orchestrate ----
+
+
+@click.command("orchestrate")
+@click.argument("plan_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--parent",
+    "parent_session_id",
+    default="",
+    help="The parent session (default: the plan's, else a new one here).",
+)
+@click.option(
+    "--strategy", type=click.Choice(sorted(STRATEGIES)), help="Overrides the plan's strategy."
+)
+@click.option("--watch", "live", is_flag=True, help="Show each step's state as it changes.")
+@json_option
+@socket_option
+def orchestrate(
+    plan_file: Path,
+    parent_session_id: str,
+    strategy: str | None,
+    live: bool,
+    as_json: bool,
+    socket_path: str | None,
+) -> None:
+    """Run the steps of PLAN_FILE (JSON or YAML) as subagents and wait for the plan to end."""
+    try:
+        planned_parent, planned_strategy, steps = read_plan(plan_file)
+    except PlanFileError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_INVALID_PLAN)
+    chosen = STRATEGIES[strategy] if strategy else planned_strategy
+
+    async def run(client: DaemonClient) -> dict[str, Any]:
+        parent = parent_session_id or planned_parent or await _new_session(client)
+        stub = subagents(client)
+        created = await client.call(
+            stub.CreateOrchestration,
+            subagent_pb2.CreateOrchestrationRequest(
+                parent_session_id=parent, steps=steps, strategy=chosen
+            ),
+        )
+        board = _Board(created.orchestration_id, [s.id for s in steps], live and not as_json)
+        request = subagent_pb2.WatchOrchestrationRequest(orchestration_id=created.orchestration_id)
+        async for event in streamed(client, stub.WatchOrchestration(request)):
+            board.update(event)
+        return board.result()
+
+    result = call_daemon(socket_path, run)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        for step in result["steps"]:
+            summary = (step["result_summary"] or step["error"]).strip().splitlines()
+            click.echo(f"{step['status']:9}  {step['id']}  {summary[0][:100] if summary else ''}")
+        click.echo(f"orchestration {result['orchestration_id']} {result['status']}")
+    sys.exit(0 if result["status"] == "completed" else EXIT_STEP_FAILED)
+
+
+async def _new_session(client: DaemonClient) -> str:
+    """A parent session in the current directory (the plan named none)."""
+    call = client.open_converse()
+    start = agent_pb2.StartConversation(working_directory=os.getcwd(), client_type="cli")
+    await call.write(agent_pb2.AgentRequest(start=start))
+    try:
+        async for event in streamed(client, call):
+            if event.HasField("session_info"):
+                return str(event.session_info.session_id)
+    finally:
+        call.cancel()
+    raise click.ClickException("the daemon did not start a parent session")
+
+
+class _Board:
+    """Each step's state, from the orchestration's events (printed as they come with --watch)."""
+
+    def __init__(self, orchestration_id: str, step_ids: list[str], live: bool) -> None:
+        self.orchestration_id = orchestration_id
+        self.steps = {
+            s: {"id": s, "status": "pending", "result_summary": "", "error": ""} for s in step_ids
+        }
+        self.status = "running"
+        self._live = live
+
+    def update(self, event: subagent_pb2.OrchestrationEvent) -> None:
+        kind = event.WhichOneof("event")
+        if kind == "step_started":
+            self._set(event.step_started.step_id, "running")
+        elif kind == "step_completed":
+            done = event.step_completed
+            self._set(done.step_id, "completed", result_summary=done.result_summary)
+        elif kind == "step_failed":
+            failed = event.step_failed
+            self._set(failed.step_id, "failed", error=failed.error_message)
+            for blocked in failed.blocked_steps:
+                self._set(blocked, "blocked", error=f"dependency {failed.step_id} failed")
+        elif kind in ("completed", "failed"):
+            self.status = kind
+
+    def _set(self, step_id: str, status: str, **fields: str) -> None:
+        step = self.steps.setdefault(step_id, {"id": step_id, "result_summary": "", "error": ""})
+        step.update(status=status, **fields)
+        if self._live:
+            counts = {
+                s: sum(1 for x in self.steps.values() if x["status"] == s)
+                for s in ("completed", "running", "failed", "blocked")
+            }
+            tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+            click.echo(f"{time.strftime('%H:%M:%S')}  {step_id:20} {status:9}  ({tally})")
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "orchestration_id": self.orchestration_id,
+            "status": self.status,
+            "steps": list(self.steps.values()),
+        }
