@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from harness.daemon import InProcessDaemon
 from harness.environment import Workspace
-from harness.git_repos import sh
+from harness.git_repos import make_repository, sh
 from test_cli_run import Finished
 from test_cli_run import betcode as betcode_process
 
@@ -76,3 +76,47 @@ async def test_two_sessions_in_two_worktrees_each_change_only_their_own(
     assert restored.code == 0, restored.err
     back = Path(json.loads(restored.out)["path"])
     assert (back / "a.txt").read_text() == "from a\n"
+
+
+async def test_repo_and_worktree_commands_and_their_exit_codes(
+    daemon: InProcessDaemon, tmp_path: Path
+) -> None:
+    socket = daemon.socket
+    (tmp_path / "git").mkdir()
+    _, repo = make_repository(tmp_path / "git")
+    registered = await betcode(socket, "repo", "register", str(repo), "--name", "proj", "--json")
+    assert registered.code == 0, registered.err
+    assert json.loads(registered.out)["name"] == "proj"
+    again = await betcode(socket, "repo", "register", str(repo))
+    assert again.code == 7  # ALREADY_EXISTS has no code of its own in DIGEST §11.4
+    assert "already registered" in again.err
+
+    updated = await betcode(socket, "repo", "update", "proj", "--mode", "local", "--json")
+    assert json.loads(updated.out)["worktree_mode"] == "WORKTREE_MODE_LOCAL"
+    listed = await betcode(socket, "repo", "list")
+    assert listed.out.splitlines()[1].split()[1:4] == ["proj", "local", "0"]
+    scanned = await betcode(socket, "repo", "scan", str(tmp_path / "git"))
+    assert "1 repositories." in scanned.out
+
+    bad = await betcode(socket, "worktree", "create", "a/b", "--repo", "proj")
+    assert bad.code == 5
+    missing = await betcode(socket, "worktree", "create", "x", "--repo", "proj", "--branch", "no")
+    assert missing.code == 6  # NOT_FOUND: an existing branch was asked for
+    assert "branch 'no' does not exist" in missing.err
+    created = await betcode(
+        socket, "worktree", "create", "x", "--repo", "proj", "--branch", "no", "--new-branch"
+    )
+    assert created.code == 0, created.err
+    made = json.loads((await betcode(socket, "worktree", "get", "x", "--json")).out)
+    assert made["path"] == str(repo / ".worktree" / "x")
+    assert made["branch"] == "no"
+    unknown = await betcode(socket, "worktree", "get", "no-such-worktree")
+    assert unknown.code == 6
+
+    busy = await betcode(socket, "repo", "unregister", "proj")
+    assert busy.code == 1
+    assert "still has 1 worktree(s) (x)" in busy.err
+    gone = await betcode(socket, "repo", "unregister", "proj", "--remove-worktrees")
+    assert gone.code == 0, gone.err
+    assert not (repo / ".worktree" / "x" / "README.md").exists()
+    assert (await betcode(socket, "repo", "list")).out == "No repositories registered.\n"

@@ -257,8 +257,10 @@ def worktree_group() -> None:
 @worktree_group.command("create")
 @click.argument("name")
 @click.option("--repo", default=".", help="Repository id, name or path (default: here).")
-@click.option("--branch", default="", help="The branch (default: a new branch called NAME).")
-@click.option("--new-branch", is_flag=True, help="--branch must be created (not exist yet).")
+@click.option(
+    "--branch", default="", help="An existing branch to check out (default: a new branch NAME)."
+)
+@click.option("--new-branch", is_flag=True, help="Create --branch (it must not exist yet).")
 @click.option("--setup", "setup_script", default="", help="A shell line to run in it.")
 @json_option
 @socket_option
@@ -271,15 +273,15 @@ def create(
     as_json: bool,
     socket_path: str | None,
 ) -> None:
-    """Create worktree NAME. An existing --branch is checked out; a missing one is made."""
+    """Create worktree NAME on a new branch NAME, or on --branch (created with --new-branch)."""
 
     async def run(client: DaemonClient) -> worktree_pb2.WorktreeDetail:
         found = await find_repo(client, repo)
         request = worktree_pb2.CreateWorktreeRequest(
             name=name, repo_id=found.id, branch=branch, setup_script=setup_script
         )
-        if new_branch:
-            request.create_branch = True
+        if branch:
+            request.create_branch = new_branch  # an existing branch unless --new-branch
         return await client.call(worktrees(client).CreateWorktree, request)
 
     detail = call_daemon(socket_path, run)
