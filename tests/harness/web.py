@@ -116,9 +116,13 @@ class WebStream:
 
         return await self.until(nth, within_s)
 
+    async def closed(self) -> None:
+        """Until the server has closed the stream."""
+        await asyncio.gather(self._reader, return_exceptions=True)
+
     async def close(self) -> None:
         await self.socket.close()
-        await asyncio.gather(self._reader, return_exceptions=True)
+        await self.closed()
 
 
 def _reminder(event: dict[str, Any]) -> bool:

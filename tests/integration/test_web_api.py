@@ -150,6 +150,13 @@ async def test_bad_input_gets_a_clear_status_and_changes_nothing(
             assert "web-" in reply["error"]["message"]
         finally:
             await bad_client.close()
+        # A WebSocket message over the payload limit closes the stream with 1009 (too big).
+        stream = await client.stream(session_id)
+        await asyncio.wait_for(stream.caught_up.wait(), 30)
+        await stream.say("x" * (MIB + 10))
+        await asyncio.wait_for(stream.closed(), 30)
+        assert stream.socket.close_code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
+        assert not stream.of_kind("user_input")
         _, after = await client.call("GET", "/api/sessions")
         assert after == before
     finally:
