@@ -141,7 +141,7 @@ class Daemon:
         self._reload_problem: str | None = None
         self._data_dir_claim: DataDirClaim | None = None
         self._socket_claim: SocketClaim | None = None
-        self.telemetry = Telemetry(config.settings.observability)
+        self.telemetry = Telemetry(config.settings.observability, config.environ)
         self._tunnel_task: asyncio.Task[None] | None = None
 
     # ---- startup ----
@@ -485,7 +485,7 @@ class Daemon:
             await self._writer.close()
         if self._reader is not None:
             self._reader.close()
-        self.telemetry.stop()
+        await self.telemetry.stop()
         # Last: a newcomer may open the database only once we are done with it.
         for claim in (self._socket_claim, self._data_dir_claim):
             if claim is not None:

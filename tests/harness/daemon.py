@@ -173,6 +173,7 @@ class Client:
         )
         self.stub = agent_pb2_grpc.AgentServiceStub(self.channel)
         self.client_id = client_id
+        self.extra_metadata: tuple[tuple[str, str], ...] = ()  # e.g. a traceparent
         self.events: list[agent_pb2.AgentEvent] = []
         self._outbox: asyncio.Queue[agent_pb2.AgentRequest] = asyncio.Queue()
         self._call: grpc.aio.StreamStreamCall | grpc.aio.UnaryStreamCall | None = None
@@ -180,8 +181,8 @@ class Client:
         self._changed = asyncio.Event()
 
     @property
-    def _metadata(self) -> tuple[tuple[str, str]]:
-        return (("x-client-id", self.client_id),)
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("x-client-id", self.client_id), *self.extra_metadata)
 
     async def _requests(self) -> AsyncIterator[agent_pb2.AgentRequest]:
         while True:

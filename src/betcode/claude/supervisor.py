@@ -183,7 +183,10 @@ class ClaudeSupervisor:
         started = time.monotonic()
         try:
             await process.start(
-                argv, self.cwd, {**self._env_builder(), **self.extra_env}, worktree=self.worktree
+                argv,
+                self.cwd,
+                {**self._env_builder(), **self.extra_env, **observer().child_env()},
+                worktree=self.worktree,
             )
         except BaseException:
             observer().claude_spawned("error", time.monotonic() - started)

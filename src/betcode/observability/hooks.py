@@ -8,7 +8,12 @@ thread-safe for the `sqlite_*` reports.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
+
+# A client's W3C `traceparent` (gRPC metadata) for the requests handled in this context: a turn
+# started here continues the client's trace.
+incoming_traceparent: ContextVar[str] = ContextVar("betcode_incoming_traceparent", default="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +30,27 @@ class TurnReport:
 
 
 class Observer:
-    """Every report the domain makes. These do nothing: observability off."""
+    """Every report the domain makes. These do nothing: observability off.
+
+    Reports without a session id belong to the session of the task making them (the logs'
+    `session_id` context, observability/logs.py)."""
+
+    def turn_started(self, session_id: str) -> None:
+        """A user message was recorded: the session's turn begins."""
+
+    def tool_call_started(self, session_id: str, tool_use_id: str, tool_name: str) -> None:
+        """claude asked for a tool call (as its output shows it)."""
+
+    def tool_call_finished(self, session_id: str, tool_use_id: str, is_error: bool) -> None:
+        """A tool call's result came back (as claude's output shows it)."""
+
+    def batch_stored(self, session_id: str, rows: int, store_s: float, deliver_s: float) -> None:
+        """A batch of rows committed `store_s` after it was handed to the writer; its frames
+        took `deliver_s` to reach the session's client queues."""
+
+    def child_env(self) -> dict[str, str]:
+        """Variables for a claude process started now (the trace context: TRACEPARENT)."""
+        return {}
 
     def claude_spawned(self, outcome: str, duration_s: float) -> None:
         """A claude process was started (`outcome` "ok") or failed to start ("error")."""
@@ -75,6 +100,28 @@ class ObserverGroup(Observer):
 
     def __init__(self, members: list[Observer]) -> None:
         self.members = members
+
+    def turn_started(self, session_id: str) -> None:
+        for member in self.members:
+            member.turn_started(session_id)
+
+    def tool_call_started(self, session_id: str, tool_use_id: str, tool_name: str) -> None:
+        for member in self.members:
+            member.tool_call_started(session_id, tool_use_id, tool_name)
+
+    def tool_call_finished(self, session_id: str, tool_use_id: str, is_error: bool) -> None:
+        for member in self.members:
+            member.tool_call_finished(session_id, tool_use_id, is_error)
+
+    def batch_stored(self, session_id: str, rows: int, store_s: float, deliver_s: float) -> None:
+        for member in self.members:
+            member.batch_stored(session_id, rows, store_s, deliver_s)
+
+    def child_env(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for member in self.members:
+            env.update(member.child_env())
+        return env
 
     def claude_spawned(self, outcome: str, duration_s: float) -> None:
         for member in self.members:

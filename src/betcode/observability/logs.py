@@ -57,6 +57,11 @@ def bind_log_fields(**fields: str) -> None:
     _context.set({**_context.get(), **fields})
 
 
+def current_log_fields() -> Mapping[str, str]:
+    """The fields bound for the current task (`session_id`, ...)."""
+    return _context.get()
+
+
 def use_trace_ids(source: TraceIds | None) -> None:
     _trace_ids.clear()
     if source is not None:

@@ -1,17 +1,22 @@
-"""What the daemon switches on at start: the observers the domain reports to, and the
-metrics endpoint.
+"""What the daemon switches on at start: the observers the domain reports to, the metrics
+endpoint and the trace exporter.
 
 `Telemetry.start` installs the observers — always the recent turns (`betcode top`'s cost
-rate), the Prometheus metrics when `metrics_listen` is set — and binds the endpoint; `stop`
-closes it and puts back the previous observer. Off, nothing listens.
+rate); the Prometheus metrics when `metrics_listen` is set; the traces when an OTLP endpoint is
+configured — and binds the endpoint; `stop` closes both, exports the spans still buffered and
+puts back the previous observer. Off, nothing listens and nothing is sent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from betcode.config.settings import ObservabilitySettings, split_host_port
 from betcode.observability import hooks
+from betcode.observability.logs import use_trace_ids
 from betcode.observability.metrics import (
     LiveState,
     MetricsEndpoint,
@@ -21,15 +26,29 @@ from betcode.observability.metrics import (
 from betcode.observability.recent import RecentTurns
 from betcode.server.binding import BindError
 
+if TYPE_CHECKING:
+    from betcode.observability.tracing import TracingObserver
+
 log = logging.getLogger(__name__)
 
 
+def otlp_endpoint(setting: str, environ: Mapping[str, str]) -> str:
+    """Where traces go: the setting, else the standard variables; "" when tracing is off."""
+    return (
+        setting
+        or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+    ).strip()
+
+
 class Telemetry:
-    def __init__(self, settings: ObservabilitySettings) -> None:
+    def __init__(self, settings: ObservabilitySettings, environ: Mapping[str, str]) -> None:
         self.settings = settings
+        self.environ = environ
         self.recent = RecentTurns()
         self.metrics: PrometheusObserver | None = None
         self.endpoint: MetricsEndpoint | None = None
+        self.tracing: TracingObserver | None = None
         self._previous: hooks.Observer | None = None
 
     def start(self, live: LiveState) -> None:
@@ -39,6 +58,10 @@ class Telemetry:
         listen = self.settings.metrics_listen
         if listen:
             members.append(self._serve_metrics(listen, live))
+        self.tracing = self._start_tracing()
+        if self.tracing is not None:
+            members.append(self.tracing)
+            use_trace_ids(self.tracing.trace_ids)
         self._previous = hooks.install(hooks.ObserverGroup(members))
 
     def _serve_metrics(self, listen: str, live: LiveState) -> PrometheusObserver:
@@ -53,14 +76,34 @@ class Telemetry:
         log.info("metrics at http://%s:%d/metrics", shown, self.endpoint.port)
         return metrics
 
+    def _start_tracing(self) -> TracingObserver | None:
+        endpoint = otlp_endpoint(self.settings.otlp_endpoint, self.environ)
+        if not endpoint:
+            return None
+        # The OpenTelemetry SDK is imported only when traces are on.
+        from betcode.observability.tracing import TracingConfigError, TracingObserver, make_exporter
+
+        try:
+            exporter = make_exporter(self.settings.otlp_endpoint, self.environ)
+        except TracingConfigError as error:
+            log.error("traces are off: %s", error)
+            return None
+        log.info("traces to %s (OTLP)", endpoint)
+        return TracingObserver.exporting(exporter)
+
     @property
     def metrics_port(self) -> int | None:
         return self.endpoint.port if self.endpoint is not None else None
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         if self._previous is not None:
             hooks.install(self._previous)
             self._previous = None
         if self.endpoint is not None:
             self.endpoint.close()
             self.endpoint = None
+        if self.tracing is not None:
+            use_trace_ids(None)
+            # Exporting what is buffered may wait on the network: off the event loop.
+            await asyncio.to_thread(self.tracing.shutdown)
+            self.tracing = None

@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from betcode.observability.hooks import incoming_traceparent
 from betcode.observability.logs import bind_log_fields
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import AnswerError, ClientAnswer
@@ -46,6 +47,7 @@ from betcode.v1 import agent_pb2
 log = logging.getLogger(__name__)
 
 CLIENT_ID_METADATA = "x-client-id"
+TRACEPARENT_METADATA = "traceparent"  # W3C trace context: the turns of this stream continue it
 COMPACT_COMMAND = "/compact"  # claude runs it itself in stream-json mode (CLAUDE_CLI.md §3.1)
 PER_EVENT_BATCH = 64  # frames taken per wake-up on the per-event stream
 BATCH_MAX_EVENTS = 256
@@ -56,6 +58,13 @@ RAW_RESPONSE_METHODS = frozenset({"Converse", "ResumeSession", "ResumeSessionBat
 
 # Every method: a BetCodeError or a domain refusal ends the call with its status and message.
 serves = translates_errors(domain_error)
+
+
+def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str:
+    for name, value in context.invocation_metadata() or ():
+        if name == key and isinstance(value, str):
+            return value[:256]
+    return ""
 
 
 def client_id_of(context: grpc.aio.ServicerContext) -> str:
@@ -104,6 +113,7 @@ class AgentService:
         client_type = check_client_type(start.client_type)
         session, created = await self._open(start, client_id)
         bind_log_fields(session_id=session.id)  # this stream's records, and its tasks'
+        incoming_traceparent.set(_metadata_value(context, TRACEPARENT_METADATA))
         after: int | None = None
         if start.HasField("from_sequence"):
             after = start.from_sequence

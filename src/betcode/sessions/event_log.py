@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from betcode.observability.hooks import observer
 from betcode.sessions import translate
 from betcode.sessions.fanout import FanoutHub, Frame
 from betcode.storage.rows import Direction, EventRow, LogRow, MessageRow
@@ -106,8 +107,10 @@ class EventLog:
         if not batch.rows:
             return
         frames = batch.frames
+        appended_at = time.monotonic()
 
         def publish(ok: bool) -> None:
+            committed_at = time.monotonic()
             if not ok:
                 log.error(
                     "session %s: events %s not stored; delivered live only",
@@ -117,6 +120,12 @@ class EventLog:
             if frames:
                 self._published_seq = frames[-1][0]
             self._hub.publish(frames)
+            observer().batch_stored(
+                self._session_id,
+                len(batch.rows),
+                committed_at - appended_at,
+                time.monotonic() - committed_at,
+            )
             if on_published is not None:
                 on_published()
 

@@ -31,11 +31,15 @@ from betcode.observability.logs import TRACE, bind_log_fields
 from betcode.protocol import writer as stdin
 from betcode.protocol.framing import Line
 from betcode.protocol.messages import (
+    AssistantMessage,
     ControlCancelRequest,
     ControlRequest,
     Message,
     Result,
     SystemInit,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
 )
 from betcode.protocol.reader import ProtocolReader, ReaderStats
 from betcode.sessions import translate
@@ -209,6 +213,15 @@ class Session:
         elif isinstance(message, Result):
             self._finish_turn()
             self._turn_ended(TurnEnd.of_result(message))
+        elif isinstance(message, AssistantMessage | UserMessage):
+            self._observe_tool_calls(message)
+
+    def _observe_tool_calls(self, message: AssistantMessage | UserMessage) -> None:
+        for block in message.content:
+            if isinstance(block, ToolUseBlock):
+                observer().tool_call_started(self.id, block.id, block.name)
+            elif isinstance(block, ToolResultBlock):
+                observer().tool_call_finished(self.id, block.tool_use_id, block.is_error)
 
     async def _react_to_control(self, message: ControlRequest | ControlCancelRequest) -> None:
         try:
@@ -292,6 +305,7 @@ class Session:
         )
         turn = self._turns.start()
         self._turn_started_at = time.monotonic()
+        observer().turn_started(self.id)
         self._set_status("active")
         preview = text.strip().splitlines()[0] if text.strip() else ""
         self.background_write(lambda c: session_rows.set_preview(c, self.id, preview, time.time()))
