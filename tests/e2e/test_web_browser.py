@@ -270,6 +270,13 @@ async def test_after_a_daemon_restart_the_page_replays_once_and_goes_on_live(
     stats = await page_stats(page)
     assert stats["received"] == list(range(1, stats["received"][-1] + 1))
     assert stats["connects"] == 2
+    await page.reload()  # the whole history from the restarted daemon, once
+    await expect(page.locator(".assistant")).to_have_count(2)
+    await send(page, 'SCN:plain {"text": "after reload"} and again')
+    await expect(page.locator(".assistant").last).to_have_text("after reload")
+    reloaded = await page_stats(page)
+    assert reloaded["received"] == list(range(1, reloaded["received"][-1] + 1))
+    assert reloaded["received"][-1] > stats["received"][-1]
 
 
 async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
@@ -291,9 +298,13 @@ async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
         await expect(banner).to_have_text("Read-only: terminal holds the input lock.")
         await expect(page.get_by_role("button", name="Send")).to_be_disabled()
         # An approval needs no lock: answered here, seen by the terminal.
-        await page.get_by_role("button", name="Allow once").click()
+        await page.get_by_role("button", name="Allow for session").click()
         resolved = await terminal.wait_for("permission_resolved")
         assert resolved.permission_resolved.outcome == "allowed"
+        grants = await terminal.stub.ListSessionGrants(
+            agent_pb2.ListSessionGrantsRequest(session_id=terminal.session_id)
+        )
+        assert [grant.granted for grant in grants.grants] == [True]
         await terminal.wait_for("turn_complete")
 
         await page.get_by_role("button", name="Request input lock").click()

@@ -71,7 +71,9 @@ async def raw_get(
         return response.status, await response.text(), dict(response.headers)
 
 
-async def test_access_needs_the_token_the_right_host_and_origin(web_daemon: WebDaemon) -> None:
+async def test_access_needs_the_token_the_right_host_and_origin(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
     url, token = web_daemon.url, web_daemon.token
     assert token_path(web_daemon.config_dir).stat().st_mode & 0o777 == 0o600
     # No token: 401 and the login hint, for the page, its assets and the API alike.
@@ -108,8 +110,15 @@ async def test_access_needs_the_token_the_right_host_and_origin(web_daemon: WebD
     assert "BAD_HOST" in body
     status, _, _ = await raw_get(url + "/api/sessions", {**with_cookie, "Origin": url})
     assert status == 200
-    # Rotation locks out the old cookie at once.
+    # Rotation locks out the old cookie at once, and ends an open stream at its next message.
+    client = web_daemon.client()
+    stream = await client.stream(await client.create_session(str(workspace.repo)))
+    await asyncio.wait_for(stream.caught_up.wait(), 30)
     rotate_token(web_daemon.config_dir)
+    await stream.send({})
+    await asyncio.wait_for(stream.closed(), 30)
+    assert stream.socket.close_code == 4401
+    await client.close()
     status, body, _ = await raw_get(url + "/api/sessions", with_cookie)
     assert status == 401
     assert "betcode web" in body

@@ -35,6 +35,12 @@ LOGIN_HINT = (
     "<code>betcode web</code> and open the link it prints.</p>"
 )
 
+
+def still_signed_in(request: web.Request) -> bool:
+    """Whether the request's cookie still holds the current token (a rotation ends it)."""
+    return request.app[ACCESS_KEY].token.matches(request.cookies.get(COOKIE_NAME, ""))
+
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -52,6 +58,9 @@ class Access:
     def origin_allowed(self, origin: str, host: str) -> bool:
         scheme = "https" if self.tls else "http"
         return origin == f"{scheme}://{host}"
+
+
+ACCESS_KEY = web.AppKey("access", Access)
 
 
 def _loopback_host(host: str) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from aiohttp import WSCloseCode, web
 
 from betcode.config.settings import HttpSettings, split_host_port
-from betcode.web.access import Access, make_guard
+from betcode.web.access import ACCESS_KEY, Access, make_guard
 from betcode.web.api import DOMAIN_KEY, api_routes
 from betcode.web.domain import WebDomain
 from betcode.web.errors import MAX_PAYLOAD_KEY, translate_errors
@@ -124,6 +124,7 @@ class WebServer:
             client_max_size=domain.max_payload_bytes,
         )
         app[DOMAIN_KEY] = domain
+        app[ACCESS_KEY] = access
         app[MAX_PAYLOAD_KEY] = domain.max_payload_bytes
         app[OPEN_SOCKETS_KEY] = set()
         app[PAGE_KEY] = {name: (STATIC / name).read_bytes() for name in PAGE_FILES}

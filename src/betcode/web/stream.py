@@ -26,6 +26,7 @@ from betcode.server.errors import ErrorCode
 from betcode.server.validation import invalid
 from betcode.sessions import translate
 from betcode.v1 import agent_pb2
+from betcode.web.access import still_signed_in
 from betcode.web.api import DOMAIN_KEY
 from betcode.web.domain import WEB_CLIENT_TYPE, web_client_id
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 FROM_PARAMETER = "from"
 OUTBOX_BATCHES = 4  # small, so a slow browser backs up into its lag-detecting queue
 PING_SECONDS = 20.0  # a peer that stops answering pings (a phone gone to sleep) is closed
+TOKEN_ROTATED = 4401  # a private close code: sign in again with a new `betcode web` link
 OPEN_SOCKETS_KEY = web.AppKey("open_sockets", set[web.WebSocketResponse])
 
 
@@ -59,7 +61,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
         tasks = [
             asyncio.create_task(pump_batches(attachment, outbox)),
             asyncio.create_task(
-                domain.converse.serve(session, client_id, _requests(socket, outbox), outbox)
+                domain.converse.serve(
+                    session, client_id, _requests(request, socket, outbox), outbox
+                )
             ),
             asyncio.create_task(_send(socket, outbox, domain.events.batch)),
         ]
@@ -96,11 +100,17 @@ async def _send(
 
 
 async def _requests(
-    socket: web.WebSocketResponse, outbox: asyncio.Queue[list[bytes] | None]
+    upgrade: web.Request,
+    socket: web.WebSocketResponse,
+    outbox: asyncio.Queue[list[bytes] | None],
 ) -> AsyncIterator[agent_pb2.AgentRequest]:
     """The page's messages as AgentRequests, until it closes; an unreadable one is answered
-    here (an error event) and skipped."""
+    here (an error event) and skipped. A rotated token ends the stream at the page's next
+    message (its heartbeat comes every 15 s)."""
     async for message in socket:
+        if not still_signed_in(upgrade):
+            await socket.close(code=TOKEN_ROTATED, message=b"the access token was rotated")
+            return
         if message.type is not WSMsgType.TEXT:
             if message.type is WSMsgType.ERROR:
                 log.info("web: stream closed: %s", socket.exception())

@@ -152,7 +152,9 @@ class SessionStream {
     const socket = new WebSocket(url);
     this.socket = socket;
     $("connection").textContent = "connecting…";
+    let opened = false;
     socket.onopen = () => {
+      opened = true;
       stats.connects += 1;
       this.retryMs = 500;
       $("connection").textContent = "live";
@@ -162,6 +164,8 @@ class SessionStream {
     socket.onclose = () => {
       clearInterval(this.heartbeat);
       if (this.closed || this.socket !== socket) return;
+      // Refused before opening: a rotated token shows the sign-in hint (api() reloads on 401).
+      if (!opened) api("GET", "/api/sessions").catch(() => {});
       $("connection").textContent = "reconnecting…";
       setTimeout(() => this.closed || this.connect(), this.retryMs);
       this.retryMs = Math.min(this.retryMs * 2, 5000);
