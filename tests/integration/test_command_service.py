@@ -4,12 +4,16 @@ with `.claude/commands`, `.claude/agents`, the user's own commands and a `.gitig
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import psutil
 import pytest
+from harness.conditions import until
 from harness.daemon import Client, InProcessDaemon
 from harness.environment import Workspace
 
@@ -217,3 +221,28 @@ async def test_service_commands_and_plugins(
     error = await refused(stub.AddPlugin(pb.AddPluginRequest(name="x", socket_path="/tmp/x")))
     assert error.code() == grpc.StatusCode.UNIMPLEMENTED
     assert "does not support plugins" in (error.details() or "")
+
+
+@pytest.mark.real_cli
+async def test_a_model_switch_survives_a_claude_restart(
+    daemon: InProcessDaemon, clients: Callable[[str], Client], workspace: Workspace
+) -> None:
+    """The chat's `/model NAME` is claude's own command, which switches claude's process only;
+    the session keeps the model claude reports, so a claude replacing a crashed one runs it."""
+    client = await open_session(clients, workspace.repo)
+    client.say("/model sonnet")
+    await client.wait_for("turn_complete")
+    client.say("hello")
+    await client.wait_for("turn_complete", 2)
+    assert client.of_kind("session_info")[-1].session_info.model == "claude-sonnet-5-5"
+    assert daemon.daemon.sessions is not None
+    [session] = daemon.daemon.sessions.live
+    old_pid = session.supervisor.pid
+    assert old_pid is not None
+    os.kill(old_pid, signal.SIGKILL)
+    await until(lambda: session.supervisor.pid not in (None, old_pid))
+    assert session.supervisor.pid is not None
+    argv = psutil.Process(session.supervisor.pid).cmdline()
+    assert argv[argv.index("--model") + 1] == "claude-sonnet-5-5"
+    listed = await client.stub.ListSessions(agent_pb2.ListSessionsRequest())
+    assert [summary.model for summary in listed.sessions] == ["claude-sonnet-5-5"]

@@ -16,6 +16,7 @@ is left THINKING.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -210,6 +211,7 @@ class Session:
     def _react(self, message: Message) -> None:
         if isinstance(message, SystemInit):
             self._note_claude_session(message.session_id)
+            self._keep_model(message.model)
         elif isinstance(message, Result):
             self._finish_turn()
             self._turn_ended(TurnEnd.of_result(message))
@@ -240,6 +242,14 @@ class Session:
                     c, self.id, claude_session_id, time.time()
                 )
             )
+
+    def _keep_model(self, model: str) -> None:
+        """A restarted claude (also after a daemon restart) runs the model this one runs, a
+        `/model` switch included: claude applies that to its own process only."""
+        options = self.supervisor.command_options
+        if model and model != options.model:
+            self.supervisor.command_options = dataclasses.replace(options, model=model)
+            self.background_write(lambda c: session_rows.set_model(c, self.id, model, time.time()))
 
     @property
     def turn_active(self) -> bool:
