@@ -16,13 +16,19 @@ from the .proto files would:
 
 Each figure also gives the CPU per event of the daemon and of the clients. `--quick` uses
 10,000-delta turns. Figures are printed, never asserted.
+
+* floor_replay_events_per_s: the same replay client against a bare grpc.aio server (uvloop, no
+  daemon, no SQLite) that yields the session's own stored events as pre-serialized bytes: what
+  grpc.aio's one-write-per-message streams allow on this machine at this moment.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -33,6 +39,7 @@ from typing import Any
 import grpc
 from run import DaemonOptions, DaemonProcess, Driver, cpu_seconds
 
+from betcode import event_loop
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 
 SCRIPT = str(Path(__file__).resolve())
@@ -82,8 +89,40 @@ async def watch_client(address: str, session_id: str, after: int) -> dict[str, A
         }
 
 
+async def serve_floor(address: str, frames: list[bytes]) -> None:
+    """A bare server of AgentService/ResumeSession that yields `frames` and ends."""
+
+    async def resume(_request: object, _context: grpc.aio.ServicerContext) -> Any:
+        for frame in frames:
+            yield frame
+
+    handler = grpc.method_handlers_generic_handler(
+        "betcode.v1.AgentService",
+        {
+            "ResumeSession": grpc.unary_stream_rpc_method_handler(
+                resume, agent_pb2.ResumeSessionRequest.FromString, None
+            )
+        },
+    )
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(address)
+    await server.start()
+    print(json.dumps({"ready": True}), flush=True)
+    await server.wait_for_termination()
+
+
 def client_main(argv: list[str]) -> None:
     role, address, session_id, *rest = argv
+    if role == "floor":  # session_id: the file of length-prefixed frames to serve
+        blob = Path(session_id).read_bytes()
+        frames, at = [], 0
+        while at < len(blob):
+            size = int.from_bytes(blob[at : at + 4], "little")
+            frames.append(blob[at + 4 : at + 4 + size])
+            at += 4 + size
+        event_loop.run(serve_floor(address, frames), "uvloop")
+        return
     if role == "replay":
         result = asyncio.run(replay_client(address, session_id))
     else:
@@ -124,6 +163,33 @@ async def replay(daemon: DaemonProcess, session_id: str) -> dict[str, float]:
     }
 
 
+async def floor_replay(
+    scratch: Path, db_path: Path, session_id: str, count: int
+) -> dict[str, float]:
+    """The replay client against a bare grpc.aio server of the same `count` stored events."""
+    with contextlib.closing(sqlite3.connect(db_path)) as db:
+        rows = db.execute(
+            "SELECT payload FROM events WHERE session_id = ? ORDER BY sequence LIMIT ?",
+            (session_id, count),
+        ).fetchall()
+    blob = scratch / "frames.bin"
+    blob.write_bytes(b"".join(len(row[0]).to_bytes(4, "little") + row[0] for row in rows))
+    address = f"unix:{scratch / 'floor.sock'}"
+    server = await spawn("floor", address, str(blob))
+    try:
+        await reply(server)
+        client = await spawn("replay", address, session_id)
+        result = await reply(client)
+        await client.wait()
+    finally:
+        server.terminate()
+        await server.wait()
+    return {
+        "floor_replay_events_per_s": result["events"] / result["seconds"],
+        "floor_replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / result["events"],
+    }
+
+
 async def fan_out(daemon: DaemonProcess, driver: Driver, session_id: str) -> dict[str, float]:
     after, _ = await driver.turn(session_id)  # the previous turn's end
     clients = [
@@ -161,10 +227,13 @@ async def run_once(lines: int, options: DaemonOptions) -> dict[str, float]:
             await driver.turn(session_id)  # the session's history: one flood
             figures = await replay(daemon, session_id)
             figures.update(await fan_out(daemon, driver, session_id))
-            return figures
         finally:
             await driver.channel.close()
             await daemon.stop()
+        db_path = Path(scratch) / "daemon" / "data" / "daemon.db"
+        count = int(figures["replay_events"])
+        figures.update(await floor_replay(Path(scratch), db_path, session_id, count))
+        return figures
 
 
 def main() -> None:
