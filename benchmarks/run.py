@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/run.py [--quick] [--json] [--profile DIR]
     .venv/bin/python benchmarks/run.py --latency-only [--repeat N] [--quick]
+    .venv/bin/python benchmarks/run.py --observability [--repeat N] [--quick]
 
 The daemon runs as its own process (bench_daemon.py: what `betcode daemon start --foreground`
 runs, with fake claude children);
@@ -24,6 +25,10 @@ A turn is sent over Converse, which is closed as soon as the daemon has recorded
 * latency_*_asyncio_loop: the latency phase again with the daemon on asyncio's own event loop
   (BETCODE_EVENT_LOOP=asyncio) instead of uvloop.
 
+`--observability` runs ingest and latency with observability off and on (metrics endpoint and
+OTLP traces to a sink in this process), alternating, `--repeat` rounds (default 3), and prints
+each figure's median off and on and their ratio.
+
 `--profile DIR` runs each daemon under cProfile and leaves DIR/<phase>.prof. `--latency-only`
 runs just the latency phase, `--repeat N` times, one line per run (with `--json`, then one
 JSON object with every run; `--event-loop asyncio` for the daemon on asyncio's own loop).
@@ -41,10 +46,12 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +74,7 @@ DAEMON_EVENTS = frozenset({"input_lock", "status_change", "user_input"})
 class DaemonOptions:
     profile: Path | None = None  # run under cProfile, leaving <profile>/<phase>.prof
     event_loop: str | None = None  # BETCODE_EVENT_LOOP for the daemon (None: its default)
+    otlp_endpoint: str | None = None  # observability on, traces to this OTLP/HTTP sink
 
 
 class DaemonProcess:
@@ -92,6 +100,8 @@ class DaemonProcess:
         self.environ = dict(os.environ)
         if options.event_loop is not None:
             self.environ["BETCODE_EVENT_LOOP"] = options.event_loop
+        if options.otlp_endpoint is not None:
+            self.environ["BENCH_OTLP_ENDPOINT"] = options.otlp_endpoint
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -478,6 +488,95 @@ async def latency_runs(quick: bool, repeat: int, options: DaemonOptions) -> dict
     return {"quick": quick, "runs": runs, "machine": about}
 
 
+class OtlpSink:
+    """An OTLP/HTTP endpoint that accepts every export (and counts the bytes), on a thread of
+    the driver: the daemon's exporter does its real work, the collector's cost is not counted."""
+
+    def __init__(self) -> None:
+        self.received_bytes = 0
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                sink.received_bytes += len(self.rfile.read(int(self.headers["Content-Length"])))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+OVERHEAD_FIGURES = (
+    "ingest_lines_per_s",
+    "ingest_daemon_cpu_us_per_line",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "latency_daemon_cpu_us_per_delivery",
+)
+
+
+async def ingest_and_latency(root: Path, quick: bool, options: DaemonOptions) -> dict[str, float]:
+    lines = 20_000 if quick else 100_000
+    ingest = await ingest_and_replay(root / "ingest", lines, options)
+    delays = await latency(root / "latency", 2_000 if quick else 5_000, 10, options)
+    cpu = ingest["ingest_daemon_cpu_us_per_line"]
+    return {
+        "ingest_lines_per_s": ingest["ingest_lines_per_s"],
+        "ingest_daemon_cpu_us_per_line": cpu,
+        **delays,
+    }
+
+
+async def observability_overhead(
+    quick: bool, repeat: int, options: DaemonOptions
+) -> dict[str, Any]:
+    """Ingest and latency with observability off and on, alternating; medians and ratios."""
+    sink = OtlpSink()
+    on = replace(options, otlp_endpoint=sink.endpoint)
+    runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for index in range(repeat):
+                for label, chosen in (("off", options), ("on", on)):
+                    figures = await ingest_and_latency(
+                        Path(tmp) / f"{label}-{index}", quick, chosen
+                    )
+                    runs[label].append(figures)
+                    shown = " ".join(f"{key}={figures[key]:.4g}" for key in OVERHEAD_FIGURES)
+                    print(f"observability {label}, run {index + 1}: {shown}", flush=True)
+    finally:
+        sink.close()
+    summary: dict[str, dict[str, float]] = {}
+    for key in OVERHEAD_FIGURES:
+        off = statistics.median(run[key] for run in runs["off"])
+        with_it = statistics.median(run[key] for run in runs["on"])
+        summary[key] = {
+            "off": round(off, 3),
+            "on": round(with_it, 3),
+            "on/off": round(with_it / off, 3),
+        }
+    return {
+        "quick": quick,
+        "repeat": repeat,
+        "otlp_bytes": sink.received_bytes,
+        "figures": summary,
+        "runs": runs,
+        "machine": machine(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs, under a minute")
@@ -486,11 +585,21 @@ def main() -> None:
     parser.add_argument("--latency-only", action="store_true", help="only the latency phase")
     parser.add_argument("--repeat", type=int, default=1, help="with --latency-only: N runs")
     parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), help="the daemon's loop")
+    parser.add_argument(
+        "--observability", action="store_true", help="ingest and latency, observability off vs on"
+    )
     args = parser.parse_args()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         args.profile = args.profile.absolute()
     options = DaemonOptions(profile=args.profile, event_loop=args.event_loop)
+    if args.observability:
+        result = asyncio.run(observability_overhead(args.quick, max(args.repeat, 3), options))
+        for key, value in result["figures"].items():
+            print(f"{key:40} off {value['off']:>12} on {value['on']:>12} on/off {value['on/off']}")
+        if args.json:
+            print(json.dumps(result))
+        return
     if args.latency_only:
         series = asyncio.run(latency_runs(args.quick, args.repeat, options))
         if args.json:

@@ -75,7 +75,7 @@ async def observed(
         await asyncio.to_thread(daemon.stop)
 
 
-async def approved_tool_turn(observed: Observed) -> Client:
+async def approved_tool_turn(observed: Observed) -> tuple[Client, str]:
     client = Client(observed.daemon.socket, "observer")
     client.converse(agent_pb2.StartConversation(working_directory=str(observed.workspace.repo)))
     await client.wait_for("session_info")
@@ -83,11 +83,11 @@ async def approved_tool_turn(observed: Observed) -> Client:
     request = (await client.wait_for("permission_request")).permission_request
     client.answer(request.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
     await client.wait_for("turn_complete")
-    return client
+    return client, request.request_id
 
 
 async def test_one_real_turn_shows_in_metrics_and_json_logs(observed: Observed) -> None:
-    client = await approved_tool_turn(observed)
+    client, request_id = await approved_tool_turn(observed)
     try:
         usage = client.of_kind("usage")[-1].usage
         samples = await observed.scrape()
@@ -136,6 +136,8 @@ async def test_one_real_turn_shows_in_metrics_and_json_logs(observed: Observed) 
     assert started
     assert started[0]["target"] == "betcode.claude.supervisor"
     assert started[0].get("session_id") == client.session_id
+    # The permission request's records carry its id.
+    assert [r for r in records if r.get("request_id") == request_id]
 
 
 def test_metrics_on_a_non_loopback_address_is_refused_with_65(tmp_path: Path) -> None:

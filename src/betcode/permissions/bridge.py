@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import msgspec
 
 from betcode.config.settings import PermissionSettings
+from betcode.observability.logs import log_fields
 from betcode.permissions import orphans
 from betcode.permissions.answers import Answers
 from betcode.permissions.decisions import AnswerOutcome, ClientAnswer, auto_audit
@@ -101,6 +102,10 @@ class PermissionBridge:
     # ---- from claude ----
 
     async def on_control_request(self, session: Session, request: ControlRequest) -> None:
+        with log_fields(request_id=request.request_id):
+            await self._on_control_request(session, request)
+
+    async def _on_control_request(self, session: Session, request: ControlRequest) -> None:
         self._live.remember(session)
         tool = request.request
         if not isinstance(tool, CanUseTool):
@@ -301,7 +306,8 @@ class PermissionBridge:
         """Apply a client's answer (`answers`): first answer wins; the answer reaches claude
         even if the process that asked is gone (see `orphans`)."""
         self._live.remember(session)
-        return await self._answers.apply(await self._asking_session(session, answer), answer)
+        with log_fields(request_id=answer.request_id):
+            return await self._answers.apply(await self._asking_session(session, answer), answer)
 
     async def _asking_session(self, session: Session, answer: ClientAnswer) -> Session:
         """The session whose claude asked: `session`, or one of its subagents' sessions when
