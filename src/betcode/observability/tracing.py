@@ -78,9 +78,9 @@ class _Turn:
 
 
 class TracingObserver(Observer):
-    """Spans from the domain's reports. Reports come from the event loop, except none of the
-    ones used here come from the writer thread; a lock still guards the turn table so a
-    scrape-time or exporter thread never sees it half-changed."""
+    """Spans from the domain's reports, which name their session or come from a task bound to
+    one. The reports used here all come from the event loop; the turn table is still locked,
+    as the logs' formatter reads it (`trace_ids`) from whatever thread logs."""
 
     def __init__(self, processor: SpanProcessor) -> None:
         resource = Resource.create(
