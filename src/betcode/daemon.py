@@ -185,6 +185,7 @@ class Daemon:
         self.orchestrations = Orchestrations(self.subagents, writer, reader)
         self.worktrees = WorktreeManager(writer, reader, worktree_settings, sessions=self.sessions)
         self.repos = repos = RepoRegistry(writer, reader, self.worktrees)
+        self.subagents.worktrees = self.worktrees
         bridge.delegates = SubagentInbox(
             self.subagents.by_session, self.sessions, reader, audit, str(bridge.rules.home)
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import grpc
 import pytest
@@ -12,6 +13,7 @@ from harness.environment import Workspace
 
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
+from betcode.worktrees import RepoChanges
 
 pytestmark = pytest.mark.real_cli
 
@@ -181,3 +183,36 @@ async def test_bad_plans_and_requests_are_refused_before_anything_starts(
         subagent_pb2.ListSubagentsRequest(parent_session_id=parent.session_id)
     )
     assert list(listed.subagents) == []
+
+
+async def test_parallel_steps_asking_for_worktrees_each_run_in_a_checkout_of_their_own(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    assert daemon.daemon.repos is not None
+    await daemon.daemon.repos.register(str(workspace.repo), RepoChanges())
+    step = subagent_pb2.OrchestrationStep
+    created = await stub.CreateOrchestration(
+        subagent_pb2.CreateOrchestrationRequest(
+            parent_session_id=parent.session_id,
+            strategy=subagent_pb2.ORCHESTRATION_STRATEGY_PARALLEL,
+            steps=[
+                step(id="one", prompt=plain("one"), worktree=True),
+                step(id="two", prompt=plain("two"), worktree=True),
+            ],
+        )
+    )
+    events = await watch_plan(stub, created.orchestration_id)
+
+    assert events[-1].HasField("completed")
+    listed = await stub.ListSubagents(
+        subagent_pb2.ListSubagentsRequest(parent_session_id=parent.session_id)
+    )
+    places = {info.step_id: Path(info.working_directory) for info in listed.subagents}
+    assert len(set(places.values())) == 2
+    for place in places.values():
+        assert place != workspace.repo
+        assert (place / ".git").is_file()  # a linked git worktree

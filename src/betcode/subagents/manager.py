@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from betcode.claude.command import CommandOptions
@@ -24,6 +26,7 @@ from betcode.sessions.manager import SessionManager
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import subagents as rows
+from betcode.storage import worktrees as worktree_rows
 from betcode.storage.audit import AuditEvent, AuditRecorder, EventType
 from betcode.storage.audit import Outcome as AuditOutcome
 from betcode.storage.reader import StoreReader
@@ -40,6 +43,7 @@ from betcode.subagents.plan import StepSpec
 from betcode.subagents.pool import SubagentPool
 from betcode.subagents.runner import SubagentRun
 from betcode.v1 import agent_pb2
+from betcode.worktrees import WorktreeManager
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +118,8 @@ class SubagentManager:
         self.runs: dict[str, SubagentRun] = {}
         self.by_session: dict[str, SubagentRun] = {}  # the inbox finds the asker by session
         self._relays: dict[str, asyncio.Task[None]] = {}
+        # Steps asking for a worktree of their own get one from here (None: refused).
+        self.worktrees: WorktreeManager | None = None
 
     def apply_settings(self, settings: SubagentSettings) -> None:
         self.settings = settings
@@ -129,9 +135,13 @@ class SubagentManager:
         self.pool.check_room()
         cwd = request.working_directory or parent.record.working_directory
         name = request.name or f"subagent-{uuid.uuid4().hex[:8]}"
+        worktree_id = None
+        if request.worktree:
+            worktree_id, cwd = await self._own_worktree(cwd, request)
         session = await self.sessions.create(
             working_directory=cwd,
             model=request.model,
+            worktree_id=worktree_id,
             name=f"subagent {name}",
             client_id=request.client_id,
         )
@@ -168,10 +178,11 @@ class SubagentManager:
         self._audit_event("subagent_spawn", row, "success", actor=request.client_id)
         return self._start(row, session)
 
-    def check_step(self, step: StepSpec) -> None:
+    async def check_step(self, step: StepSpec, parent_directory: str) -> None:
         """An orchestration step's checks, all made before the plan starts."""
         _check(step.prompt, step.max_turns, step.auto_approve, step.allowed_tools, step.env)
-        _check_worktree(step.worktree)
+        if step.worktree:
+            await self._repository_of(step.working_directory or parent_directory)
 
     def _check(self, request: SpawnRequest) -> None:
         _check(
@@ -181,7 +192,6 @@ class SubagentManager:
             request.allowed_tools,
             request.env,
         )
-        _check_worktree(request.worktree)
 
     async def abandon_all(self) -> None:
         """Daemon stop (orchestrator.Orchestrations.shutdown): every run stops unrecorded."""
@@ -191,6 +201,34 @@ class SubagentManager:
         for relay in relays:
             relay.cancel()
         await asyncio.gather(*relays, return_exceptions=True)
+
+    async def _repository_of(self, directory: str) -> worktree_rows.RepoRecord:
+        """The registered repository holding `directory`, for a step's own worktree."""
+        if self.worktrees is None:
+            raise SubagentRefused(
+                "FAILED_PRECONDITION", "this daemon has no worktree service for a step's worktree"
+            )
+        repos, _ = await self._reader.read(worktree_rows.list_repos)
+        # Both are absolute and resolved already (sessions and repositories store them so).
+        where = PurePath(directory)
+        holding = [r for r in repos if where.is_relative_to(r.repo_path)]
+        if not holding:
+            raise SubagentRefused(
+                "FAILED_PRECONDITION",
+                f"{directory} is in no registered repository, so a step cannot get a worktree "
+                "of its own there; register it first: betcode repo register PATH",
+            )
+        return max(holding, key=lambda r: len(r.repo_path))
+
+    async def _own_worktree(self, cwd: str, request: SpawnRequest) -> tuple[str, str]:
+        """A new worktree (and branch) for the step, so parallel steps never share a
+        checkout; it stays after the step, with its work, for the user to merge."""
+        repo = await self._repository_of(cwd)
+        assert self.worktrees is not None  # checked by _repository_of
+        label = re.sub(r"[^A-Za-z0-9._-]+", "-", request.step_id or request.name or "subagent")
+        name = f"{label.strip('.-_') or 'step'}-{uuid.uuid4().hex[:8]}"
+        view = await self.worktrees.create(name=name, repo_id=repo.id)
+        return view.record.id, view.record.path
 
     async def _check_parent_quota(self, parent_session_id: str) -> None:
         now = time.time()
@@ -470,12 +508,3 @@ def _check(
     problems = invalid_tools(allowed_tools)
     if problems:
         raise DelegationError("INVALID_ARGUMENT", "allowed_tools: " + "; ".join(problems))
-
-
-def _check_worktree(worktree: bool) -> None:
-    if worktree:
-        raise SubagentRefused(
-            "FAILED_PRECONDITION",
-            "a worktree of its own is not available yet: this daemon has no worktree "
-            "service; give the step a working_directory instead",
-        )

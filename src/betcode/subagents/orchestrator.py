@@ -328,10 +328,10 @@ class Orchestrations:
     ) -> Orchestration:
         """Checks the whole plan (PlanError, DelegationError, SubagentRefused) before any
         step starts, then stores and starts it."""
-        await self._manager.sessions.get(parent_session_id)
+        parent = await self._manager.sessions.get(parent_session_id)
         planned = check_plan(steps, strategy)
         for step in planned:
-            self._manager.check_step(step)
+            await self._manager.check_step(step, parent.record.working_directory)
         orchestration = await Orchestration.create(
             parent_session_id, planned, strategy, self._manager, self._writer
         )
