@@ -135,7 +135,8 @@ def list_subagents(
 
 def spawned_since(conn: sqlite3.Connection, parent_session_id: str, since: float) -> int:
     row = conn.execute(
-        "SELECT COUNT(*) FROM subagents WHERE parent_session_id = ? AND created_at >= ?",
+        "SELECT COUNT(*) FROM subagents WHERE parent_session_id = ? AND created_at >= ? "
+        "AND orchestration_id IS NULL",
         (parent_session_id, since),
     ).fetchone()
     return int(row[0])

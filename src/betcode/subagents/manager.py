@@ -232,16 +232,21 @@ class SubagentManager:
 
     async def _check_parent_quota(self, parent_session_id: str) -> None:
         now = time.time()
+        # Orchestration steps are bounded by their plan (at most 50 steps), not these.
         spawned, recent = await self._reader.read(
             lambda c: (
-                len(rows.list_subagents(c, parent_session_id)),
+                sum(
+                    1
+                    for row in rows.list_subagents(c, parent_session_id)
+                    if row.orchestration_id is None and row.status in rows.UNFINISHED
+                ),
                 rows.spawned_since(c, parent_session_id, now - HOUR),
             )
         )
         if spawned >= self.settings.max_per_session:
             raise SubagentRefused(
                 "SUBAGENT_LIMIT",
-                f"session {parent_session_id} already has {spawned} subagents "
+                f"session {parent_session_id} already has {spawned} subagents running or waiting "
                 f"(daemon.subagent.max_per_session={self.settings.max_per_session})",
             )
         if recent >= self.settings.spawns_per_hour:
