@@ -61,7 +61,8 @@ WHAT = {
     "subagent.max_concurrent": "subagents running at once; more wait in the queue",
     "subagent.queue_size": "subagents waiting for a place; one more spawn is refused with "
     "POOL_EXHAUSTED",
-    "subagent.max_per_session": "subagents of one parent session (SUBAGENT_LIMIT beyond)",
+    "subagent.max_per_session": "subagents of one parent session running or waiting at once, "
+    "orchestration steps aside (SUBAGENT_LIMIT beyond)",
     "subagent.spawns_per_hour": "spawns per parent session per hour (RATE_LIMITED beyond)",
     "subagent.default_max_turns": "model calls per turn of a subagent that names no max_turns",
     "subagent.timeout_seconds": "wall-clock limit of one subagent (then SIGTERM, failed)",

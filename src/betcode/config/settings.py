@@ -152,7 +152,8 @@ def is_loopback_host(host: str) -> bool:
 class SubagentSettings:
     """The subagent pool (DIGEST SAG-06/07): at most `max_concurrent` run at once, the next
     `queue_size` wait for a place (beyond that a spawn is refused); a parent session may have
-    `max_per_session` subagents and start `spawns_per_hour`; `default_max_turns` applies when
+    `max_per_session` subagents unfinished at once and start `spawns_per_hour` (steps of an
+    orchestration count against neither); `default_max_turns` applies when
     a request names none, `timeout_seconds` is each one's wall-clock limit."""
 
     max_concurrent: int = setting(5, "int", 1, 20)
