@@ -31,7 +31,7 @@ LAZY_COMMANDS = {
     "orchestrate": ("betcode.cli.subagent_cmd", "orchestrate"),
     "permissions": ("betcode.cli.permissions_cmd", "permissions_group"),
     "relay": ("betcode.cli.relay_cmd", "relay_group"),
-    "repo": ("betcode.cli.worktree_cmd", "repo_group"),
+    "repo": ("betcode.cli.repo_cmd", "repo_group"),
     "run": ("betcode.cli.run_cmd", "run"),
     "sessions": ("betcode.cli.sessions_cmd", "sessions_group"),
     "subagent": ("betcode.cli.subagent_cmd", "subagent_group"),

@@ -28,7 +28,7 @@ from betcode.worktrees.errors import Refusal, WorkAtRisk, WorktreeError
 from betcode.worktrees.git import git, git_ok
 from betcode.worktrees.paths import check_branch_name, check_worktree_name, place_worktree
 from betcode.worktrees.settings import WorktreeSettings
-from betcode.worktrees.setup_hooks import run_setup, setup_commands
+from betcode.worktrees.setup_hooks import SetupOutcome, run_setup, setup_commands
 
 log = logging.getLogger(__name__)
 
@@ -120,42 +120,26 @@ class WorktreeManager:
             await checkout.check_space(plan, self.settings.min_free_bytes)
             made = await checkout.add(plan)
             try:
-                outcome = (
-                    await run_setup(
-                        setup_commands(
-                            plan.path, setup_script, repo.setup_script, self.settings.setup_commands
-                        ),
-                        plan.path,
-                        branch,
-                        self.settings.setup_timeout_secs,
-                    )
+                setup = (
+                    await self._run_setup(plan, repo, setup_script)
                     if run_setup_hooks
-                    else None
+                    else SetupOutcome("none")
                 )
-                now = time.time()
-                record = rows.WorktreeRecord(
-                    id=str(uuid.uuid4()),
-                    name=name,
-                    path=str(plan.path),
-                    branch=branch,
-                    repo_path=repo.repo_path,
-                    repo_id=repo.id,
-                    base_branch=plan.base_branch,
-                    branch_created=plan.creates_branch,
-                    setup_script=setup_script or None,
-                    setup_status=outcome.status if outcome else "none",
-                    setup_error=outcome.error if outcome else None,
-                    stale=False,
-                    created_at=now,
-                    last_active=now,
-                    session_count=0,
-                )
+                record = _new_record(name, repo, plan, setup_script, setup)
                 await self._writer.call(lambda c: rows.insert_worktree(c, record))
             except BaseException:
                 await checkout.undo(made)
                 raise
         log.info("worktree %s created at %s on branch %s", name, plan.path, branch)
         return WorktreeView(record, True)
+
+    async def _run_setup(
+        self, plan: checkout.Plan, repo: rows.RepoRecord, requested: str
+    ) -> SetupOutcome:
+        commands = setup_commands(
+            plan.path, requested, repo.setup_script, self.settings.setup_commands
+        )
+        return await run_setup(commands, plan.path, plan.branch, self.settings.setup_timeout_secs)
 
     async def _repo(self, repo_id: str) -> rows.RepoRecord:
         repo = await self._reader.read(lambda c: rows.get_repo(c, repo_id)) if repo_id else None
@@ -374,6 +358,29 @@ class Risk:
 async def _branch_tip(repo: Path, branch: str) -> str:
     tip = await git_ok(repo, "rev-parse", f"refs/heads/{branch}", what="reading the branch failed")
     return tip.strip()
+
+
+def _new_record(
+    name: str, repo: rows.RepoRecord, plan: checkout.Plan, setup_script: str, setup: SetupOutcome
+) -> rows.WorktreeRecord:
+    now = time.time()
+    return rows.WorktreeRecord(
+        id=str(uuid.uuid4()),
+        name=name,
+        path=str(plan.path),
+        branch=plan.branch,
+        repo_path=repo.repo_path,
+        repo_id=repo.id,
+        base_branch=plan.base_branch,
+        branch_created=plan.creates_branch,
+        setup_script=setup_script or None,
+        setup_status=setup.status,
+        setup_error=setup.error,
+        stale=False,
+        created_at=now,
+        last_active=now,
+        session_count=0,
+    )
 
 
 def _not_found(worktree: str) -> WorktreeError:
