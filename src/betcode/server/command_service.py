@@ -4,7 +4,7 @@ Service commands run in the daemon for a session: `pwd` and `reload-remote`. `cd
 `exit-daemon` (named by the upstream daemon) are refused with FAILED_PRECONDITION and the
 reason: a session's directory is fixed, a shell run here would bypass the permission gate, and
 the daemon stops with `betcode daemon stop`. Plugins are not supported: the list is empty and
-the other plugin methods answer NOT_FOUND or UNIMPLEMENTED.
+the other plugin methods answer UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ import grpc
 from betcode.commands.catalog import CommandCatalog
 from betcode.commands.path_index import PathDetails
 from betcode.commands.path_query import PathQueryError, clamp_results
-from betcode.commands.registry import AgentSpec, Category, CommandSpec, Mode, filter_agents
+from betcode.commands.registry import (
+    SERVICE_COMMANDS,
+    AgentSpec,
+    Category,
+    CommandSpec,
+    Mode,
+    filter_agents,
+)
 from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
 from betcode.server.validation import check_id, check_text, domain_error, invalid
 from betcode.sessions.manager import SessionManager
@@ -34,6 +41,7 @@ PATH_KIND = {
     "directory": pb.PATH_KIND_DIRECTORY,
     "symlink": pb.PATH_KIND_SYMLINK,
 }
+SERVICE_COMMAND_NAMES = frozenset(spec.name for spec in SERVICE_COMMANDS)
 REFUSED_COMMANDS = {
     "cd": "a session's working directory is fixed; start a session in the other directory",
     "bash": "a shell run by the daemon would bypass the permission gate; ask claude, whose "
@@ -99,18 +107,19 @@ class CommandService:
         self._directory_of = directory_of
         self._catalog = catalog
 
-    async def _directory(self, session_id: str, *, required: bool) -> Path | None:
-        """The session's working directory (resolved); None without a session id."""
-        if not check_id(session_id, "session_id", required=required):
-            return None
-        directory = await self._directory_of(session_id)
+    async def _directory(self, session_id: str) -> Path:
+        """The session's working directory, resolved (SessionNotFound for an unknown id)."""
+        directory = await self._directory_of(check_id(session_id, "session_id"))
         return await asyncio.to_thread(Path(directory).resolve)
+
+    async def _directory_if_any(self, session_id: str) -> Path | None:
+        return await self._directory(session_id) if session_id else None
 
     @serves
     async def GetCommandRegistry(
         self, request: pb.GetCommandRegistryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetCommandRegistryResponse:
-        project = await self._directory(request.session_id, required=False)
+        project = await self._directory_if_any(request.session_id)
         specs = await self._catalog.commands(project, request.session_id or None)
         return pb.GetCommandRegistryResponse(commands=[command_entry(spec) for spec in specs])
 
@@ -118,7 +127,7 @@ class CommandService:
     async def ListAgents(
         self, request: pb.ListAgentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListAgentsResponse:
-        project = await self._directory(request.session_id, required=False)
+        project = await self._directory_if_any(request.session_id)
         agents = await self._catalog.agents(project, request.session_id or None)
         chosen = filter_agents(
             agents, check_text(request.query, "query"), clamp_results(request.max_results)
@@ -129,8 +138,7 @@ class CommandService:
     async def ListPath(
         self, request: pb.ListPathRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPathResponse:
-        root = await self._directory(request.session_id, required=True)
-        assert root is not None
+        root = await self._directory(request.session_id)
         found = await self._catalog.complete_path(
             root, request.query, clamp_results(request.max_results)
         )
@@ -147,12 +155,10 @@ class CommandService:
                 f"`{command}` is not run by this daemon: {REFUSED_COMMANDS[command]}",
                 {"command": command},
             )
-        if command not in ("pwd", "reload-remote"):
-            raise invalid(
-                f"unknown service command {command!r}; this daemon runs pwd and reload-remote"
-            )
-        root = await self._directory(request.session_id, required=True)
-        assert root is not None
+        if command not in SERVICE_COMMAND_NAMES:
+            known = " and ".join(sorted(SERVICE_COMMAND_NAMES))
+            raise invalid(f"unknown service command {command!r}; this daemon runs {known}")
+        root = await self._directory(request.session_id)
         if command == "pwd":
             yield _line(str(root))
         else:

@@ -13,14 +13,14 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from betcode.commands.registry import BUILTINS
 from betcode.v1 import commands_pb2
 
 MAX_SUGGESTIONS = 12
-# Commands the chat runs itself (BetCode's, EXECUTION_MODE_LOCAL); pwd and reload-remote go to
-# the daemon's ExecuteServiceCommand.
+# Commands the chat runs itself: BetCode's built-ins (EXECUTION_MODE_LOCAL); those other than
+# these three go to the daemon's ExecuteServiceCommand.
 CLEAR, COMPACT, MODEL = "clear", "compact", "model"
-SERVICE_COMMANDS = frozenset({"pwd", "reload-remote"})
-LOCAL_COMMANDS = frozenset({CLEAR, COMPACT, MODEL, *SERVICE_COMMANDS})
+LOCAL_COMMANDS = frozenset(spec.name for spec in BUILTINS)
 
 
 class Completing(enum.Enum):
