@@ -8,6 +8,7 @@ One daemon and one browser serve the whole module. Screenshots go to `test-artif
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -24,6 +25,8 @@ from harness.paths import require_pinned_claude
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon, DaemonConfig
+from betcode.devtools import fake_claude_messages as lines
+from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.sessions.context import SessionSettings
 from betcode.v1 import agent_pb2
@@ -318,3 +321,38 @@ async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
         assert holders[-1] == await page.evaluate("window.betcode.clientId")
     finally:
         await terminal.close()
+
+
+async def test_subagent_activity_is_nested_under_its_task_call(
+    browser: Any, tmp_path: Path, site: WebSite
+) -> None:
+    # The mock model has no subagents; a fake claude replays what the CLI prints for one.
+    task = {"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {"prompt": "look"}}
+    inner = lines.assistant("msg_inner", "fake", {"type": "text", "text": "inner finding"})
+    turn = [
+        {"do": "raw", "text": json.dumps(lines.assistant("msg_outer", "fake", task))},
+        {"do": "raw", "text": json.dumps({**inner, "parent_tool_use_id": "toolu_task"})},
+        {"do": "raw", "text": json.dumps(lines.tool_result("toolu_task", "task done", False))},
+        {"do": "text", "text": "outer summary"},
+    ]
+    fake = make_fake_claude(tmp_path / "fake", {"turns": [turn]})
+    http = HttpSettings(listen="127.0.0.1:0")
+    config = replace(
+        daemon_config(tmp_path / "daemon", fake, dict(os.environ)),
+        settings=DaemonSettings(http=http),
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    context = await browser.new_context(viewport=DESKTOP)
+    try:
+        assert daemon.web is not None
+        page = await context.new_page()
+        await page.goto(f"{daemon.web.url}/?token={read_or_create_token(config.config_dir)}")
+        await start_session(page, site.workspace.repo, "use a subagent")
+        call = page.locator(".tool", has_text="Task")
+        await expect(call.locator(".children .assistant")).to_have_text("inner finding")
+        await expect(call.locator(".result")).to_contain_text("task done")
+        await expect(page.locator(".conversation > .assistant")).to_have_text("outer summary")
+    finally:
+        await context.close()
+        await daemon.stop()
