@@ -41,6 +41,8 @@ ERROR_CODE_TRAILER = "betcode-error-code"
 BUFFER_FULL = "BUFFER_FULL"
 MAX_MESSAGES_PER_CALL = 16
 DELIVERY_TIMEOUT_SECONDS = 60.0
+STREAM_READY_SECONDS = 30.0
+HALF_CLOSE_WAIT_SECONDS = 2.0
 
 # TOP-05: permission answers, cancels, user messages, session control, heartbeats.
 PRIORITY_OF_METHOD = {
@@ -97,10 +99,25 @@ class OfflineBuffer:
             discard_new_per_subject=True,
             max_msg_size=self.settings.max_message_bytes + 64 * 1024,
         )
-        try:
-            await self._js.add_stream(config)
-        except nats.js.errors.BadRequestError:
-            await self._js.update_stream(config)  # another instance made it with other limits
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STREAM_READY_SECONDS
+        while True:
+            try:
+                try:
+                    await self._js.add_stream(config)
+                except nats.js.errors.BadRequestError:
+                    await self._js.update_stream(config)  # made by another instance
+                return
+            except (
+                nats.js.errors.ServiceUnavailableError,
+                nats.js.errors.ServerError,
+                nats.js.errors.NoStreamResponseError,
+                nats.errors.TimeoutError,
+            ):
+                # A NATS cluster that has just started elects its JetStream leader first.
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
 
     async def buffer_call(
         self,
@@ -115,16 +132,9 @@ class OfflineBuffer:
         priority = PRIORITY_OF_METHOD.get(method)
         if priority is None:
             return False
-        messages: list[bytes] = []
-        async for message in requests:
-            messages.append(message)
-            if len(messages) > MAX_MESSAGES_PER_CALL:
-                await abort(
-                    context,
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"machine {machine_id} is offline; only a half-closed request of at most "
-                    f"{MAX_MESSAGES_PER_CALL} messages can wait for it",
-                )
+        messages = await self._whole_request(requests)
+        if messages is None:
+            return False  # a live stream (e.g. a chat reconnecting): "offline", it retries
         body = pack(messages)
         if len(body) > self.settings.max_message_bytes:
             await abort(
@@ -156,6 +166,24 @@ class OfflineBuffer:
             "when it returns",
         )
         return True
+
+    @staticmethod
+    async def _whole_request(requests: AsyncIterator[bytes]) -> list[bytes] | None:
+        """The caller's messages once it half-closed; None when it does not do so soon with
+        at most MAX_MESSAGES_PER_CALL messages (it holds a live stream open instead)."""
+        messages: list[bytes] = []
+
+        async def collect() -> None:
+            async for message in requests:
+                messages.append(message)
+                if len(messages) > MAX_MESSAGES_PER_CALL:
+                    raise OverflowError
+
+        try:
+            await asyncio.wait_for(collect(), HALF_CLOSE_WAIT_SECONDS)
+        except (TimeoutError, OverflowError):
+            return None
+        return messages
 
     async def pending(self, machine_id: str) -> list[Any]:
         """The machine's buffered calls, in delivery order (priority, then arrival)."""

@@ -39,6 +39,11 @@ REPLY_TO_HEADER = "reply-to"
 OPEN_ACCEPTED = b"ok"
 OPEN_REFUSED = b"busy"
 OPEN_TIMEOUT_SECONDS = 10.0
+# How often an open call asks whether the relay holding the tunnel still carries it: that relay
+# may have died (its calls would otherwise wait forever), or the daemon moved to another one.
+CHECK_INTERVAL_SECONDS = 2.0
+CHECK_PARAM = "check"
+CALL_ALIVE = b"alive"
 CALL_QUEUE_FRAMES = 1024
 # Caller metadata the daemon must not see (routing and credentials) or that gRPC sets itself.
 NOT_FORWARDED = {"authorization", MACHINE_ID_KEY, "user-agent", "te", "content-type"}
@@ -186,6 +191,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         await context.send_initial_metadata(())
         subject = machine_subject(machine_id)
         pump = asyncio.create_task(self._pump(subject, request_id, requests))
+        checker = asyncio.create_task(self._check(subject, request_id, call))
         finished = False
         try:
             while True:
@@ -205,10 +211,32 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
                     return
         finally:
             pump.cancel()
+            checker.cancel()
             if not finished:  # the caller went away: the daemon stops its side too
                 cancel = frames.error_frame(request_id, grpc.StatusCode.CANCELLED, "caller left")
                 with contextlib.suppress(nats.errors.Error):
                     await self._nc.publish(subject, cancel.SerializeToString())
+
+    async def _check(self, subject: str, request_id: str, call: _Call) -> None:
+        """Ends the call with UNAVAILABLE once no relay carries it any more; the client then
+        reconnects (and resumes from its last sequence) wherever the machine is now."""
+        probe = frames.control_frame(
+            tunnel_pb2.TUNNEL_CONTROL_TYPE_PING, {CHECK_PARAM: request_id}
+        ).SerializeToString()
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_SECONDS)
+            try:
+                answer = await self._nc.request(subject, probe, timeout=CHECK_INTERVAL_SECONDS)
+                alive = answer.data == CALL_ALIVE
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError):
+                alive = False
+            if not alive:
+                lost = frames.error_frame(
+                    request_id, grpc.StatusCode.UNAVAILABLE, "the machine's tunnel moved or closed"
+                )
+                with contextlib.suppress(asyncio.QueueFull):
+                    call.frames.put_nowait(lost)
+                return
 
     async def _pump(self, subject: str, request_id: str, requests: AsyncIterator[bytes]) -> None:
         sequence = 0

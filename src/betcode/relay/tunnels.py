@@ -25,6 +25,8 @@ from betcode.relay.accounts import Accounts, Machine
 from betcode.relay.auth_service import abort
 from betcode.relay.pki import common_name, serial_hex
 from betcode.relay.routing import (
+    CALL_ALIVE,
+    CHECK_PARAM,
     OPEN_ACCEPTED,
     OPEN_REFUSED,
     REPLY_TO_HEADER,
@@ -92,6 +94,10 @@ class _Tunnel:
             frame.ParseFromString(msg.data)
         except Exception:
             log.warning("dropped an undecodable frame for %s", self.machine_id)
+            return
+        if frame.frame_type == frames.CONTROL and CHECK_PARAM in frame.control.params:
+            carried = frame.control.params[CHECK_PARAM] in self.reply_to
+            await msg.respond(CALL_ALIVE if carried else b"gone")
             return
         if frame.frame_type == frames.REQUEST:
             reply_to = (msg.headers or {}).get(REPLY_TO_HEADER, "")
