@@ -138,6 +138,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             (k, v) for k, v in metadata if k not in NOT_FORWARDED and not k.startswith("grpc-")
         )
         forwarded[CALLER_USER_KEY] = claims.user_id
+        forwarded[frames.FLOW_METADATA_KEY] = str(frames.WINDOW)
         request_id = uuid.uuid4().hex
         call = self._calls[request_id] = _Call()
         try:
@@ -194,10 +195,15 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         checker = asyncio.create_task(self._check(subject, request_id, call))
         finished = False
         try:
+            read = 0
             while True:
                 frame = await call.frames.get()
                 if frame.frame_type == frames.STREAM_DATA:
                     yield frame.stream_data.encrypted.ciphertext
+                    read += 1
+                    if read % frames.CREDIT_BATCH == 0:  # the caller took them: send more
+                        credit = frames.credit_frame(request_id, frames.CREDIT_BATCH)
+                        await self._nc.publish(subject, credit.SerializeToString())
                 elif frame.frame_type == frames.STREAM_END:
                     finished = True
                     context.set_trailing_metadata(

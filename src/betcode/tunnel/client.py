@@ -70,6 +70,7 @@ class TunnelClient:
         self._outgoing: asyncio.Queue[tunnel_pb2.TunnelFrame] = asyncio.Queue(OUTGOING_FRAMES)
         self._calls: dict[str, asyncio.Queue[bytes | None]] = {}
         self._call_tasks: dict[str, asyncio.Task[None]] = {}
+        self._windows: dict[str, asyncio.Semaphore] = {}  # calls whose relay grants credit
 
     async def run(self) -> None:
         """Runs until cancelled; never raises for a relay that is down."""
@@ -178,6 +179,12 @@ class TunnelClient:
             await self._on_frame(frame)
 
     async def _on_frame(self, frame: tunnel_pb2.TunnelFrame) -> None:
+        if frame.frame_type == frames.CONTROL and frames.CREDIT_PARAM in frame.control.params:
+            window = self._windows.get(frame.request_id)
+            if window is not None:
+                for _ in range(int(frame.control.params[frames.CREDIT_PARAM])):
+                    window.release()
+            return
         if frame.frame_type == frames.CONTROL:
             kind = frame.control.control_type
             if kind == tunnel_pb2.TUNNEL_CONTROL_TYPE_PING:
@@ -235,12 +242,16 @@ class TunnelClient:
                 return
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(CALL_QUEUE_MESSAGES)
         self._calls[request_id] = queue
+        window = opening.metadata.get(frames.FLOW_METADATA_KEY, "")
+        if window.isdigit():
+            self._windows[request_id] = asyncio.Semaphore(int(window))
         self._call_tasks[request_id] = asyncio.create_task(
             self._serve(request_id, method, opening, queue, keys)
         )
 
     def _cancel(self, request_id: str) -> None:
         self._calls.pop(request_id, None)
+        self._windows.pop(request_id, None)
         task = self._call_tasks.pop(request_id, None)
         if task is not None:
             task.cancel()
@@ -262,12 +273,15 @@ class TunnelClient:
             metadata=frames.decode_metadata(opening.metadata)
         )
         feeder = asyncio.create_task(self._feed(request_id, method, call, requests, keys))
+        window = self._windows.get(request_id)
         sequence = 0
         try:
             while True:
                 message = await call.read()
                 if message is grpc.aio.EOF:
                     break
+                if window is not None:
+                    await window.acquire()  # the caller has not read enough yet: wait
                 sequence += 1
                 if keys is not None:
                     message = DaemonIdentity.seal_response(keys, method, message)
@@ -288,6 +302,7 @@ class TunnelClient:
             call.cancel()
             self._calls.pop(request_id, None)
             self._call_tasks.pop(request_id, None)
+            self._windows.pop(request_id, None)
 
     async def _feed(
         self,

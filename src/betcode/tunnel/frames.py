@@ -137,6 +137,21 @@ def error_trailers(error: tunnel_pb2.TunnelError) -> tuple[tuple[str, str | byte
     )
 
 
+# Per-call flow control between our relay and our daemon (not in the upstream protocol, so
+# only used when the REQUEST frame's metadata offers it): the daemon sends at most WINDOW
+# messages ahead; the relay grants more, CREDIT_BATCH at a time, as its caller reads them.
+FLOW_METADATA_KEY = "x-betcode-flow-window"
+CREDIT_PARAM = "credit"
+WINDOW = 256
+CREDIT_BATCH = 64
+
+
+def credit_frame(request_id: str, count: int) -> tunnel_pb2.TunnelFrame:
+    frame = control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_UNSPECIFIED, {CREDIT_PARAM: str(count)})
+    frame.request_id = request_id
+    return frame
+
+
 def control_frame(
     kind: tunnel_pb2.TunnelControlType.ValueType, params: Mapping[str, str] | None = None
 ) -> tunnel_pb2.TunnelFrame:
