@@ -12,6 +12,7 @@ import click
 
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, RelayNotInitialized, default_relay_dir, init_relay
+from betcode.relay.notifications import NotifySettings
 from betcode.relay.server import (
     DEFAULT_LISTEN,
     DEFAULT_TUNNEL_LISTEN,
@@ -66,6 +67,11 @@ def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
 @click.option("--database-url", help="PostgreSQL URL shared by every relay instance.")
 @click.option("--relay-id", help="This instance's name (default: random).")
 @click.option(
+    "--notify-webhook",
+    metavar="URL",
+    help="POST attention notifications here (ntfy-style; 5/h per session, 20/day per user).",
+)
+@click.option(
     "--buffer-ttl",
     type=click.FloatRange(1, 30 * 24 * 3600),
     default=BufferSettings.ttl_seconds,
@@ -88,6 +94,7 @@ def start(
     nats_urls: tuple[str, ...],
     database_url: str | None,
     relay_id: str | None,
+    notify_webhook: str | None,
     buffer_ttl: float,
     buffer_cap: int,
 ) -> None:
@@ -110,6 +117,7 @@ def start(
         database_url=database_url,
         tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
         buffer=BufferSettings(ttl_seconds=buffer_ttl, max_per_machine=buffer_cap),
+        notify=NotifySettings(webhook=notify_webhook or ""),
     )
     if relay_id:
         options = replace(options, relay_id=relay_id)

@@ -22,6 +22,7 @@ from betcode.relay.buffer import BufferSettings, OfflineBuffer
 from betcode.relay.layout import RelayFiles
 from betcode.relay.machine_service import MachineService
 from betcode.relay.nats_server import NatsServer
+from betcode.relay.notifications import Notifications, NotifySettings
 from betcode.relay.routing import Router
 from betcode.relay.tokens import TokenIssuer
 from betcode.relay.tunnels import TunnelService, TunnelTiming
@@ -45,6 +46,7 @@ class RelayOptions:
     tls: tuple[Path, Path] | None = None  # (cert, key) instead of the files' server pair
     timing: TunnelTiming = field(default_factory=TunnelTiming)
     buffer: BufferSettings = field(default_factory=BufferSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
 
 
 class Relay:
@@ -57,6 +59,7 @@ class Relay:
         self.router: Router | None = None
         self.tunnels: TunnelService | None = None
         self.buffer: OfflineBuffer | None = None
+        self.notifications: Notifications | None = None
         self.port = 0
         self.tunnel_port = 0
 
@@ -81,6 +84,8 @@ class Relay:
         await self.buffer.start()
         self.router.buffer = self.buffer
         self.tunnels.on_online = self.buffer.deliver
+        self.notifications = Notifications(self.options.notify)
+        self.tunnels.notifications = self.notifications
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -121,6 +126,8 @@ class Relay:
             await self.server.stop(grace)
         if self.router is not None:
             await self.router.stop()
+        if self.notifications is not None:
+            await self.notifications.close()
         if self.nc is not None:
             await self.nc.close()
         if self.database is not None:

@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 
 from betcode.relay.accounts import Accounts, Machine
 from betcode.relay.auth_service import abort
+from betcode.relay.notifications import NOTIFY_PARAM, Notifications
 from betcode.relay.pki import common_name, serial_hex
 from betcode.relay.routing import (
     CALL_ALIVE,
@@ -82,6 +83,7 @@ class _Tunnel:
         self.reply_to: dict[str, str] = {}
         self.last_pong = time.monotonic()
         self.failure: str | None = None  # why the relay ended the tunnel, for the daemon
+        self.on_notify: Callable[[dict[str, str]], Coroutine[Any, Any, object]] | None = None
         self.local_replies: dict[str, Callable[[tunnel_pb2.TunnelFrame], None]] = {}
 
     def close(self) -> None:
@@ -123,6 +125,10 @@ class _Tunnel:
             await self.nc.publish(known, full.SerializeToString())
 
     async def from_daemon(self, frame: tunnel_pb2.TunnelFrame) -> None:
+        if frame.frame_type == frames.CONTROL and NOTIFY_PARAM in frame.control.params:
+            if self.on_notify is not None:
+                await self.on_notify(dict(frame.control.params))
+            return
         if frame.frame_type == frames.CONTROL:
             if frame.control.control_type == tunnel_pb2.TUNNEL_CONTROL_TYPE_PONG:
                 self.last_pong = time.monotonic()
@@ -178,6 +184,7 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
         self._timing = timing or TunnelTiming()
         self._tunnels: dict[str, _Tunnel] = {}
         self.on_online: OnOnline | None = None  # the offline buffer delivers through this
+        self.notifications: Notifications | None = None
 
     async def _machine(self, context: grpc.aio.ServicerContext) -> Machine:
         try:
@@ -227,6 +234,15 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
         machine = await self._machine(context)
         machine_id = machine.machine_id
         tunnel = _Tunnel(self._nc, machine_id)
+        notifications = self.notifications
+        if notifications is not None:
+
+            async def notify(params: dict[str, str]) -> object:
+                return await notifications.notify(
+                    machine_id, machine.name, machine.owner_id, params
+                )
+
+            tunnel.on_notify = notify
         previous = self._tunnels.pop(machine_id, None)
         if previous is not None:
             previous.close()  # the daemon reconnected; its old tunnel is dead or dying
