@@ -122,6 +122,10 @@ class Relay:
         log.info("relay %s listening on port %d", self.options.relay_id, self.port)
 
     async def stop(self, grace: float = 2.0) -> None:
+        if self.tunnels is not None:
+            # DRAIN: the daemons move to another relay now, not after their next timeout.
+            await self.tunnels.drain()
+            await asyncio.sleep(min(grace, 0.5))
         if self.server is not None:
             await self.server.stop(grace)
         if self.router is not None:

@@ -4,9 +4,7 @@ and which machine id it is."""
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,8 +14,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from betcode.relay.owner_only import write_private
 from betcode.relay.pki import certificate_request, key_pem, new_key
-
-RENEW_BEFORE = datetime.timedelta(days=30)
 
 
 class NoMachineIdentity(Exception):
@@ -86,11 +82,3 @@ class MachineIdentity:
         key = serialization.load_pem_private_key(self.key_file.read_bytes(), password=None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)
         return key
-
-    def needs_renewal(self, now: datetime.datetime | None = None) -> bool:
-        now = now or datetime.datetime.now(datetime.UTC)
-        return self.certificate().not_valid_after_utc - now <= RENEW_BEFORE
-
-
-def owner_only(path: Path) -> bool:
-    return (os.stat(path).st_mode & 0o077) == 0
