@@ -26,9 +26,19 @@ from harness.relay import (
     tunnel_channel,
 )
 
-from betcode.relay.pki import Authority, cert_pem, certificate_request, key_pem, new_key
+from betcode.relay.accounts import Accounts
+from betcode.relay.pki import (
+    Authority,
+    cert_pem,
+    certificate_request,
+    key_pem,
+    new_key,
+    serial_hex,
+)
 from betcode.relay.server import Relay
 from betcode.relay.tokens import ALGORITHM, AUDIENCE, ISSUER
+from betcode.tunnel.client import Backoff, TunnelClient, TunnelSettings
+from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -241,3 +251,43 @@ async def test_garbage_and_oversized_frames_end_the_tunnel_and_route_nothing(
         assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     await asyncio.sleep(0.1)
     assert setup.routed == []
+
+
+async def test_a_certificate_near_its_end_is_renewed_over_the_tunnel(
+    setup: Setup, tmp_path: Path
+) -> None:
+    alice = await register(setup.channel, "alice")
+    identity = MachineIdentity(tmp_path / "certs")
+    await register_machine(setup.channel, alice, "box", identity)
+    # Make the stored certificate one that ends in 10 days (< the 30-day renewal margin).
+    authority = setup.relay.options.files.authority()
+    short = authority.machine_certificate(
+        certificate_request(identity.private_key(), "box"),
+        "box",
+        lifetime=datetime.timedelta(days=10),
+    )
+    identity.cert_file.write_bytes(cert_pem(short))
+    assert setup.relay.database is not None
+    await Accounts(setup.relay.database).set_cert_serial("box", serial_hex(short))
+    old_key, old_cert = identity.key_file.read_bytes(), identity.cert_file.read_bytes()
+    tunnel = TunnelClient(
+        TunnelSettings(
+            relay_urls=[f"https://127.0.0.1:{setup.relay.tunnel_port}"],
+            identity=identity,
+            local_target=f"unix:{tmp_path / 'no-daemon.sock'}",
+            backoff=Backoff(initial=0.1, maximum=0.5),
+        )
+    )
+    task = asyncio.create_task(tunnel.run())
+    try:
+        async with asyncio.timeout(30):
+            while identity.cert_file.read_bytes() == old_cert:  # noqa: ASYNC110 - a file
+                await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert not identity.expires_within(datetime.timedelta(days=300))
+    assert identity.key_file.read_bytes() != old_key  # a new key, made on the machine
+    new_key_, new_cert = identity.key_file.read_bytes(), identity.cert_file.read_bytes()
+    assert await tunnel_outcome(setup.relay, new_key_, new_cert) == "OK"
+    assert await tunnel_outcome(setup.relay, old_key, old_cert) == "UNAUTHENTICATED"

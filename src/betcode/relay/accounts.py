@@ -290,6 +290,12 @@ class Accounts:
         )
         return changed == 1
 
+    async def set_cert_serial(self, machine_id: str, serial: str) -> None:
+        """The machine's new certificate; the one before it is refused from now on."""
+        await self.database.execute(
+            "UPDATE machines SET cert_serial = ? WHERE machine_id = ?", serial, machine_id
+        )
+
     async def set_online(self, machine_id: str, relay_id: str, now: float) -> None:
         """``relay_id`` empty = offline."""
         await self.database.execute(

@@ -86,6 +86,7 @@ class Relay:
         self.tunnels.on_online = self.buffer.deliver
         self.notifications = Notifications(self.options.notify)
         self.tunnels.notifications = self.notifications
+        self.tunnels.authority = authority
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -24,7 +25,7 @@ from nats.aio.msg import Msg
 from betcode.relay.accounts import Accounts, Machine
 from betcode.relay.auth_service import abort
 from betcode.relay.notifications import NOTIFY_PARAM, Notifications
-from betcode.relay.pki import common_name, serial_hex
+from betcode.relay.pki import Authority, cert_pem, common_name, serial_hex
 from betcode.relay.routing import (
     CALL_ALIVE,
     CHECK_PARAM,
@@ -84,6 +85,7 @@ class _Tunnel:
         self.last_pong = time.monotonic()
         self.failure: str | None = None  # why the relay ended the tunnel, for the daemon
         self.on_notify: Callable[[dict[str, str]], Coroutine[Any, Any, object]] | None = None
+        self.on_renew: Callable[[str], Coroutine[Any, Any, None]] | None = None
         self.local_replies: dict[str, Callable[[tunnel_pb2.TunnelFrame], None]] = {}
 
     def close(self) -> None:
@@ -125,6 +127,10 @@ class _Tunnel:
             await self.nc.publish(known, full.SerializeToString())
 
     async def from_daemon(self, frame: tunnel_pb2.TunnelFrame) -> None:
+        if frame.frame_type == frames.CONTROL and frames.RENEW_CSR_PARAM in frame.control.params:
+            if self.on_renew is not None:
+                await self.on_renew(frame.control.params[frames.RENEW_CSR_PARAM])
+            return
         if frame.frame_type == frames.CONTROL and NOTIFY_PARAM in frame.control.params:
             if self.on_notify is not None:
                 await self.on_notify(dict(frame.control.params))
@@ -185,6 +191,7 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
         self._tunnels: dict[str, _Tunnel] = {}
         self.on_online: OnOnline | None = None  # the offline buffer delivers through this
         self.notifications: Notifications | None = None
+        self.authority: Authority | None = None  # signs renewed machine certificates
 
     async def _machine(self, context: grpc.aio.ServicerContext) -> Machine:
         try:
@@ -234,6 +241,7 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
         machine = await self._machine(context)
         machine_id = machine.machine_id
         tunnel = _Tunnel(self._nc, machine_id)
+        tunnel.on_renew = functools.partial(self._renew, tunnel)
         notifications = self.notifications
         if notifications is not None:
 
@@ -272,6 +280,25 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
                 del self._tunnels[machine_id]
                 await self._accounts.set_offline_if_held_by(machine_id, self._relay_id, time.time())
             log.info("machine %s tunnel closed on relay %s", machine_id, self._relay_id)
+
+    async def _renew(self, tunnel: _Tunnel, csr_pem: str) -> None:
+        """SEC-03: a new certificate for the machine's new key, asked over its own tunnel
+        (so by the holder of the current certificate)."""
+        if self.authority is None:
+            return
+        try:
+            cert = self.authority.machine_certificate(csr_pem.encode(), tunnel.machine_id)
+        except ValueError as error:
+            log.warning("renewal CSR of %s refused: %s", tunnel.machine_id, error)
+            return
+        await self._accounts.set_cert_serial(tunnel.machine_id, serial_hex(cert))
+        log.info("machine %s certificate renewed", tunnel.machine_id)
+        await tunnel.send(
+            frames.control_frame(
+                tunnel_pb2.TUNNEL_CONTROL_TYPE_UNSPECIFIED,
+                {frames.CERTIFICATE_PARAM: cert_pem(cert).decode()},
+            )
+        )
 
     async def _read(self, requests: AsyncIterator[tunnel_pb2.TunnelFrame], tunnel: _Tunnel) -> None:
         try:

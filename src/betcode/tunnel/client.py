@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import random
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from betcode.relay.notifications import ID_PARAM, NOTIFY_PARAM, SESSION_PARAM
 from betcode.tunnel import frames
@@ -57,6 +59,7 @@ class TunnelSettings:
     backoff: Backoff = field(default_factory=Backoff)
     e2e: DaemonIdentity | None = None  # answers ExchangeKeys, opens encrypted calls
     attention_poll: float = 5.0  # how often waiting permission requests are looked for
+    renew_before: datetime.timedelta = datetime.timedelta(days=30)  # SEC-03
 
 
 class _Drained(Exception):
@@ -74,6 +77,7 @@ class TunnelClient:
         self._call_tasks: dict[str, asyncio.Task[None]] = {}
         self._windows: dict[str, asyncio.Semaphore] = {}  # calls whose relay grants credit
         self._announced: set[str] = set()  # waiting requests the relay was told about
+        self._renewing: ec.EllipticCurvePrivateKey | None = None  # key awaiting its cert
 
     async def run(self) -> None:
         """Runs until cancelled; never raises for a relay that is down."""
@@ -145,6 +149,14 @@ class TunnelClient:
             self.relay_id = registered.relay_id
             self.connected.set()
             log.info("tunnel to relay %s (%s) open", url, registered.relay_id)
+            if identity.expires_within(self.settings.renew_before):
+                self._renewing, csr = identity.renewal_request()
+                await self._outgoing.put(
+                    frames.control_frame(
+                        tunnel_pb2.TUNNEL_CONTROL_TYPE_UNSPECIFIED,
+                        {frames.RENEW_CSR_PARAM: csr.decode()},
+                    )
+                )
             tasks = [
                 asyncio.create_task(self._write(call)),
                 asyncio.create_task(self._heartbeat(stub, machine_id)),
@@ -212,6 +224,15 @@ class TunnelClient:
             await self._on_frame(frame)
 
     async def _on_frame(self, frame: tunnel_pb2.TunnelFrame) -> None:
+        if frame.frame_type == frames.CONTROL and frames.CERTIFICATE_PARAM in frame.control.params:
+            if self._renewing is not None:
+                # Used from the next connection on; the open tunnel goes on as it is.
+                self.settings.identity.store_renewed(
+                    self._renewing, frame.control.params[frames.CERTIFICATE_PARAM]
+                )
+                self._renewing = None
+                log.info("machine certificate renewed")
+            return
         if frame.frame_type == frames.CONTROL and frames.CREDIT_PARAM in frame.control.params:
             window = self._windows.get(frame.request_id)
             if window is not None:

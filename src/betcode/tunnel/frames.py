@@ -146,6 +146,12 @@ WINDOW = 256
 CREDIT_BATCH = 64
 
 
+# Certificate renewal over the tunnel (SEC-03): the daemon sends a CSR for a new key, the
+# relay answers the certificate it issued (and from then on accepts only that one).
+RENEW_CSR_PARAM = "renew_csr"
+CERTIFICATE_PARAM = "certificate_pem"
+
+
 def credit_frame(request_id: str, count: int) -> tunnel_pb2.TunnelFrame:
     frame = control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_UNSPECIFIED, {CREDIT_PARAM: str(count)})
     frame.request_id = request_id

@@ -4,6 +4,7 @@ and which machine id it is."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,19 @@ class MachineIdentity:
     def machine_name(self) -> str:
         self.require()
         return str(json.loads(self.info_file.read_text()).get("name", ""))
+
+    def expires_within(self, margin: datetime.timedelta) -> bool:
+        now = datetime.datetime.now(datetime.UTC)
+        return self.certificate().not_valid_after_utc - now <= margin
+
+    def renewal_request(self) -> tuple[ec.EllipticCurvePrivateKey, bytes]:
+        """A new key (kept in memory until its certificate arrives) and its CSR."""
+        key = new_key()
+        return key, certificate_request(key, self.machine_id())
+
+    def store_renewed(self, key: ec.EllipticCurvePrivateKey, cert_pem: str) -> None:
+        write_private(self.key_file, key_pem(key))
+        write_private(self.cert_file, cert_pem.encode())
 
     def certificate(self) -> x509.Certificate:
         return x509.load_pem_x509_certificate(self.cert_file.read_bytes())
