@@ -35,6 +35,13 @@ WHAT = {
     "for this long kills claude (then restart with `--resume`)",
     "subprocess.idle_reap_seconds": "stop a claude process idle this long (`0`: never); the "
     "next message starts it again with `--resume`",
+    "relay.urls": "relays to dial out to (the daemon port of each, tried in turn); needs "
+    "`betcode machine register` first",
+    "relay.custom_ca_cert": "the relays' CA certificate (PEM file; default: the one stored "
+    "by `machine register`)",
+    "relay.heartbeat_interval_seconds": "tunnel heartbeat to the relay (TOP-04)",
+    "relay.heartbeat_timeout_seconds": "a heartbeat unanswered this long ends the tunnel; "
+    "the daemon reconnects",
     "observability.metrics_listen": "serve Prometheus metrics at `http://HOST:PORT/metrics` "
     "(loopback only; `daemon start --metrics`); empty: off",
     "observability.otlp_endpoint": "send OpenTelemetry traces to this OTLP endpoint (else "
@@ -87,6 +94,7 @@ def allowed(spec: Spec) -> str:
         "names": "list of names",
         "argv": "string or list, or null",
         "text": "string",
+        "urls": "list of URLs",
     }[spec.kind]
 
 

@@ -23,6 +23,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from betcode import __version__
@@ -331,7 +332,9 @@ class Daemon:
 
     def _relay_tunnel(self) -> TunnelClient | None:
         """The tunnel to the relays of `--relay`, if any (needs `machine register` first)."""
-        if not self.config.relay_urls:
+        relay = self.config.settings.relay
+        urls = self.config.relay_urls or relay.urls
+        if not urls:
             return None
         from betcode.tunnel.client import TunnelClient, TunnelSettings
         from betcode.tunnel.e2e import DaemonIdentity
@@ -344,10 +347,13 @@ class Daemon:
             raise DaemonStartupError(str(exc), EXIT_CONFIG_INVALID) from exc
         return TunnelClient(
             TunnelSettings(
-                relay_urls=self.config.relay_urls,
+                relay_urls=urls,
                 identity=identity,
                 local_target=f"unix:{self.config.socket_path}",
-                ca_file=self.config.relay_ca_file,
+                ca_file=self.config.relay_ca_file
+                or (Path(relay.custom_ca_cert) if relay.custom_ca_cert else None),
+                heartbeat_interval=relay.heartbeat_interval_seconds,
+                heartbeat_timeout=relay.heartbeat_timeout_seconds,
                 e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
             )
         )

@@ -182,6 +182,16 @@ class ObservabilitySettings:
 
 
 @dataclass(frozen=True)
+class RelaySettings:
+    """Dialing out to relays (docs/RELAY.md); `daemon start --relay URL` replaces `urls`."""
+
+    urls: tuple[str, ...] = setting((), "urls")
+    custom_ca_cert: str = setting("", "text")
+    heartbeat_interval_seconds: float = setting(20.0, "seconds", 10, 60)
+    heartbeat_timeout_seconds: float = setting(15.0, "seconds", 5, 30)
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
@@ -196,6 +206,7 @@ class DaemonSettings:
     http: HttpSettings = field(default_factory=HttpSettings)
     subagent: SubagentSettings = field(default_factory=SubagentSettings)
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
+    relay: RelaySettings = field(default_factory=RelaySettings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,8 @@ class Spec:
             return "a list of environment variable names or PREFIX_* patterns"
         if self.kind == "text":
             return "a string (empty: not set)"
+        if self.kind == "urls":
+            return "a list of URLs (empty: none)"
         return "a command (a string, or a list of program and arguments), or null"
 
 
@@ -160,6 +162,12 @@ def _names(spec: Spec, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _urls(spec: Spec, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise Rejected("is not a list of URLs")
+    return tuple(value)
+
+
 def _text(spec: Spec, value: object) -> str:
     if not isinstance(value, str):
         raise Rejected("is not a string")
@@ -188,5 +196,6 @@ _CONVERTERS: dict[str, Callable[[Spec, object], Any]] = {
     "choice": _choice,
     "names": _names,
     "argv": _argv,
+    "urls": _urls,
     "text": _text,
 }

@@ -203,7 +203,7 @@ def test_settings_items_lists_every_leaf() -> None:
     assert items["daemon.crash_policy.max_crashes"] == 5
     assert items["daemon.permission.ttl_seconds"] == 604800
     assert items["daemon.subagent.max_concurrent"] == 5
-    assert len(items) == 32
+    assert len(items) == 36
 
 
 @pytest.mark.parametrize(
@@ -278,3 +278,14 @@ def test_subagent_pool_settings_are_checked_and_read_from_the_environment(tmp_pa
     assert settings.subagent.max_concurrent == 7
     with pytest.raises(ConfigError, match=r"daemon\.subagent\.max_concurrent.*21"):
         load_daemon_settings(tmp_path, {"subagent.max_concurrent": 21}, environ={})
+
+
+def test_relay_urls_are_a_list_of_urls(tmp_path: Path) -> None:
+    urls = ["https://relay-a:8444", "https://relay-b:8444"]
+    settings = load_daemon_settings(tmp_path, {"relay": {"urls": urls}}, environ=NO_ENV)
+    assert settings.relay.urls == tuple(urls)
+    assert settings.relay.heartbeat_interval_seconds == 20.0
+    with pytest.raises(ConfigError, match="relay.urls"):
+        load_daemon_settings(tmp_path, {"relay": {"urls": "https://one"}}, environ=NO_ENV)
+    with pytest.raises(ConfigError, match="heartbeat_timeout_seconds"):
+        load_daemon_settings(tmp_path, {"relay": {"heartbeat_timeout_seconds": 2}}, environ=NO_ENV)
