@@ -291,3 +291,16 @@ async def test_a_certificate_near_its_end_is_renewed_over_the_tunnel(
     new_key_, new_cert = identity.key_file.read_bytes(), identity.cert_file.read_bytes()
     assert await tunnel_outcome(setup.relay, new_key_, new_cert) == "OK"
     assert await tunnel_outcome(setup.relay, old_key, old_cert) == "UNAUTHENTICATED"
+
+
+async def test_login_attempts_are_limited_per_address(setup: Setup) -> None:
+    await register(setup.channel, "alice")  # the first of this address's 10 a minute
+    auth = auth_pb2_grpc.AuthServiceStub(setup.channel)
+    wrong = auth_pb2.LoginRequest(username="alice", password="not-the-password")
+    outcomes = [await code_of(auth.Login(wrong)) for _ in range(9)]
+    assert outcomes == [grpc.StatusCode.UNAUTHENTICATED] * 9
+    right = auth_pb2.LoginRequest(username="alice", password="pw-123456")
+    with pytest.raises(grpc.aio.AioRpcError) as limited:
+        await auth.Login(right)
+    assert limited.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert int(dict(limited.value.trailing_metadata() or ())["retry-after-ms"]) > 0

@@ -4,9 +4,11 @@ call starts with: the caller's ``authorization: Bearer <jwt>``."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -21,6 +23,8 @@ USERNAME = re.compile(r"^[A-Za-z0-9._-]{3,64}$")
 MIN_PASSWORD_CHARS = 8
 MAX_PASSWORD_CHARS = 1024
 AUTHORIZATION_KEY = "authorization"
+# SEC-12: registration and login, 10 a minute per client address.
+ATTEMPTS_PER_MINUTE = 10
 
 
 async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> Any:
@@ -49,15 +53,53 @@ def bearer_token(metadata: Any) -> str | None:
     return None
 
 
+class AttemptLimiter:
+    """At most ``per_minute`` attempts per key in any sliding minute (held in memory: each
+    relay instance counts its own)."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._per_minute = per_minute
+        self._clock = clock
+        self._attempts: dict[str, collections.deque[float]] = {}
+
+    def allow(self, key: str) -> float:
+        """0 when allowed (and counted), else the seconds until the next attempt may be made."""
+        now = self._clock()
+        attempts = self._attempts.setdefault(key, collections.deque())
+        while attempts and attempts[0] <= now - 60:
+            attempts.popleft()
+        if len(attempts) >= self._per_minute:
+            return attempts[0] + 60 - now
+        attempts.append(now)
+        return 0.0
+
+
+def peer_address(context: grpc.aio.ServicerContext) -> str:
+    """``ipv4:127.0.0.1:5555`` → ``ipv4:127.0.0.1`` (the port changes per connection)."""
+    return str(context.peer()).rsplit(":", 1)[0]
+
+
 class AuthService(auth_pb2_grpc.AuthServiceServicer):
     def __init__(self, accounts: Accounts, issuer: TokenIssuer) -> None:
         self._accounts = accounts
         self._issuer = issuer
         self._hasher = PasswordHasher()  # argon2id, memory-hard
+        self._limiter = AttemptLimiter(ATTEMPTS_PER_MINUTE)
+
+    async def _limit(self, context: grpc.aio.ServicerContext) -> None:
+        wait = self._limiter.allow(peer_address(context))
+        if wait:
+            context.set_trailing_metadata((("retry-after-ms", str(int(wait * 1000))),))
+            await abort(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"too many attempts from this address; try again in {wait:.0f} s",
+            )
 
     async def Register(
         self, request: auth_pb2.RegisterRequest, context: grpc.aio.ServicerContext
     ) -> auth_pb2.RegisterResponse:
+        await self._limit(context)
         if not USERNAME.match(request.username):
             await abort(
                 context,
@@ -93,6 +135,7 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
     async def Login(
         self, request: auth_pb2.LoginRequest, context: grpc.aio.ServicerContext
     ) -> auth_pb2.LoginResponse:
+        await self._limit(context)
         user = await self._accounts.user_by_name(request.username)
         if user is None or not await self._password_matches(user.password_hash, request.password):
             await abort(context, grpc.StatusCode.UNAUTHENTICATED, "wrong username or password")

@@ -285,7 +285,7 @@ def test_relay_urls_are_a_list_of_urls(tmp_path: Path) -> None:
     settings = load_daemon_settings(tmp_path, {"relay": {"urls": urls}}, environ=NO_ENV)
     assert settings.relay.urls == tuple(urls)
     assert settings.relay.heartbeat_interval_seconds == 20.0
-    with pytest.raises(ConfigError, match="relay.urls"):
+    with pytest.raises(ConfigError, match=r"relay\.urls"):
         load_daemon_settings(tmp_path, {"relay": {"urls": "https://one"}}, environ=NO_ENV)
     with pytest.raises(ConfigError, match="heartbeat_timeout_seconds"):
         load_daemon_settings(tmp_path, {"relay": {"heartbeat_timeout_seconds": 2}}, environ=NO_ENV)
