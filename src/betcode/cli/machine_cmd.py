@@ -57,7 +57,7 @@ def register(machine_id: str, name: str) -> None:
     click.echo(f"machine {machine.machine_id} registered; certificate in {identity.cert_file}")
 
 
-def _list(choice_url_needed: bool = True) -> list[machine_pb2.MachineInfo]:
+def _list() -> list[machine_pb2.MachineInfo]:
     choice = required_relay()
 
     async def action(channel: grpc.aio.Channel) -> list[machine_pb2.MachineInfo]:

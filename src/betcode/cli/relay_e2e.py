@@ -129,6 +129,3 @@ class EncryptingChannel:
 
     async def close(self, grace: float | None = None) -> None:
         await self._channel.close(grace)
-
-    async def channel_ready(self) -> None:
-        await self._channel.channel_ready()

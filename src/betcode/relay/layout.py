@@ -69,11 +69,6 @@ class RelayFiles:
         self.require()
         return bytes.fromhex(self.jwt_key.read_text().strip())
 
-    def hosts(self) -> list[str]:
-        self.require()
-        data = json.loads(self.config.read_text())
-        return [str(host) for host in data.get("hosts", [])]
-
     def require(self) -> None:
         missing = [
             path.name

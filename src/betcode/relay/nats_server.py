@@ -122,8 +122,3 @@ class NatsServer:
             os.kill(child.pid, signal.SIGKILL)
             await child.wait()
         child.close()
-
-    def kill(self) -> None:
-        """Gone at once (a crash, for tests)."""
-        if self._child is not None and self._child.returncode is None:
-            os.kill(self._child.pid, signal.SIGKILL)

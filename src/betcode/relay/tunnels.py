@@ -329,6 +329,3 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
         """Asks every daemon to move to another relay (DRAIN; they answer DRAIN_ACK)."""
         for tunnel in list(self._tunnels.values()):
             await tunnel.send(frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_DRAIN))
-
-    def tunnels(self) -> dict[str, Any]:
-        return dict(self._tunnels)

@@ -21,7 +21,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from betcode.v1 import tunnel_pb2
 
 REQUEST = tunnel_pb2.FRAME_TYPE_REQUEST
-RESPONSE = tunnel_pb2.FRAME_TYPE_RESPONSE
 STREAM_DATA = tunnel_pb2.FRAME_TYPE_STREAM_DATA
 STREAM_END = tunnel_pb2.FRAME_TYPE_STREAM_END
 ERROR = tunnel_pb2.FRAME_TYPE_ERROR
