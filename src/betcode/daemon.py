@@ -323,6 +323,9 @@ class Daemon:
             client_silence=agent_silence,
         )
         await self.web.start(domain)
+        if self.server is not None:
+            serving = ComponentReport(True, f"serving on {self.web.url} (`betcode web`)")
+            self.server.health.add_component("web", lambda: serving, critical=False)
 
     def _worktree_settings(self) -> WorktreeSettings:
         try:

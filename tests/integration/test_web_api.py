@@ -280,6 +280,8 @@ async def test_the_link_and_token_rotation_from_the_command_line(web_daemon: Web
     code, out, _ = await betcode("web", "--print-url")
     assert code == 0
     assert out.strip() == f"{web_daemon.url}/?token={web_daemon.token}"
+    code, out, _ = await betcode("daemon", "status", "--socket", str(web_daemon.socket))
+    assert f"serving on {web_daemon.url}" in out, out
     old = web_daemon.token
     code, out, _ = await betcode("web", "rotate-token")
     assert code == 0
