@@ -30,7 +30,7 @@ from betcode.daemon_config import (
     DaemonConfig,
     load_daemon_config,
 )
-from betcode.observability.logs import LOG_FORMATS, configure_logging
+from betcode.observability.logs import LOG_FORMATS, configure_logging, render_line
 from betcode.permissions.rules import InvalidRule, RuleList, RuleSource, parse_rule
 
 START_TIMEOUT_SECONDS = 30.0
@@ -377,13 +377,14 @@ def install_service_command(
 @daemon_group.command("logs")
 @_path_options
 @click.option("-n", "--lines", default=50, show_default=True, help="How many lines to show.")
-def logs(socket_path: Path | None, data_dir: Path | None, lines: int) -> None:
-    """Print the end of the daemon's log file."""
+@click.option("--json", "as_json", is_flag=True, help="The JSON records as they are stored.")
+def logs(socket_path: Path | None, data_dir: Path | None, lines: int, as_json: bool) -> None:
+    """Print the end of the daemon's log file (its JSON records as text lines)."""
     paths = resolve_paths(socket_path, data_dir)
     if not paths.log_file.exists():
         raise click.ClickException(f"no log file at {paths.log_file}")
     tail = paths.log_file.read_text(errors="replace").splitlines()[-lines:]
-    click.echo("\n".join(tail))
+    click.echo("\n".join(tail if as_json else map(render_line, tail)))
 
 
 def _errors_logged_since(log_file: Path, offset: int) -> list[str]:

@@ -128,15 +128,7 @@ class TextFormatter(_Formatter):
     """`2026-01-02T03:04:05.678Z INFO betcode.daemon: message [session_id=…]`."""
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = self.fields(record)
-        head = f"{fields.pop('timestamp')} {fields.pop('level')} {fields.pop('target')}: "
-        text = head + str(fields.pop("message"))
-        exception = fields.pop("exception", None)
-        if fields:
-            text += " [" + " ".join(f"{k}={v}" for k, v in fields.items()) + "]"
-        if exception:
-            text += "\n" + str(exception)
-        return text
+        return _as_text(self.fields(record))
 
 
 def choose_format(requested: str | None, stream: IO[str]) -> str:
@@ -165,6 +157,30 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level)
     return handler
+
+
+def render_line(line: str) -> str:
+    """A JSON log line as the text format shows it (`betcode daemon logs`); any other line
+    (a text log, a crash's traceback) as it is."""
+    if not line.startswith("{"):
+        return line
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(record, dict) or not {"timestamp", "level", "message"} <= record.keys():
+        return line
+    return _as_text(record)
+
+
+def _as_text(record: Mapping[str, object]) -> str:
+    fields = dict(record)
+    head = f"{fields.pop('timestamp')} {fields.pop('level')} {fields.pop('target', '?')}: "
+    text = head + str(fields.pop("message"))
+    exception = fields.pop("exception", None)
+    if fields:
+        text += " [" + " ".join(f"{k}={v}" for k, v in fields.items()) + "]"
+    return text + (f"\n{exception}" if exception else "")
 
 
 def _timestamp(created: float) -> str:

@@ -10,7 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from betcode.observability.logs import TRACE, choose_format, configure_logging, log_fields
+from betcode.observability.logs import (
+    TRACE,
+    choose_format,
+    configure_logging,
+    log_fields,
+    render_line,
+)
 
 KEY = "sk-ant-api03-PLANTEDkeyPLANTEDkey"
 PLAIN_SECRET = "correct-horse-battery"  # no secret shape: only known because the env names it
@@ -87,3 +93,14 @@ def test_text_format_is_one_readable_line() -> None:
         root.setLevel(level)
     line = out.getvalue().strip()
     assert re.fullmatch(r"\S+Z INFO betcode.daemon: serving \[session_id=s-2\]", line), line
+
+
+def test_daemon_logs_renders_json_records_as_text_and_leaves_other_lines() -> None:
+    record = (
+        '{"timestamp": "2026-01-02T03:04:05.678Z", "level": "WARN", "target": "betcode.x", '
+        '"message": "slow", "session_id": "s-1"}'
+    )
+    assert render_line(record) == "2026-01-02T03:04:05.678Z WARN betcode.x: slow [session_id=s-1]"
+    assert render_line("Traceback (most recent call last):") == "Traceback (most recent call last):"
+    assert render_line("{not json") == "{not json"
+    assert render_line('{"a": 1}') == '{"a": 1}'
