@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -124,6 +125,21 @@ async def test_one_real_turn_shows_in_metrics_and_json_logs(observed: Observed) 
         assert "1 of 100 sessions in use" in status.stdout
     finally:
         await client.close()
+
+    # `daemon logs` shows the records as text lines (the harness keeps its log beside data/).
+    copy = observed.daemon.root / "logs-copy"
+    copy.mkdir()
+    shutil.copy(observed.daemon.log_path, copy / "daemon.log")
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "betcode.cli.main", "daemon", "logs", "-n", "500",
+         "--data-dir", str(copy)],
+        env=observed.daemon.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert not [line for line in shown.stdout.splitlines() if line.startswith("{")]
+    assert "claude pid " in shown.stdout
+    assert f"[session_id={client.session_id}]" in shown.stdout
 
     records = observed.log_records()  # every line parses as JSON
     assert records
