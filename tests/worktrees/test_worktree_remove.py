@@ -4,6 +4,7 @@ work at risk, allowed when nothing is, and forced only after a rescue ref saved 
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -75,10 +76,7 @@ async def test_a_running_turn_refuses_removal(world: GitWorld) -> None:
 async def test_a_pending_approval_refuses_removal(world: GitWorld) -> None:
     view, path = await new_worktree(world)
 
-    def pending(conn: object) -> None:
-        import sqlite3
-
-        assert isinstance(conn, sqlite3.Connection)
+    def pending(conn: sqlite3.Connection) -> None:
         create_session(
             conn,
             session_id="s-approve",
@@ -261,3 +259,35 @@ async def test_unregister_removes_worktrees_only_when_asked_and_safe(world: GitW
     assert await world.repos.unregister(world.record.id, remove_worktrees=True) == 1
     assert world.rows("git_repos") == 0
     assert world.rows() == 0
+
+
+async def test_a_folder_git_will_not_remove_is_reported_and_left(world: GitWorld) -> None:
+    view, path = await new_worktree(world)
+    sh(world.repo, "worktree", "lock", str(path), "--reason", "on a USB disk")
+    with pytest.raises(WorktreeError) as caught:
+        await world.worktrees.remove(view.record.id, force=True)
+    assert caught.value.refusal is Refusal.GIT_FAILED
+    assert "locked" in caught.value.details["git_stderr"]
+    assert (path / "README.md").exists()  # no rm -rf fallback
+    assert world.rows() == 1
+    assert "task" in world.branches()
+
+
+async def test_session_activity_is_the_worktree_s_last_activity(world: GitWorld) -> None:
+    view, path = await new_worktree(world)
+    later = view.record.last_active + 3600
+
+    def session(conn: sqlite3.Connection) -> None:
+        create_session(
+            conn,
+            session_id="s-active",
+            model="m",
+            working_directory=str(path),
+            now=later,
+            worktree_id=view.record.id,
+        )
+
+    await world.writer.call(session)
+    seen = (await world.worktrees.get(view.record.id)).record
+    assert seen.session_count == 1
+    assert seen.last_active == later
