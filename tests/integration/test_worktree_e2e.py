@@ -16,7 +16,9 @@ from harness.git_repos import make_repository, sh
 from test_cli_run import Finished
 from test_cli_run import betcode as betcode_process
 
+from betcode.cli.connection import DaemonClient, resolve_daemon_address
 from betcode.cli.main import cli
+from betcode.cli.worktree_target import session_branch
 
 pytestmark = pytest.mark.real_cli
 
@@ -59,6 +61,12 @@ async def test_two_sessions_in_two_worktrees_each_change_only_their_own(
     assert sh(repo, "status", "--porcelain", "--untracked-files=all") == ""
     assert [by_name[n]["session_count"] for n in ("wa", "wb")] == [1, 1]
     assert sh(wa, "symbolic-ref", "--short", "HEAD").strip() == "wa"
+    # What the chat's status bar shows for a session continued there.
+    async with await DaemonClient.connect(resolve_daemon_address(socket)) as client:
+        sessions = (await client.list_sessions()).sessions
+        in_wa = next(s.id for s in sessions if s.worktree_id == by_name["wa"]["id"])
+        assert await session_branch(client, in_wa) == "wa"
+        assert await session_branch(client, "") == ""
 
     refused = await betcode(socket, "worktree", "remove", "wa")
     assert refused.code == 1  # a failed precondition (DIGEST §11.4)

@@ -35,6 +35,24 @@ async def open_worktree(client: DaemonClient, name: str, cwd: str) -> worktree_p
     return await client.call(worktrees(client).CreateWorktree, request)
 
 
+async def session_branch(client: DaemonClient, session_id: str) -> str:
+    """The branch of the worktree session `session_id` runs in ("" if none, or gone)."""
+    if not session_id:
+        return ""
+    sessions = (await client.list_sessions()).sessions
+    worktree_id = next((s.worktree_id for s in sessions if s.id == session_id), "")
+    if not worktree_id:
+        return ""
+    request = worktree_pb2.GetWorktreeRequest(id=worktree_id)
+    try:
+        detail: worktree_pb2.WorktreeDetail = await client.call(
+            worktrees(client).GetWorktree, request
+        )
+    except SessionNotFound:  # the worktree was removed since
+        return ""
+    return detail.branch
+
+
 async def repo_around(client: DaemonClient, cwd: str) -> git_repo_pb2.GitRepoDetail:
     """The registered repository `cwd` belongs to (from any of its worktrees too)."""
     top = await asyncio.to_thread(_main_checkout, cwd)

@@ -9,7 +9,7 @@ from pathlib import Path
 from betcode.cli.chat.app import ChatApp
 from betcode.cli.connection import DaemonClient, SessionNotFound, resolve_daemon_address
 from betcode.cli.conversation import ConversationStream
-from betcode.cli.worktree_target import open_worktree
+from betcode.cli.worktree_target import open_worktree, session_branch
 
 
 class NoSessionToContinue(SessionNotFound):
@@ -54,20 +54,22 @@ async def chat(options: ChatOptions) -> int:
         if options.worktree:
             worktree = await open_worktree(client, options.worktree, str(cwd))
             cwd = Path(worktree.path)
+        session_id = await pick_session(client, options, cwd)
         stream = ConversationStream(
             client,
-            session_id=await pick_session(client, options, cwd),
+            session_id=session_id,
             working_directory=str(cwd),
             model=options.model,
             worktree_id=worktree.id if worktree else "",
         )
+        branch = worktree.branch if worktree else await session_branch(client, session_id)
         if options.first_message:
             await stream.send_message(options.first_message)  # written once the stream opens
         app = ChatApp(
             client,
             stream,
             reattach_hint=options.reattach_hint,
-            branch=worktree.branch if worktree else "",
+            branch=branch,
         )
         await app.run_async()
     return app.return_code or 0
