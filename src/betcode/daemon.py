@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 from betcode import __version__
 from betcode.claude.environment import build_child_env
+from betcode.claude.holder.client import HolderPlace
+from betcode.claude.holder.discovery import find_holders
 from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
 from betcode.commands.catalog import CommandCatalog, stored_init_lookup, user_claude_dir
 from betcode.config.errors import ConfigError
@@ -109,6 +111,7 @@ HEALTH_INTERVAL_SECONDS = 5.0
 EXIT_CANNOT_LISTEN = 69  # EX_UNAVAILABLE: another daemon serves the socket, or a bad address
 EXIT_STORAGE_UNUSABLE = 74  # EX_IOERR: the database is corrupt or lacks its audit_log
 EXIT_BAD_SETTINGS = 78  # EX_CONFIG: a setting read at startup is invalid
+KEEP_SESSIONS_SIGNAL = signal.SIGUSR2  # stop, but leave claude running under its holders
 
 
 class DaemonStartupError(Exception):
@@ -123,6 +126,7 @@ class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
         self.config = config
         self._stopping = asyncio.Event()
+        self._keep_sessions = False
         self._claude_report: ClaudeCodeReport | None = None
         self.server: DaemonServer | None = None
         self.web: WebServer | None = None
@@ -156,7 +160,10 @@ class Daemon:
         database = await self._open_database()
         self._writer = writer = StoreWriter(database)
         self._reader = reader = StoreReader(database)
-        await writer.call(lambda c: reconcile(c, time.time()))  # logs its own report
+        # Sessions whose claude outlived the previous daemon under its holder go on running.
+        found = await find_holders(self.holders_root)
+        held = frozenset(holder.session_id for holder in found)
+        await writer.call(lambda c: reconcile(c, time.time(), held))  # logs its own report
         self._audit = audit = AuditRecorder(writer)
         self._retention_task = asyncio.create_task(audit.run_retention(), name="audit-retention")
         self.bridge = bridge = PermissionBridge(
@@ -176,10 +183,15 @@ class Daemon:
             process_policy=self.config.policy,
             permissions=bridge,
             settings=self.config.sessions,
+            holders=HolderPlace(self.holders_root),
         )
         self.sessions = SessionManager(
             context, audit=audit, max_sessions=self.config.settings.max_sessions
         )
+        for holder in found:
+            session = await self.sessions.adopt(holder)
+            if session is not None:
+                await bridge.reattached(session, holder.started_at)
         self.subagents = SubagentManager(
             self.sessions, writer, reader, self.config.settings.subagent, audit
         )
@@ -361,6 +373,10 @@ class Daemon:
             )
         )
 
+    @property
+    def holders_root(self) -> Path:
+        return self.config.data_dir / "holders"
+
     async def _open_database(self) -> Database:
         try:
             database = await asyncio.to_thread(open_database, self.config.data_dir / "daemon.db")
@@ -458,12 +474,20 @@ class Daemon:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        loop.add_signal_handler(KEEP_SESSIONS_SIGNAL, self.request_stop_keeping_sessions)
 
     def _on_sighup(self) -> None:
         log.info("SIGHUP received")
         self.reload()
 
     def request_stop(self) -> None:
+        self._stopping.set()
+
+    def request_stop_keeping_sessions(self) -> None:
+        """`daemon stop --keep-sessions` / `daemon restart` (SIGUSR2): exit, leaving every
+        claude running under its holder for the next daemon."""
+        log.info("stopping; claude processes keep running under their holders")
+        self._keep_sessions = True
         self._stopping.set()
 
     async def serve_until_stopped(self) -> None:
@@ -486,7 +510,7 @@ class Daemon:
         if self.orchestrations is not None:
             await self.orchestrations.shutdown()
         if self.sessions is not None:
-            await self.sessions.shutdown()
+            await self.sessions.shutdown(keep_claude=self._keep_sessions)
         if self.bridge is not None:
             await self.bridge.close()
         if self._audit is not None:

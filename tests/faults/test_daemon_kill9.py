@@ -1,5 +1,7 @@
-"""kill -9 of the DAEMON mid-stream, then a restart on the same data dir and socket path:
-startup reconciliation (which ends the cut-off turn in the log: an error, then IDLE), a full
+"""kill -9 of the DAEMON and of its sessions' holders (claude is orphaned as a direct child of
+the daemon would be, and no session can be re-attached: test_live_restore has the sessions
+that survive) mid-stream, then a restart on the same data dir and socket path: startup
+reconciliation (which ends the cut-off turn in the log: an error, then IDLE), a full
 replay with contiguous sequence numbers, and the conversation resumed with --resume. Once with
 a fake claude flooding, once with the real CLI and the mock.
 """
@@ -109,7 +111,7 @@ async def kill_mid_stream_and_restart(
     session_id = reader.session_id
     reader.say(prompt)
     await reader.wait_for("text_delta", deltas_before_kill)
-    await asyncio.to_thread(daemon.kill9)
+    await asyncio.to_thread(lambda: daemon.kill9(holders_too=True))
     database = daemon.root / "data" / "daemon.db"
 
     before = read_stored(database, session_id)

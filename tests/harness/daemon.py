@@ -105,15 +105,28 @@ class DaemonProcess:
             return False
         return holder == str(self.process.pid) and accepts_connections(self.socket)
 
-    def kill9(self) -> None:
-        """SIGKILL the daemon as a crash would. Its claude children run in sessions of their
-        own, so they live on as orphans (EOF on stdin, a broken stdout), as they would for
-        real; they are remembered for `stop`."""
+    def kill9(self, *, holders_too: bool = False) -> None:
+        """SIGKILL the daemon as a crash would. The holders of its claude processes run in
+        sessions of their own, so they (and claude) live on, as they would for real; they are
+        remembered for `stop`. `holders_too`: SIGKILL the holders as well, so each claude is
+        orphaned as a daemon's direct child would be (EOF on stdin, a broken stdout) and no
+        session can be re-attached."""
         assert self.process is not None
         with contextlib.suppress(psutil.Error):
             self.orphans += psutil.Process(self.process.pid).children(recursive=True)
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+        if holders_too:
+            for orphan in self.orphans:
+                with contextlib.suppress(psutil.Error):
+                    if any(part.endswith("holder.py") for part in orphan.cmdline()):
+                        orphan.kill()
+
+    def _kill_orphans(self) -> None:
+        for orphan in self.orphans:
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
+                if orphan.is_running() and (group := os.getpgid(orphan.pid)) != os.getpgid(0):
+                    os.killpg(group, signal.SIGKILL)
 
     def child_command_lines(self) -> list[list[str]]:
         """The argv of the running daemon's live descendants (its claude processes and their
@@ -133,10 +146,7 @@ class DaemonProcess:
                 self.process.send_signal(signal.SIGTERM)
                 self.process.wait(20)
             returncode = self.process.returncode
-        for orphan in self.orphans:
-            with contextlib.suppress(psutil.Error, ProcessLookupError):
-                if orphan.is_running() and (group := os.getpgid(orphan.pid)) != os.getpgid(0):
-                    os.killpg(group, signal.SIGKILL)
+        self._kill_orphans()
         return returncode
 
 

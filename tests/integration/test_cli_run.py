@@ -387,9 +387,10 @@ async def test_a_waiting_run_outlives_kill_9_of_the_daemon_and_gets_its_answer(
     try:
         running = await spawn(daemon.socket, workspace.repo, "run", BASH_PROMPT)
         request_id = await stderr_until(running, ALLOW_HINT)
-        await asyncio.to_thread(daemon.kill9)
-        # The orphaned claude fails the request at EOF and asks the model once more; told
-        # later that the call was approved, the model makes it again.
+        # Its holder too (test_live_restore: a claude that survives under its holder). The
+        # orphaned claude fails the request at EOF and asks the model once more; told later
+        # that the call was approved, the model makes it again.
+        await asyncio.to_thread(lambda: daemon.kill9(holders_too=True))
         await asyncio.to_thread(mock_api.wait_for_message_requests, 2, 60.0)
         mock_api.enqueue(Reply(blocks=(ToolUseBlock("Bash", {"command": HELLO}),)))
         daemon.socket.unlink()

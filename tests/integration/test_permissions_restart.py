@@ -60,8 +60,9 @@ async def test_an_approval_after_kill_9_of_the_daemon_runs_the_tool_exactly_once
         session_id = first.session_id
         await first.close()
 
-        await asyncio.to_thread(daemon.kill9)
-        # The orphaned claude sees EOF, fails the request and asks the model once more.
+        # Its holder too (test_live_restore: a claude that survives under its holder). The
+        # orphaned claude sees EOF, fails the request and asks the model once more.
+        await asyncio.to_thread(lambda: daemon.kill9(holders_too=True))
         await asyncio.to_thread(mock_api.wait_for_message_requests, 2, 60.0)
         # What the model does when told the call was approved: make it again.
         mock_api.enqueue(Reply(blocks=(ToolUseBlock("Bash", CALL),)))

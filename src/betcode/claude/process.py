@@ -97,7 +97,7 @@ class ClaudeProcess:
         self._chunk_size = chunk_size
         self._child: Child | None = None
         self._finished: asyncio.Task[int] | None = None
-        self._stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._stderr_tail = StderrTail(lambda: self.pid)
         self._stdin_closed = False
         self.last_output_at = time.monotonic()
 
@@ -200,7 +200,7 @@ class ClaudeProcess:
     @property
     def stderr_tail(self) -> list[str]:
         """The last lines claude wrote to stderr (for crash reports)."""
-        return list(self._stderr_tail)
+        return list(self._stderr_tail.lines)
 
     # -- stdin ------------------------------------------------------------------------------
     async def write(self, data: bytes) -> None:
@@ -242,19 +242,38 @@ class ClaudeProcess:
                 self.last_output_at = time.monotonic()
 
     async def _pump_stderr(self, stream: asyncio.StreamReader) -> None:
-        partial = bytearray()
         while chunk := await stream.read(STDERR_CHUNK_BYTES):
-            *complete, rest = chunk.split(b"\n")
-            for piece in complete:
-                self._stderr_line(bytes(partial) + piece)
-                partial.clear()
-            # Only the head of an endless stderr line is kept.
-            partial += rest[: max(0, STDERR_LINE_MAX_BYTES - len(partial))]
-        if partial:
-            self._stderr_line(bytes(partial))
+            self._stderr_tail.feed(chunk)
+        self._stderr_tail.finish()
 
-    def _stderr_line(self, raw: bytes) -> None:
+
+class StderrTail:
+    """claude's stderr, split into lines: each is logged, the last ones are kept (only the
+    head of an endless line is)."""
+
+    def __init__(self, pid: Callable[[], int]) -> None:
+        self._pid = pid
+        self._partial = bytearray()
+        self.lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+
+    def feed(self, chunk: bytes) -> None:
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            self._line(bytes(self._partial) + piece)
+            self._partial.clear()
+        self._partial += rest[: max(0, STDERR_LINE_MAX_BYTES - len(self._partial))]
+
+    def finish(self) -> None:
+        if self._partial:
+            self._line(bytes(self._partial))
+            self._partial.clear()
+
+    def add(self, text: str) -> None:
+        """A line of our own about the process (e.g. why it was lost)."""
+        self.lines.append(text)
+
+    def _line(self, raw: bytes) -> None:
         text = raw[:STDERR_LINE_MAX_BYTES].decode("utf-8", "replace").rstrip("\r")
         if text.strip():
-            self._stderr_tail.append(text)
-            logger.warning("claude pid %d stderr: %s", self.pid, text)
+            self.lines.append(text)
+            logger.warning("claude pid %d stderr: %s", self._pid(), text)

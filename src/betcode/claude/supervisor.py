@@ -23,11 +23,13 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.command import CommandOptions, build_argv_from
+from betcode.claude.holder.client import HeldClaude, HolderPlace, StdoutMark
 from betcode.claude.locate import ClaudeBinary
 from betcode.claude.process import ClaudeProcess, ClaudeStdinClosed, describe_returncode
 from betcode.observability.hooks import observer
@@ -51,7 +53,7 @@ class SupervisorState(enum.StrEnum):
 class SupervisorHooks(Protocol):
     """What the session tells the supervisor, and hears from it. All called on the loop."""
 
-    def on_lines(self, lines: list[Line]) -> None: ...
+    def on_lines(self, lines: list[Line], mark: StdoutMark | None = None) -> None: ...
     def on_state(self, state: SupervisorState, detail: str) -> None: ...
     def resume_session_id(self) -> str | None: ...
     def turn_in_progress(self) -> bool: ...
@@ -64,6 +66,15 @@ class SupervisorCrashed(Exception):
 
 
 EnvBuilder = Callable[[], Mapping[str, str]]
+RunningClaude = ClaudeProcess | HeldClaude
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """Start claude under a holder (it then outlives the daemon); `session_id` names it."""
+
+    place: HolderPlace
+    session_id: str
 
 
 class ClaudeSupervisor:
@@ -77,8 +88,10 @@ class ClaudeSupervisor:
         *,
         options: CommandOptions | None = None,
         worktree: bool = False,
+        holding: Holding | None = None,
     ) -> None:
         self.binary = binary
+        self.holding = holding
         self.cwd = cwd
         self.worktree = worktree  # cwd is a git worktree: never start claude if it is gone
         self.policy = policy
@@ -92,14 +105,14 @@ class ClaudeSupervisor:
         self._state_changed = asyncio.Event()
         self._crash_window = policy.crash_window()
         self._crashed_detail = ""
-        self._process: ClaudeProcess | None = None
+        self._process: RunningClaude | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._monitor: asyncio.Task[None] | None = None
         self._restart: asyncio.Task[None] | None = None
-        self._stop_requested: ClaudeProcess | None = None
-        self._kill_reason: tuple[ClaudeProcess, str] | None = None
+        self._stop_requested: RunningClaude | None = None
+        self._kill_reason: tuple[RunningClaude, str] | None = None
         self._last_input_at = time.monotonic()
-        self._given_input: ClaudeProcess | None = None  # the process that was written to
+        self._given_input: RunningClaude | None = None  # the process that was written to
 
     # -- public -----------------------------------------------------------------------------
     @property
@@ -169,6 +182,24 @@ class ClaudeSupervisor:
         logger.warning("claude pid %d: %s; killing it", process.pid, reason)
         await process.terminate(self.policy.kill_grace_seconds)
 
+    def adopt(self, process: HeldClaude) -> None:
+        """Run on a claude found alive under its holder after a daemon restart. A turn that
+        was running goes on (the watchdog counts its silence as for a process we wrote to)."""
+        if self._state is not SupervisorState.IDLE:
+            raise RuntimeError(f"adopt in state {self._state}")
+        self._run(process)
+        if self._query("turn_in_progress", self._hooks.turn_in_progress, default=True):
+            self._given_input = process
+
+    def detach(self) -> None:
+        """Leave claude running under its holder (the daemon stops, keeping sessions): stop
+        watching it without any state change. A claude without a holder is left as is."""
+        for task in (self._watcher, self._monitor, self._restart):
+            if task is not None:
+                task.cancel()
+        if isinstance(self._process, HeldClaude):
+            self._process.detach()
+
     def reset(self) -> None:
         """Leave CRASHED (manual action): forget the crashes, back to IDLE."""
         if self._state is SupervisorState.CRASHED:
@@ -176,10 +207,19 @@ class ClaudeSupervisor:
             self._set_state(SupervisorState.IDLE, "reset after crash")
 
     # -- spawning ---------------------------------------------------------------------------
-    async def _start_process(self) -> ClaudeProcess:
+    async def _start_process(self) -> RunningClaude:
         resume_id = self._hooks.resume_session_id()
         argv = build_argv_from(self.binary, self.command_options, resume_id)
-        process = ClaudeProcess(self._hooks.on_lines, max_line_bytes=self.policy.max_line_bytes)
+        process: RunningClaude
+        if self.holding is None:
+            process = ClaudeProcess(self._hooks.on_lines, max_line_bytes=self.policy.max_line_bytes)
+        else:
+            process = HeldClaude(
+                self._hooks.on_lines,
+                self.holding.place,
+                self.holding.session_id,
+                max_line_bytes=self.policy.max_line_bytes,
+            )
         started = time.monotonic()
         try:
             await process.start(
@@ -209,7 +249,7 @@ class ClaudeSupervisor:
             raise
         self._run(process)
 
-    def _run(self, process: ClaudeProcess) -> None:
+    def _run(self, process: RunningClaude) -> None:
         self._process = process
         self._last_input_at = time.monotonic()
         self._watcher = asyncio.create_task(self._watch(process), name=f"watch-{process.pid}")
@@ -228,7 +268,7 @@ class ClaudeSupervisor:
         self._run(process)
 
     # -- exits ------------------------------------------------------------------------------
-    async def _watch(self, process: ClaudeProcess) -> None:
+    async def _watch(self, process: RunningClaude) -> None:
         returncode = await process.wait()
         self._process = None
         tail = process.stderr_tail
@@ -243,6 +283,12 @@ class ClaudeSupervisor:
         elif kill_reason is not None:
             observer().claude_crashed(returncode)
             self._crashed(kill_reason, tail)
+        elif isinstance(process, HeldClaude) and process.exited_unwatched:
+            # As for a session without a holder: idle, resumed by the next message.
+            self._set_state(
+                SupervisorState.IDLE,
+                f"claude had exited while no daemon ran ({describe_returncode(returncode)})",
+            )
         elif returncode == 0:
             self._set_state(SupervisorState.IDLE, "claude exited normally")
         else:
@@ -268,7 +314,7 @@ class ClaudeSupervisor:
             SupervisorState.RESTARTING, f"{reason}; restarting with --resume in {delay:g} s"
         )
 
-    async def _stop_process(self, process: ClaudeProcess, reason: str) -> None:
+    async def _stop_process(self, process: RunningClaude, reason: str) -> None:
         self._stop_requested = process
         self._set_state(SupervisorState.STOPPING, reason)
         grace = self.policy.kill_grace_seconds
@@ -280,7 +326,7 @@ class ClaudeSupervisor:
                 await process.terminate(grace)
         await self._exit_handled(process)
 
-    async def _exit_handled(self, process: ClaudeProcess) -> None:
+    async def _exit_handled(self, process: RunningClaude) -> None:
         """Wait until the watcher has dealt with `process`'s exit."""
         if self._process is process and self._watcher is not None:
             await asyncio.shield(self._watcher)
@@ -290,7 +336,7 @@ class ClaudeSupervisor:
         shortest = min(self.policy.watchdog_seconds, self.policy.idle_reap_seconds or float("inf"))
         return min(MAX_MONITOR_TICK, max(MIN_MONITOR_TICK, shortest / 4))
 
-    async def _guard(self, process: ClaudeProcess) -> None:
+    async def _guard(self, process: RunningClaude) -> None:
         """Watchdog and idle reaper for one process; ends when the process exits.
 
         The session's answers are polled, so each clock restarts from the last tick at which

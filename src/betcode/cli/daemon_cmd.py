@@ -1,4 +1,4 @@
-"""`betcode daemon start|stop|status|logs`."""
+"""`betcode daemon start|stop|restart|status|logs`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,7 +24,7 @@ from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
 from betcode.config.layers import PermissionLists
 from betcode.config.settings import parse_override
-from betcode.daemon import run_daemon
+from betcode.daemon import KEEP_SESSIONS_SIGNAL, run_daemon
 from betcode.daemon_config import (
     EXIT_CONFIG_INVALID,
     PYTHON_LOG_LEVELS,
@@ -300,23 +301,53 @@ def _spawn_detached(
 
 @daemon_group.command("stop")
 @_path_options
-def stop(socket_path: Path | None, data_dir: Path | None) -> None:
-    """Stop the daemon serving the socket (SIGTERM; it stops its claude processes and flushes)."""
-    paths = resolve_paths(socket_path, data_dir)
+@click.option(
+    "--keep-sessions",
+    is_flag=True,
+    help="Leave every claude running under its holder (for an upgrade); the next daemon "
+    "started on this data dir re-attaches them.",
+)
+def stop(socket_path: Path | None, data_dir: Path | None, keep_sessions: bool) -> None:
+    """Stop the daemon serving the socket (SIGTERM: it stops its claude processes and
+    flushes; with --keep-sessions SIGUSR2: it flushes and leaves them running)."""
+    _stop(resolve_paths(socket_path, data_dir), keep_sessions)
+
+
+def _stop(paths: DaemonPaths, keep_sessions: bool) -> None:
     running = find_daemon(paths.socket)
     if running is None:
         click.echo(f"daemon is not running (socket {paths.socket})")
         return
-    os.kill(running.pid, signal.SIGTERM)
+    os.kill(running.pid, KEEP_SESSIONS_SIGNAL if keep_sessions else signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if not _pid_alive(running.pid):
-            click.echo(f"daemon stopped (pid {running.pid}, socket {paths.socket})")
+            kept = ", sessions kept running" if keep_sessions else ""
+            click.echo(f"daemon stopped (pid {running.pid}, socket {paths.socket}{kept})")
             return
         time.sleep(0.1)
     raise click.ClickException(
         f"daemon (pid {running.pid}) did not stop within {STOP_TIMEOUT_SECONDS}s"
     )
+
+
+def _restart(**options: Any) -> None:
+    """`stop --keep-sessions`, then `start` with these options: running turns go on."""
+    _stop(resolve_paths(options["socket_path"], options["data_dir"]), keep_sessions=True)
+    start_options = start.callback
+    assert start_options is not None
+    start_options(**options)
+
+
+daemon_group.add_command(
+    click.Command(
+        "restart",
+        callback=_restart,
+        params=start.params,
+        help="Restart the daemon keeping its sessions running (e.g. after an upgrade): "
+        "`stop --keep-sessions`, then `start` with the options given here.",
+    )
+)
 
 
 @daemon_group.command("status")

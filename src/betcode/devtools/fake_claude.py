@@ -22,9 +22,10 @@ STEP is an object with "do":
     permission {tool_name, input, request_id?}
                                 assistant tool_use, control_request can_use_tool, wait for the
                                 control_response, then the user tool_result echo
-    flood {lines, text, rate?, stamp?}
+    flood {lines, text, rate?, stamp?, until_file?}
                                 `lines` text_delta stream events at full speed (or `rate`/s);
-                                `stamp` adds "fake_ts_ns" (CLOCK_MONOTONIC) to each line
+                                `stamp` adds "fake_ts_ns" (CLOCK_MONOTONIC) to each line;
+                                `until_file`: go on (past `lines`) until that file exists
     big_line {bytes}            one assistant line with a text block of that many bytes
     raw {text | hex}            a verbatim stdout line (garbage, invalid UTF-8)
     stderr {text}               a line on stderr
@@ -272,10 +273,12 @@ class FakeClaude:
     def step_flood(self, step: Json) -> None:
         count, rate = int(step.get("lines", 1000)), float(step.get("rate", 0))
         stamp = bool(step.get("stamp", False))
+        until_file = Path(step["until_file"]) if "until_file" in step else None
         head = lines.flood_line_head(str(step.get("text", "x")), self.session_id)
         started = time.monotonic()
         batch: list[str] = []
-        for number in range(count):
+        number = -1
+        while (number := number + 1) < count or (until_file and not until_file.exists()):
             stamp_field = f'"fake_ts_ns":{time.monotonic_ns()},' if stamp else ""
             batch.append(f'{head}{stamp_field}"uuid":"00000000-0000-4000-9000-{number:012d}"}}\n')
             if rate > 0 or len(batch) >= 512:

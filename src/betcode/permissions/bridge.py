@@ -49,7 +49,7 @@ from betcode.permissions.notifier import Notifier
 from betcode.permissions.rulebook import RuleBook
 from betcode.permissions.sweeper import Clock, PermissionSweeper, SweepReport
 from betcode.protocol import writer as stdin
-from betcode.protocol.messages import CanUseTool, ControlRequest
+from betcode.protocol.messages import CanUseTool, ControlRequest, Dialect
 from betcode.sessions import translate
 from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
@@ -279,6 +279,21 @@ class PermissionBridge:
             now, ttl = self._clock(), self.settings.ttl_seconds
             await self._writer.call(lambda c: pending_rows.extend_ttl(c, session.id, now, ttl))
 
+    async def reattached(self, session: Session, claude_started_at: float) -> None:
+        """After a daemon restart the session's claude still runs (under its holder): the
+        requests it made, unanswered, wait on it again, so an answer goes to the process that
+        asked (no resume note). Those made before it started are a gone process's (orphans)."""
+        rows = await self._reader.read(lambda c: pending_rows.list_unanswered(c, session.id))
+        for row in rows:
+            if row.received_at < claude_started_at:
+                continue
+            tool = _tool_of(row)
+            request = ControlRequest(
+                request_id=row.request_id, request=tool, dialect=Dialect(row.dialect)
+            )
+            self._live.add(session, request, tool)
+            log.info("session %s: %s waits on the same claude again", session.id, row.request_id)
+
     def has_pending(self, session_id: str) -> bool:
         return self._live.has_pending(session_id)
 
@@ -377,13 +392,17 @@ def _supersede(
     return stale
 
 
-def _event_for_row(row: PendingPermission, *, is_replay: bool) -> agent_pb2.AgentEvent:
-    tool = CanUseTool(
+def _tool_of(row: PendingPermission) -> CanUseTool:
+    return CanUseTool(
         tool_name=row.tool_name,
         input=json.loads(row.input),
         tool_use_id=row.tool_use_id,
         description=row.tool_description,
     )
+
+
+def _event_for_row(row: PendingPermission, *, is_replay: bool) -> agent_pb2.AgentEvent:
+    tool = _tool_of(row)
     if row.is_question:
         return translate.user_question_event(row.request_id, tool, is_replay=is_replay)
     return translate.permission_request_event(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.holder.client import HolderPlace
 from betcode.claude.locate import ClaudeBinary
 from betcode.protocol.messages import ControlRequest
 from betcode.sessions.fanout import Frame
@@ -54,3 +55,4 @@ class SessionContext:
     process_policy: SupervisorPolicy
     permissions: PermissionGate
     settings: SessionSettings
+    holders: HolderPlace | None = None  # None: claude is the daemon's child, ends with it

@@ -13,6 +13,7 @@ spawned with --resume), session_error (claude crashed too often: CRASHED) and se
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import time
@@ -21,14 +22,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.holder.client import HeldClaude
+from betcode.claude.holder.discovery import FoundHolder
 from betcode.claude.process import require_workdir
 from betcode.claude.supervisor import SupervisorState
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.session import Session
+from betcode.storage import holders as holder_rows
 from betcode.storage import sessions as session_rows
 from betcode.storage import worktrees as worktree_rows
 from betcode.storage.audit import AuditEvent, AuditRecorder
 from betcode.v1 import agent_pb2
+
+log = logging.getLogger(__name__)
 
 MAX_SESSION_ID_CHARS = 128
 # A client-chosen id of a new session: a UUID in its usual 8-4-4-4-12 hex spelling.
@@ -416,8 +422,46 @@ class SessionManager:
             )
         return deleted
 
-    async def shutdown(self) -> None:
+    async def adopt(self, found: FoundHolder) -> Session | None:
+        """Re-attach a session to its claude, found alive under its holder after a restart:
+        the holder sends what the session has not committed of it, then claude's live output.
+        None when the session no longer exists (that claude is stopped)."""
+        holders = self._ctx.holders
+        try:
+            session = await self.get(found.session_id)
+        except (SessionNotFound, InvalidSessionRequest):
+            session = None
+        if session is None or holders is None:
+            log.warning("holder of unknown session %s: stopping its claude", found.session_id)
+            await asyncio.to_thread(found.abandon)
+            return None
+        link = found.link
+        offset = await self._ctx.reader.read(
+            lambda c: holder_rows.committed_offset(c, session.id, link.holder_id)
+        )
+        process = HeldClaude(
+            session.on_lines,
+            holders,
+            session.id,
+            max_line_bytes=self._ctx.process_policy.max_line_bytes,
+        )
+        process.adopt(link, offset)
+        session.adopt(process)
+        log.info(
+            "session %s: re-attached to claude pid %d at byte %d of its output",
+            session.id,
+            link.claude_pid,
+            offset,
+        )
+        return session
+
+    async def shutdown(self, *, keep_claude: bool = False) -> None:
+        """Close every session; `keep_claude`: leave their claude processes running under
+        their holders, for the next daemon to re-attach."""
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             session.lock.close()
-        await asyncio.gather(*(session.close() for session in sessions), return_exceptions=True)
+        await asyncio.gather(
+            *(session.close(keep_claude=keep_claude) for session in sessions),
+            return_exceptions=True,
+        )

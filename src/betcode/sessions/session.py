@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from betcode.claude.command import CommandOptions
+from betcode.claude.holder.client import HeldClaude, StdoutMark
 from betcode.claude.process import require_workdir
-from betcode.claude.supervisor import ClaudeSupervisor, SupervisorState
+from betcode.claude.supervisor import ClaudeSupervisor, Holding, SupervisorState
 from betcode.observability.hooks import TurnReport, observer
 from betcode.observability.logs import TRACE, bind_log_fields
 from betcode.protocol import writer as stdin
@@ -54,7 +55,7 @@ from betcode.sessions.supervisor_reports import SupervisorReports
 from betcode.sessions.turns import TurnEnd, Turns
 from betcode.storage import sessions as session_rows
 from betcode.storage.errors import StoreClosed
-from betcode.storage.rows import MessageRow
+from betcode.storage.rows import HolderPositionRow, MessageRow
 from betcode.v1 import agent_pb2, common_pb2
 
 if TYPE_CHECKING:
@@ -68,9 +69,9 @@ Status = common_pb2.AgentStatus
 # its commit starts, and a subscriber is offered at most about this many frames at once.
 MAX_ROWS_PER_COMMIT = 256
 
-# What the consumer task takes in order: a batch of stdout lines, a supervisor report, or None
-# (the session is closing).
-_Item = Sequence[Line] | Callable[[], None] | None
+# What the consumer task takes in order: a batch of stdout lines (with where they end in a
+# holder's output), a supervisor report, or None (the session is closing).
+_Item = tuple[Sequence[Line], StdoutMark | None] | Callable[[], None] | None
 
 
 class Session:
@@ -126,6 +127,7 @@ class Session:
             self,
             options=CommandOptions(model=record.model or None, allowed_tools=tuple(allowed_tools)),
             worktree=record.worktree_id is not None,
+            holding=None if context.holders is None else Holding(context.holders, record.id),
         )
 
     def emit(
@@ -139,8 +141,8 @@ class Session:
 
     # ---- claude stdout ----
 
-    def on_lines(self, lines: list[Line]) -> None:
-        self._lines.put_nowait(lines)
+    def on_lines(self, lines: list[Line], mark: StdoutMark | None = None) -> None:
+        self._lines.put_nowait((lines, mark))
 
     @property
     def line_stats(self) -> ReaderStats:
@@ -159,9 +161,9 @@ class Session:
                 except Exception:
                     log.exception("session %s: failed to handle a supervisor report", self.id)
             else:
-                await self._ingest(item)
+                await self._ingest(*item)
 
-    async def _ingest(self, lines: Sequence[Line]) -> None:
+    async def _ingest(self, lines: Sequence[Line], mark: StdoutMark | None) -> None:
         """Records and translates a batch of stdout lines with as few commits as possible.
 
         Rows accumulate while nothing can interleave (no await); they are committed before a
@@ -170,7 +172,7 @@ class Session:
         """
         observer().lines_processed(len(lines))
         batch = LogBatch()
-        for line in lines:
+        for index, line in enumerate(lines):
             if log.isEnabledFor(TRACE):
                 log.log(TRACE, "claude stdout: %s", line.data.decode("utf-8", "replace"))
             try:
@@ -178,15 +180,26 @@ class Session:
             except Exception:
                 # One bad line must never stop the session.
                 log.exception("session %s: failed to process a line", self.id)
-                continue
+                control = None
             if control is not None:
-                self._log.commit(batch)
+                self._commit_lines(batch, mark, index)
                 batch = LogBatch()
                 await self._react_to_control(control)
             elif len(batch.rows) >= MAX_ROWS_PER_COMMIT:
-                self._log.commit(batch)
+                self._commit_lines(batch, mark, index)
                 batch = LogBatch()
-        self._log.commit(batch)
+        if batch.rows:
+            self._commit_lines(batch, mark, len(lines) - 1)
+
+    def _commit_lines(self, batch: LogBatch, mark: StdoutMark | None, last: int) -> None:
+        """Commits `batch`, whose last line is `lines[last]`; under a holder, with where that
+        line ends in claude's output, which the holder may forget once committed."""
+        if mark is None:
+            self._log.commit(batch)
+            return
+        end = mark.ends[last]
+        batch.rows.append(HolderPositionRow(self.id, mark.holder_id, end, batch.now))
+        self._log.commit(batch, lambda: mark.acknowledge(end))
 
     def _ingest_line(
         self, batch: LogBatch, line: Line
@@ -446,11 +459,23 @@ class Session:
     def _set_status(self, status: session_rows.SessionStatus) -> None:
         self.background_write(lambda c: session_rows.update_status(c, self.id, status, time.time()))
 
-    async def close(self) -> None:
+    def adopt(self, process: HeldClaude) -> None:
+        """After a daemon restart: claude still runs under its holder. A turn that was running
+        when the daemon went away goes on; its lines come first (the holder spooled them)."""
+        if self.record.status == "active":
+            self._turns.start()
+        self.supervisor.adopt(process)
+
+    async def close(self, *, keep_claude: bool = False) -> None:
+        """Stop claude and the session; `keep_claude`: leave claude running under its holder
+        (whatever is not committed yet, the next daemon gets again from the holder)."""
         if self.closed:
             return
         self.closed = True
-        await self.supervisor.stop()
+        if keep_claude:
+            self.supervisor.detach()
+        else:
+            await self.supervisor.stop()
         self._lines.put_nowait(None)
         await self._consumer
         self.hub.close_all()

@@ -1,7 +1,8 @@
 """Startup reconciliation (DIGEST REC-02): undo what an unclean stop left behind.
 
-After a restart no claude process, client stream or subagent survives, so rows claiming
-otherwise are corrected — all in ONE transaction, before any connection is accepted.
+After a restart no client stream or subagent survives, and no claude process except those kept
+by their holders (claude/holder: those sessions stay active), so rows claiming otherwise are
+corrected — all in ONE transaction, before any connection is accepted.
 
 A session that was active had a turn cut off: its event log gets an ErrorEvent
 (TURN_INTERRUPTED) and a StatusChange(IDLE) under its next event seqs, so a replay ends in the
@@ -24,7 +25,7 @@ import logging
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -51,10 +52,13 @@ class ReconcileReport:
     orchestrations_resumable: int  # continued by the subagents package once serving
 
 
-def reconcile(conn: sqlite3.Connection, now: float) -> ReconcileReport:
+def reconcile(
+    conn: sqlite3.Connection, now: float, held: Collection[str] = frozenset()
+) -> ReconcileReport:
+    """`held`: sessions whose claude outlived the daemon under its holder; their turn goes on."""
     with transaction(conn):
         report = ReconcileReport(
-            sessions_idled=_end_interrupted_turns(conn, now),
+            sessions_idled=_end_interrupted_turns(conn, now, held),
             clients_cleared=conn.execute("DELETE FROM connected_clients").rowcount,
             input_locks_cleared=conn.execute(
                 "UPDATE sessions SET input_lock_client = NULL WHERE input_lock_client IS NOT NULL"
@@ -78,15 +82,16 @@ def reconcile(conn: sqlite3.Connection, now: float) -> ReconcileReport:
     return report
 
 
-def _end_interrupted_turns(conn: sqlite3.Connection, now: float) -> int:
+def _end_interrupted_turns(conn: sqlite3.Connection, now: float, held: Collection[str]) -> int:
     """Active sessions → idle, each with the end of its cut-off turn appended to its log
-    (unless a permission request of the turn is still open)."""
+    (unless a permission request of the turn is still open, or its claude still runs)."""
     cut_off = [
         row[0]
         for row in conn.execute(
             "SELECT id FROM sessions WHERE status = 'active' AND NOT EXISTS (SELECT 1 FROM "
             "pending_permissions p WHERE p.session_id = sessions.id AND p.delivered = 0)"
         )
+        if row[0] not in held
     ]
     for session_id in cut_off:
         if _log_ends_idle(conn, session_id):
@@ -103,9 +108,14 @@ def _end_interrupted_turns(conn: sqlite3.Connection, now: float) -> int:
         ]
         _append_to_log(conn, session_id, ending, now)
         log.warning("session %s was active: its turn was interrupted by the restart", session_id)
-    return conn.execute(
-        "UPDATE sessions SET status = 'idle', updated_at = ? WHERE status = 'active'", (now,)
-    ).rowcount
+    idled = 0
+    for (session_id,) in conn.execute("SELECT id FROM sessions WHERE status = 'active'").fetchall():
+        if session_id not in held:
+            idled += conn.execute(
+                "UPDATE sessions SET status = 'idle', updated_at = ? WHERE id = ?",
+                (now, session_id),
+            ).rowcount
+    return idled
 
 
 def _release_input_locks(conn: sqlite3.Connection, now: float) -> int:

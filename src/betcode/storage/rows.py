@@ -33,7 +33,27 @@ class EventRow(NamedTuple):
     created_at: float
 
 
-LogRow = MessageRow | EventRow
+class HolderPositionRow(NamedTuple):
+    """How far into claude's stdout a session's holder has been committed: stored in the same
+    transaction as the lines up to there, so a restarted daemon continues exactly after them."""
+
+    session_id: str
+    holder_id: str
+    stdout_offset: int
+    created_at: float
+
+    @property
+    def payload(self) -> bytes:
+        return b""
+
+
+UPSERT_HOLDER_POSITION = (
+    "INSERT OR REPLACE INTO holder_positions (session_id, holder_id, stdout_offset, updated_at) "
+    "VALUES (?, ?, ?, ?)"
+)
+
+
+LogRow = MessageRow | EventRow | HolderPositionRow
 
 # The message payload is bound as a BLOB and stored as TEXT without decoding: the line is kept
 # byte for byte and stays usable by SQLite's JSON functions.

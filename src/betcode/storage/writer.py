@@ -27,7 +27,15 @@ from betcode.observability.hooks import observer
 from betcode.storage.checkpointer import WalCheckpointer
 from betcode.storage.database import Database, transaction
 from betcode.storage.errors import StoreClosed
-from betcode.storage.rows import INSERT_EVENT, INSERT_MESSAGE, LogRow, MessageRow
+from betcode.storage.rows import (
+    INSERT_EVENT,
+    INSERT_MESSAGE,
+    UPSERT_HOLDER_POSITION,
+    EventRow,
+    HolderPositionRow,
+    LogRow,
+    MessageRow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,29 +53,33 @@ MAX_ROWS_PER_STATEMENT = 256  # x 6 columns: far below SQLite's 32,766 bound par
 # by ONE statement into log_rows, exact-sized; bigger ones table by table in a transaction.
 SINGLE_STATEMENT_ROWS = 32
 
-# Lines and events go into one temporary view whose trigger routes each row to its table, so
+# Lines, events and holder positions go into one temporary view whose trigger routes each row
+# to its table (row_kind: 1 line, 0 event, 2 holder position), so
 # a small batch is one INSERT: one implicit transaction (atomic, as a statement is), and one
 # trip into SQLite instead of four (BEGIN, two INSERTs, COMMIT). Every trip gives the GIL away
 # and must win it back from a busy event loop, which made commits slow exactly when clients
 # were being served. The view and trigger live in the writer connection's TEMP schema only.
 _LOG_ROWS_SCHEMA = """
 CREATE TEMP VIEW log_rows (
-    is_message, session_id, sequence, direction_or_source, type_or_kind, payload, created_at
+    row_kind, session_id, sequence, direction_or_source, type_or_kind, payload, created_at
 ) AS SELECT 0, '', 0, NULL, '', NULL, 0 WHERE 0;
 CREATE TEMP TRIGGER log_rows_insert INSTEAD OF INSERT ON log_rows
 BEGIN
     INSERT INTO messages (session_id, sequence, direction, message_type, payload, created_at)
         SELECT NEW.session_id, NEW.sequence, NEW.direction_or_source, NEW.type_or_kind,
                CAST(NEW.payload AS TEXT), NEW.created_at
-        WHERE NEW.is_message;
+        WHERE NEW.row_kind = 1;
     INSERT INTO events (session_id, sequence, message_sequence, kind, payload, created_at)
         SELECT NEW.session_id, NEW.sequence, NEW.direction_or_source, NEW.type_or_kind,
                NEW.payload, NEW.created_at
-        WHERE NOT NEW.is_message;
+        WHERE NEW.row_kind = 0;
+    INSERT OR REPLACE INTO holder_positions (session_id, holder_id, stdout_offset, updated_at)
+        SELECT NEW.session_id, NEW.type_or_kind, NEW.sequence, NEW.created_at
+        WHERE NEW.row_kind = 2;
 END;
 """
 _INSERT_LOG_ROW = (
-    "INSERT INTO log_rows (is_message, session_id, sequence, direction_or_source, type_or_kind,"
+    "INSERT INTO log_rows (row_kind, session_id, sequence, direction_or_source, type_or_kind,"
     " payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
@@ -275,14 +287,16 @@ class StoreWriter:
     def _insert(self, rows: Sequence[LogRow]) -> None:
         if len(rows) <= SINGLE_STATEMENT_ROWS:
             statement = _multi_row_insert(_INSERT_LOG_ROW, len(rows))
-            values = [value for row in rows for value in (type(row) is MessageRow, *row)]
+            values = [value for row in rows for value in _view_row(row)]
             self._conn.execute(statement, values)
         else:  # a flood: the trigger's per-row cost would show, the trips would not
             messages = [row for row in rows if type(row) is MessageRow]
-            events = [row for row in rows if type(row) is not MessageRow]
+            events = [row for row in rows if type(row) is EventRow]
+            positions = [row for row in rows if type(row) is HolderPositionRow]
             with transaction(self._conn):
                 _insert_rows(self._conn, INSERT_MESSAGE, messages)
                 _insert_rows(self._conn, INSERT_EVENT, events)
+                self._conn.executemany(UPSERT_HOLDER_POSITION, positions)
         self._batches_committed += 1
         self._rows_committed += len(rows)
         self._commits_since_checkpoint += 1
@@ -348,6 +362,13 @@ class StoreWriter:
             self._loop.call_soon_threadsafe(callback, *args)
         except RuntimeError:
             log.warning("event loop closed; a storage completion could not be delivered")
+
+
+def _view_row(row: LogRow) -> tuple[object, ...]:
+    """A row as the columns of the log_rows view."""
+    if type(row) is HolderPositionRow:
+        return (2, row.session_id, row.stdout_offset, None, row.holder_id, None, row.created_at)
+    return (type(row) is MessageRow, *row)
 
 
 def _insert_rows(conn: sqlite3.Connection, insert: str, rows: Sequence[LogRow]) -> None:

@@ -1,0 +1,316 @@
+"""Sessions outlive the daemon: each claude runs under its holder (claude/holder), so a daemon
+killed with SIGKILL, or stopped with --keep-sessions, leaves the turn running; the next daemon
+re-attaches and ingests what claude printed meanwhile, in order, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from harness.conditions import until
+from harness.daemon import Client, DaemonProcess, daemon_process_env
+from harness.environment import Workspace
+from harness.fake_claude import FakeClaude
+
+from betcode.daemon import KEEP_SESSIONS_SIGNAL
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.permissions.orphans import NOTE_PREFIX
+from betcode.v1 import agent_pb2, common_pb2
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+class Restarts:
+    """One daemon (restarted at will) on tmp_path/daemon and its clients; at teardown the
+    clients close, the daemon stops and whatever it left running is killed."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.root = tmp_path / "daemon"
+        self.root.mkdir()
+        self.clients: list[Client] = []
+        self.daemon: DaemonProcess | None = None
+
+    async def start(self, claude_bin: Path, environ: dict[str, str]) -> DaemonProcess:
+        self.daemon = DaemonProcess(self.root, daemon_process_env(self.root, claude_bin, environ))
+        await asyncio.to_thread(self.daemon.start)
+        return self.daemon
+
+    def client(self, client_id: str) -> Client:
+        client = Client(self.root / "sock" / "daemon.sock", client_id)
+        self.clients.append(client)
+        return client
+
+    @property
+    def database(self) -> Path:
+        return self.root / "data" / "daemon.db"
+
+    def holders(self) -> list[dict[str, Any]]:
+        """holder.json of every holder alive or not yet collected, plus its folder."""
+        found = []
+        for facts in sorted((self.root / "data" / "holders").glob("*/holder.json")):
+            found.append({**json.loads(facts.read_text()), "dir": facts.parent})
+        return found
+
+    async def close(self) -> None:
+        for client in self.clients:
+            await client.close()
+        if self.daemon is not None:
+            await asyncio.to_thread(self.daemon.stop)
+
+
+@pytest.fixture
+async def restarts(tmp_path: Path) -> AsyncIterator[Restarts]:
+    made = Restarts(tmp_path)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+@dataclass(frozen=True)
+class Stored:
+    line_seqs: list[int]
+    events: list[tuple[int, bytes]]
+    user_lines: list[str]  # what the daemon wrote to claude as user messages
+    committed_offset: int
+
+
+def read_stored(database: Path, session_id: str) -> Stored:
+    with closing(sqlite3.connect(database)) as db:
+        lines = db.execute(
+            "SELECT sequence, direction, message_type, payload FROM messages "
+            "WHERE session_id = ? ORDER BY sequence",
+            (session_id,),
+        ).fetchall()
+        events = db.execute(
+            "SELECT sequence, payload FROM events WHERE session_id = ? ORDER BY sequence",
+            (session_id,),
+        ).fetchall()
+        offset = db.execute(
+            "SELECT stdout_offset FROM holder_positions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+    return Stored(
+        line_seqs=[seq for seq, *_ in lines],
+        events=[(seq, bytes(payload)) for seq, payload in events],
+        user_lines=[str(text) for _, way, kind, text in lines if (way, kind) == ("in", "user")],
+        committed_offset=0 if offset is None else offset[0],
+    )
+
+
+def spooled_end(holder_dir: Path) -> int:
+    """How many bytes of claude's stdout the holder has taken in (its spool's end)."""
+    segments = sorted((holder_dir / "spool").iterdir())
+    if not segments:
+        return 0
+    return int(segments[-1].name) + segments[-1].stat().st_size
+
+
+def contiguous(seqs: list[int]) -> bool:
+    return seqs == list(range(1, len(seqs) + 1))
+
+
+def assert_replayed_once(observer: Client, stored: Stored) -> None:
+    """The observer's stream is the stored log, each event once, seqs contiguous from 1."""
+    assert contiguous(observer.sequences)
+    assert contiguous(stored.line_seqs)
+    assert [(e.sequence, e.SerializeToString()) for e in observer.events if e.sequence] == (
+        stored.events[: len(observer.sequences)]
+    )
+    errors = [e.error.code for e in observer.of_kind("error")]
+    assert "TURN_INTERRUPTED" not in errors
+
+
+@pytest.mark.real_cli
+async def test_a_turn_streaming_when_the_daemon_is_sigkilled_goes_on_under_the_same_claude(
+    restarts: Restarts, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    daemon = await restarts.start(claude_bin, workspace.env(mock_api.base_url))
+    reader = restarts.client("reader")
+    reader.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+    await reader.wait_for("session_info")
+    session_id = reader.session_id
+    reader.say('SCN:slow {"words": 300, "delay": 0.01}')
+    await reader.wait_for("text_delta", 20)
+    [holder] = restarts.holders()
+    claude = psutil.Process(holder["claude_pid"])
+
+    await asyncio.to_thread(daemon.kill9)
+    committed = read_stored(restarts.database, session_id).committed_offset
+    # claude goes on with no daemon: what it prints waits in the holder's spool.
+    await until(lambda: spooled_end(holder["dir"]) > committed + 4096, within_s=30)
+    await asyncio.to_thread(daemon.start)
+
+    observer = restarts.client("observer")
+    observer.resume(session_id, from_sequence=0)
+    await observer.wait_for("turn_complete", within_s=60)
+    stored = read_stored(restarts.database, session_id)
+    assert_replayed_once(observer, stored)
+    words = "".join(e.text_delta.text for e in observer.of_kind("text_delta"))
+    assert words == " ".join(f"word{n}" for n in range(1, 301))  # no delta lost or repeated
+    assert stored.committed_offset > committed  # lines printed meanwhile were ingested
+    # The same claude process finished the turn; no other was started.
+    assert claude.is_running()
+    assert [h["claude_pid"] for h in restarts.holders()] == [claude.pid]
+    assert len(mock_api.message_requests) == 1
+    idle = observer.of_kind("status_change")[-1].status_change.status
+    assert idle == common_pb2.AGENT_STATUS_IDLE
+
+
+@pytest.mark.real_cli
+async def test_a_permission_pending_across_a_daemon_sigkill_is_answered_to_the_same_claude(
+    restarts: Restarts,
+    claude_bin: Path,
+    mock_api: MockAnthropic,
+    workspace: Workspace,
+    tmp_path: Path,
+) -> None:
+    env = workspace.env(mock_api.base_url)
+    daemon = await restarts.start(claude_bin, env)
+    runs = tmp_path / "runs.txt"
+    reader = restarts.client("reader")
+    reader.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+    await reader.wait_for("session_info")
+    session_id = reader.session_id
+    command = json.dumps({"command": f"echo ran >> {runs}"})
+    reader.say(f"SCN:tool_bash {command}")
+    request = (await reader.wait_for("permission_request")).permission_request
+    [holder] = restarts.holders()
+
+    await asyncio.to_thread(daemon.kill9)
+    await asyncio.to_thread(daemon.start)
+    answered = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "betcode.cli.main", "permissions", "allow", request.request_id],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert answered.returncode == 0, answered.stderr
+
+    observer = restarts.client("observer")
+    observer.resume(session_id, from_sequence=0)
+    await observer.wait_for("turn_complete", within_s=60)
+    assert runs.read_text() == "ran\n"  # the tool ran, once
+    stored = read_stored(restarts.database, session_id)
+    assert_replayed_once(observer, stored)
+    assert not [line for line in stored.user_lines if NOTE_PREFIX in line]  # no resume note
+    assert [h["claude_pid"] for h in restarts.holders()] == [holder["claude_pid"]]
+    assert psutil.Process(holder["claude_pid"]).is_running()
+
+
+FLOOD_UUID = "00000000-0000-4000-9000-"
+
+
+def flood_numbers(database: Path, session_id: str) -> list[int]:
+    """The number of every flood line stored, in line-seq order (the fake numbers them)."""
+    with closing(sqlite3.connect(database)) as db:
+        payloads = db.execute(
+            "SELECT payload FROM messages WHERE session_id = ? AND direction = 'out' "
+            "ORDER BY sequence",
+            (session_id,),
+        ).fetchall()
+    return [
+        int(json.loads(payload)["uuid"].rsplit("-", 1)[1])
+        for (payload,) in payloads
+        if FLOOD_UUID in payload
+    ]
+
+
+def endless_flood(tmp_path: Path) -> tuple[FakeClaude, Path, Path]:
+    """A fake claude whose one turn floods (300 lines/s) until the returned file exists."""
+    stop_file = tmp_path / "stop-flood"
+    fake = FakeClaude(tmp_path)
+    flood = {"do": "flood", "lines": 0, "text": "r", "rate": 300, "until_file": str(stop_file)}
+    return fake, fake.binary([{"turns": [[flood]]}]), stop_file
+
+
+async def test_twenty_daemon_restarts_during_one_turn_lose_and_repeat_nothing(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake, binary, stop_file = endless_flood(tmp_path)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    daemon = await restarts.start(binary, {**ENV, "HOME": str(tmp_path)})
+    writer = restarts.client("writer")
+    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+    await writer.wait_for("session_info")
+    session_id = writer.session_id
+    writer.say("flood until told")
+    await writer.wait_for("text_delta", 10)
+    await writer.close()
+    for restart in range(20):
+        if restart % 2:
+            await asyncio.to_thread(daemon.kill9)
+        else:  # `daemon stop --keep-sessions`
+            assert daemon.process is not None
+            daemon.process.send_signal(KEEP_SESSIONS_SIGNAL)
+            assert await asyncio.to_thread(daemon.process.wait, 30) == 0
+        await asyncio.to_thread(daemon.start)
+    stop_file.touch()
+
+    observer = restarts.client("observer")
+    observer.resume(session_id, from_sequence=0)
+    await observer.wait_for("turn_complete", within_s=60)
+    stored = read_stored(restarts.database, session_id)
+    assert_replayed_once(observer, stored)
+    numbers = flood_numbers(restarts.database, session_id)
+    assert numbers == list(range(len(numbers)))  # every line, once, in order
+    assert len(observer.of_kind("text_delta")) == len(numbers)
+    assert len(fake.starts()) == 1  # one claude all along
+
+
+async def test_daemon_restart_during_a_turn_a_headless_run_sees_everything_once(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake, binary, stop_file = endless_flood(tmp_path)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    daemon = await restarts.start(binary, {**ENV, "HOME": str(tmp_path)})
+    env = daemon.env
+    cli = [sys.executable, "-m", "betcode.cli.main"]
+    run = subprocess.Popen(  # noqa: ASYNC220 - started once, read from a thread
+        [*cli, "run", "flood until told", "--output", "text"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        await until(lambda: len(restarts.holders()) == 1, within_s=30)
+        [holder] = restarts.holders()
+        await until(lambda: spooled_end(holder["dir"]) > 8192, within_s=30)
+        assert daemon.process is not None
+        # Reaped as soon as it exits (a zombie would still look alive to `daemon stop`).
+        exited = asyncio.ensure_future(asyncio.to_thread(daemon.process.wait, 60))
+        restarted = await asyncio.to_thread(
+            subprocess.run, [*cli, "daemon", "restart"], env=env, capture_output=True, timeout=60
+        )
+        assert restarted.returncode == 0, restarted.stderr
+        assert await exited == 0
+        await until(lambda: spooled_end(holder["dir"]) > 2 * 8192, within_s=30)
+        stop_file.touch()
+        out, err = await asyncio.to_thread(run.communicate, timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        await asyncio.to_thread(
+            subprocess.run, [*cli, "daemon", "stop"], env=env, capture_output=True, timeout=60
+        )
+    assert run.returncode == 0, err
+    [session_id] = {h["session_id"] for h in [holder]}
+    numbers = flood_numbers(restarts.database, session_id)
+    assert numbers == list(range(len(numbers)))
+    assert out.decode().strip() == "r" * len(numbers)  # each delta printed once
+    assert len(fake.starts()) == 1
