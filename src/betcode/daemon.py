@@ -224,9 +224,11 @@ class Daemon:
                     "session_persistence": True,
                     "batched_replay": True,
                     "worktree_management": True,
+                    "subagent_orchestration": True,
                 },
                 max_message_bytes=16 * 1024 * 1024,
                 worktrees_enabled=True,
+                subagents_enabled=True,
             ),
             lambda: self._claude_report,
         )

@@ -4,6 +4,7 @@ limits, revoke and cancel (SAG-10..16)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -231,3 +232,30 @@ async def test_cancel_stops_a_running_subagent_and_reports_its_counters(
     )
     assert not late.cancelled
     assert late.final_status == "cancelled"
+
+
+async def test_a_subagent_past_its_wall_clock_limit_is_stopped_and_failed(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+) -> None:
+    manager = daemon.daemon.subagents
+    assert manager is not None
+    # Below the settings' 1-minute floor, as code (not a user) may set it.
+    manager.apply_settings(dataclasses.replace(manager.settings, timeout_seconds=1.0))
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt='SCN:slow {"words": 400, "delay": 0.05} too long',
+        )
+    )
+    events = await finished(stub, spawned.subagent_id)
+
+    assert events[-1].WhichOneof("event") == "failed"
+    assert "timed out" in events[-1].failed.error_message
+    session = await daemon.daemon.sessions.get(spawned.session_id)  # type: ignore[union-attr]
+    assert session.supervisor.state is SupervisorState.IDLE
+    [row] = audit(daemon, "subagent_fail")
+    assert row["subagent_id"] == spawned.subagent_id

@@ -22,14 +22,18 @@ def text(chunk: str, *, complete: bool = False, parent: str = "") -> AgentEvent:
     return AgentEvent(text_delta=delta, parent_tool_use_id=parent)
 
 
-def tool_start(tool_id: str, name: str, tool_input: dict[str, Any]) -> AgentEvent:
+def tool_start(
+    tool_id: str, name: str, tool_input: dict[str, Any], *, parent: str = ""
+) -> AgentEvent:
     start = agent_pb2.ToolCallStart(tool_id=tool_id, tool_name=name, input=_struct(tool_input))
-    return AgentEvent(tool_call_start=start)
+    return AgentEvent(tool_call_start=start, parent_tool_use_id=parent)
 
 
-def tool_result(tool_id: str, output: str, *, is_error: bool = False) -> AgentEvent:
+def tool_result(
+    tool_id: str, output: str, *, is_error: bool = False, parent: str = ""
+) -> AgentEvent:
     result = agent_pb2.ToolCallResult(tool_id=tool_id, output=output, is_error=is_error)
-    return AgentEvent(tool_call_result=result)
+    return AgentEvent(tool_call_result=result, parent_tool_use_id=parent)
 
 
 def permission(

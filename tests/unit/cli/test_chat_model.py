@@ -25,7 +25,7 @@ from betcode.cli.chat.texts import (
     status_line,
     tool_summary,
 )
-from betcode.cli.chat.widgets import readable_input
+from betcode.cli.chat.widgets import nested_activity, readable_input
 
 ME = "cli-me"
 
@@ -65,6 +65,25 @@ def test_subagent_text_streams_into_its_own_block() -> None:
     model = fed(ev.text("top "), ev.text("inner", parent="task-1"), ev.text("level"))
     texts = [(b.text, b.parent_tool_use_id) for b in model.blocks.values()]
     assert texts == [("top level", ""), ("inner", "task-1")]
+
+
+def test_a_task_subagents_activity_is_drawn_inside_its_task_call_collapsed() -> None:
+    model = fed(
+        ev.text("Delegating.", complete=True),
+        ev.tool_start("task-1", "Task", {"description": "look around", "prompt": "ls"}),
+    )
+    [task_key] = [k for k, b in model.blocks.items() if isinstance(b, ToolBlock)]
+    inside = model.apply(ev.text("Listing files.", complete=True, parent="task-1"))
+    assert list(inside.blocks) == [task_key]  # only the Task call is redrawn
+    model.apply(ev.tool_start("b1", "Bash", {"command": "ls"}, parent="task-1"))
+    redrawn = model.apply(ev.tool_result("b1", "a.txt", parent="task-1"))
+    assert list(redrawn.blocks) == [task_key]
+    model.apply(ev.tool_result("task-1", "Found a.txt"))
+
+    task = model.blocks[task_key]
+    assert isinstance(task, ToolBlock)
+    assert [type(b).__name__ for b in task.nested] == ["TextBlock", "ToolBlock"]
+    assert nested_activity(task.nested).plain == "  Listing files.\n  ✓ Bash(ls)"
 
 
 def test_tool_result_completes_its_call_and_flags_errors() -> None:

@@ -51,6 +51,7 @@ class ChatModel:
         self.status = Status()
         self._open_text: dict[str, TextBlock] = {}  # parent tool use id -> block being streamed
         self._tools: dict[str, ToolBlock] = {}
+        self._nested_in: dict[int, int] = {}  # a Task subagent's block -> its Task call's block
         self._settled: dict[str, Prompt] = {}  # answered or withdrawn, to name their outcome
         self._lock_requests: dict[str, LockRequest] = {}  # waiting ones, by requester id
 
@@ -73,6 +74,8 @@ class ChatModel:
         handler = getattr(self, f"_on_{kind}", None)
         if handler is not None:
             handler(getattr(event, kind), event.parent_tool_use_id, changes)
+        if self._nested_in:  # a change inside a Task call redraws that call
+            changes.blocks = {self._nested_in.get(key, key): None for key in changes.blocks}
         return changes
 
     def set_connection(self, description: str) -> Changes:
@@ -317,6 +320,13 @@ class ChatModel:
 
     def _add(self, block: Block, changes: Changes) -> None:
         self.blocks[block.key] = block
+        parent = getattr(block, "parent_tool_use_id", "")
+        task = self._tools.get(parent) if parent else None
+        if task is not None:
+            # Nested as deep as they come, under the outermost Task call on screen.
+            outer = self._nested_in.get(task.key, task.key)
+            self._nested_in[block.key] = outer
+            task.nested.append(block)
         changes.touch(block.key)
 
     def _close_text(self, changes: Changes, parent: str | None = None) -> None:

@@ -65,6 +65,9 @@ class ToolBlock:
     output: str | None = None
     is_error: bool = False
     duration_ms: int = 0
+    # A Task call's subagent activity (blocks whose parent_tool_use_id is this call), drawn
+    # inside this call's view, collapsed, instead of in the transcript.
+    nested: list[Block] = field(default_factory=list)
 
     @property
     def done(self) -> bool:

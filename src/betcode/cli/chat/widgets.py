@@ -68,6 +68,9 @@ def readable_input(tool_input: dict[str, Any]) -> Text:
     return shown
 
 
+MAX_NESTED_TEXT = 100  # characters of a Task subagent's text line shown inside its call
+
+
 class Transcript(VerticalScroll):
     """The conversation, newest at the bottom; arrows and page keys scroll it when focused
     (letters typed while it has focus go to the message input)."""
@@ -118,9 +121,12 @@ class ToolView(Collapsible):
 
     def __init__(self, block: ToolBlock) -> None:
         self._input = Static(classes="tool-input")
+        self._nested = Static(classes="tool-nested")
         self._output = Static(classes="tool-output")
         self._preview = Static(classes="tool-preview")
-        super().__init__(self._input, self._output, title="", collapsed=True, classes="tool")
+        super().__init__(
+            self._input, self._nested, self._output, title="", collapsed=True, classes="tool"
+        )
         self._draw(block)
 
     def compose(self) -> ComposeResult:
@@ -135,6 +141,11 @@ class ToolView(Collapsible):
         mark = "…" if not block.done else ("✗" if block.is_error else "✓")
         summary = tool_summary(block.name, block.input)
         self.title = f"{mark} {block.name}({summary})" if summary else f"{mark} {block.name}"
+        if block.nested:
+            calls = sum(1 for b in block.nested if isinstance(b, ToolBlock))
+            self.title += f" · subagent: {calls} tool call(s)"
+        self._nested.display = bool(block.nested)
+        self._nested.update(nested_activity(block.nested))
         self.set_class(block.is_error, "error")
         self.set_class(block.done, "done")
         self._input.update(readable_input(block.input))
@@ -147,6 +158,22 @@ class ToolView(Collapsible):
             hidden = len(output) - MAX_SHOWN_OUTPUT
             output = f"{output[:MAX_SHOWN_OUTPUT]}\n… ({hidden:,} more characters)"
         self._output.update(Text(output or "(no output)"))
+
+
+def nested_activity(blocks: Sequence[Block]) -> Text:
+    """A Task subagent's activity, one line per step, inside its Task call."""
+    lines = []
+    for block in blocks:
+        if isinstance(block, ToolBlock):
+            mark = "…" if not block.done else ("✗" if block.is_error else "✓")
+            summary = tool_summary(block.name, block.input)
+            lines.append(
+                f"  {mark} {block.name}({summary})" if summary else f"  {mark} {block.name}"
+            )
+        elif isinstance(block, TextBlock) and block.text.strip():
+            first = block.text.strip().splitlines()[0]
+            lines.append(f"  {first[:MAX_NESTED_TEXT]}")
+    return Text("\n".join(lines))
 
 
 BlockView = UserView | NoticeView | AssistantView | ToolView
