@@ -406,6 +406,17 @@ class DaemonClient:
         )
         return list(response.entries)
 
+    async def list_agents(
+        self, session_id: str, query: str, max_results: int = 0
+    ) -> list[commands_pb2.AgentInfo]:
+        request = commands_pb2.ListAgentsRequest(
+            session_id=session_id, query=query, max_results=max_results
+        )
+        response: commands_pb2.ListAgentsResponse = await self._unary(
+            self._commands.ListAgents, request
+        )
+        return list(response.agents)
+
     async def run_service_command(
         self, session_id: str, command: str, args: list[str]
     ) -> list[commands_pb2.ServiceCommandOutput]:

@@ -32,6 +32,10 @@ def project(tmp_path: Path) -> Path:
     (root / ".claude" / "commands" / "review-pr.md").write_text(
         "---\ndescription: Review the open pull request\n---\nReview it.\n"
     )
+    (root / ".claude" / "agents").mkdir()
+    (root / ".claude" / "agents" / "reviewer.md").write_text(
+        "---\nname: code-reviewer\ndescription: Reviews diffs\n---\n"
+    )
     (root / "src" / "app").mkdir(parents=True)
     (root / "src" / "app" / "main.py").write_text("print()\n")
     (root / "src" / "app" / "models.py").write_text("x\n")
@@ -144,6 +148,25 @@ async def test_at_completes_paths_folder_by_folder_and_sends_them(
         sent = await fake.next_request("message")
         assert sent.message.content == "look at @src/app/main.py please"
 
+        await typed(pilot, app, "ask @rev")  # paths first, then agents
+        await until(
+            pilot,
+            lambda: (
+                shown(app)
+                == [
+                    "@.claude/agents/reviewer.md",
+                    "@.claude/commands/review-pr.md",
+                    "@agent-code-reviewer",
+                ]
+            ),
+            "the agent file and the agent suggested",
+        )
+        prompt.clear()
+        await typed(pilot, app, "ask @agent-rev")  # an agent, mentioned as Claude Code does
+        await until(pilot, lambda: shown(app) == ["@agent-code-reviewer"], "the agent suggested")
+        await pilot.press("tab")
+        await until(pilot, lambda: prompt.text == "ask @agent-code-reviewer ", "agent accepted")
+        prompt.clear()
         await typed(pilot, app, "@bui")  # ignored by .gitignore: nothing to suggest
         await pilot.pause(0.3)
         assert shown(app) == []

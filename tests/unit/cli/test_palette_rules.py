@@ -6,6 +6,8 @@ import pytest
 
 from betcode.cli.chat.palette import (
     Completing,
+    agent_query,
+    agent_suggestions,
     chat_command,
     command_suggestions,
     location_of,
@@ -99,3 +101,16 @@ def test_path_suggestions_keep_completing_folders() -> None:
 def test_which_commands_the_chat_runs(text: str, expected: tuple[str, str] | None) -> None:
     command = chat_command(text)
     assert (None if command is None else (command.name, command.argument)) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "wanted"), [("", ""), ("rev", "rev"), ("agent-rev", "rev"), ("src/rev", None)]
+)
+def test_agents_are_asked_for_unless_inside_a_folder(query: str, wanted: str | None) -> None:
+    assert agent_query(query) == wanted
+
+
+def test_agent_mentions() -> None:
+    [mention] = agent_suggestions([pb.AgentInfo(name="code-reviewer", source="project")])
+    assert (mention.label, mention.insert) == ("@agent-code-reviewer", "@agent-code-reviewer ")
+    assert mention.description == "agent (project)"

@@ -1,10 +1,11 @@
-"""The palette at work: asks the daemon's CommandService for what the token at the cursor could
-become, and keeps what is shown. The registry is fetched again each time `/` opens the list
-(it changes as files change); paths are fetched per keystroke (the daemon answers from its
-cached index)."""
+"""The palette at work: asks the daemon's CommandService what the token at the cursor could
+become (a command after `/`; paths and agents after `@`), and keeps what is shown. The registry
+is fetched again each time `/` opens the list (it changes as files change); paths and agents
+are fetched per keystroke (the daemon answers from its caches)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from betcode.cli.chat.palette import (
@@ -12,6 +13,8 @@ from betcode.cli.chat.palette import (
     Completing,
     Suggestion,
     Token,
+    agent_query,
+    agent_suggestions,
     command_suggestions,
     path_suggestions,
     token_at,
@@ -19,6 +22,12 @@ from betcode.cli.chat.palette import (
 from betcode.cli.chat.widgets import Suggestions
 from betcode.cli.connection import DaemonClient, DaemonError
 from betcode.v1 import commands_pb2
+
+MAX_AGENTS = 4  # agent mentions shown among the path suggestions
+
+
+async def _nothing() -> list[commands_pb2.AgentInfo]:
+    return []
 
 
 class Palette:
@@ -47,13 +56,22 @@ class Palette:
                     self._registry = await self._client.command_registry(self._session_id())
                 suggestions = command_suggestions(self._registry, token.query)
             elif token is not None and self._session_id():
-                entries = await self._client.list_path(
-                    self._session_id(), token.query, MAX_SUGGESTIONS
-                )
-                suggestions = path_suggestions(entries)
+                suggestions = await self._paths_and_agents(self._session_id(), token.query)
         except DaemonError:
             suggestions = []
         self._show(token, suggestions)
+
+    async def _paths_and_agents(self, session_id: str, query: str) -> list[Suggestion]:
+        """Paths first; a few agents after them when the query could name one."""
+        wanted = agent_query(query)
+        paths, agents = await asyncio.gather(
+            self._client.list_path(session_id, query, MAX_SUGGESTIONS),
+            self._client.list_agents(session_id, wanted, MAX_AGENTS)
+            if wanted is not None
+            else _nothing(),
+        )
+        mentions = agent_suggestions(agents)
+        return [*path_suggestions(paths)[: MAX_SUGGESTIONS - len(mentions)], *mentions]
 
     def _show(self, token: Token | None, suggestions: list[Suggestion]) -> None:
         self.token, self.suggestions = token, suggestions

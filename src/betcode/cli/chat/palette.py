@@ -1,10 +1,11 @@
 """The palette's rules, without Textual: what is being completed at the cursor, the suggestions
-for it, what accepting one does to the input, and which submitted `/commands` the chat runs.
+for it, and which submitted `/commands` the chat runs itself.
 
-`/` at the start of the input completes a command (name, then a space); `@` at the start of a
+`/` at the start of the input completes a command (name, then a space). `@` at the start of a
 word completes a path below the session's directory (a folder keeps completing, a file ends
-with a space). A submitted `/word` the chat does not run itself goes to claude as text, as in
-Claude Code: claude runs its own and custom commands, and reads anything else as a prompt.
+with a space) or an agent (`@agent-NAME`, as Claude Code mentions one). A submitted `/word`
+the chat does not run itself goes to claude as text, as in Claude Code: claude runs its own and
+custom commands, and reads anything else as a prompt.
 """
 
 from __future__ import annotations
@@ -82,6 +83,22 @@ def command_suggestions(
     return [
         Suggestion(f"/{entry.name}", _describe(entry), f"/{entry.name} ")
         for entry in [*starts, *contains][:limit]
+    ]
+
+
+def agent_query(path_query: str) -> str | None:
+    """What to ask ListAgents for while `@` completes: the query without Claude Code's
+    `agent-` prefix; None inside a folder (`@src/…` names a path, not an agent)."""
+    if "/" in path_query:
+        return None
+    return path_query.removeprefix("agent-")
+
+
+def agent_suggestions(agents: Iterable[commands_pb2.AgentInfo]) -> list[Suggestion]:
+    """`@agent-NAME`, the mention Claude Code inserts for an agent."""
+    return [
+        Suggestion(f"@agent-{agent.name}", f"agent ({agent.source})", f"@agent-{agent.name} ")
+        for agent in agents
     ]
 
 
