@@ -3,7 +3,8 @@
 By default a question is forwarded: it waits in the bridge's one pending store and shows in the
 parent session's stream (permissions.bridge asks `SubagentInbox`, subagents/inbox.py). With
 auto-approve, after the permission rules found nothing (the bridge evaluates them first), each
-call is checked in SAG-12's order: tool in `allowed_tools`? (else forward) → within the time box?
+call is checked in SAG-12's order: tool in `allowed_tools`? (else forward) → still one of the
+tools claude announced? (else denied: tool_validation_fail) → within the time box?
 (else the subagent is ended: subagent_timeout) → rate budget left? (else denied:
 rate_limit_exceeded) → allowed and audited (auto_approve_tool_call).
 """
@@ -25,6 +26,7 @@ class Verdict(enum.Enum):
     FORWARD = "forward"
     ALLOW = "allow"
     DENY = "deny"  # rate limit
+    UNKNOWN_TOOL = "unknown_tool"  # not among the tools claude announced: denied
     EXPIRED = "expired"  # the time box is over: the subagent ends
 
 
@@ -61,14 +63,22 @@ class Delegation:
         return self.auto_approve and self.revoked_reason is None and not self.closed
 
     def decide(
-        self, tool_name: str, tool_input: Mapping[str, Any], cwd: str, home: str
+        self,
+        tool_name: str,
+        tool_input: Mapping[str, Any],
+        cwd: str,
+        home: str,
+        registry: Sequence[str] = (),
     ) -> Decision:
-        """SAG-12 for one call the permission rules left undecided."""
+        """SAG-12 for one call the permission rules left undecided; `registry`: the tools
+        claude announced (empty: not known yet)."""
         if not self.auto_approving:
             return Decision(Verdict.FORWARD)
         covered = evaluate(self._allowed, tool_name, dict(tool_input), cwd=cwd, home=home)
         if covered.behavior is not Behavior.ALLOW:
             return Decision(Verdict.FORWARD, f"{tool_name} is not in allowed_tools")
+        if registry and tool_name not in registry:
+            return Decision(Verdict.UNKNOWN_TOOL, f"{tool_name} is not one of claude's tools")
         now = self.clock()
         if now - self.started_at >= self.limits.max_duration_seconds:
             return Decision(
@@ -85,6 +95,12 @@ class Delegation:
             )
         self.auto_approved += 1
         return Decision(Verdict.ALLOW, "auto-approved within the subagent's limits")
+
+    def time_box_left(self) -> float | None:
+        """Seconds until the auto-approve time box ends the subagent (None: no time box)."""
+        if not self.auto_approve:
+            return None
+        return max(0.0, self.started_at + self.limits.max_duration_seconds - self.clock())
 
     def note_approved(self, tool_use_id: str | None) -> None:
         if tool_use_id:

@@ -88,7 +88,8 @@ class SubagentInbox:
         cwd = session.record.working_directory
         waited = 0.0
         while True:
-            decision = delegation.decide(tool.tool_name, tool.input, cwd, self._home)
+            registry = session.translator.tools
+            decision = delegation.decide(tool.tool_name, tool.input, cwd, self._home, registry)
             queue = delegation.limits.queue_on_rate_limit and waited < MAX_QUEUE_SECONDS
             if decision.verdict is not Verdict.DENY or not queue:
                 break
@@ -111,6 +112,7 @@ class SubagentInbox:
         event: EventType = {
             Verdict.ALLOW: "auto_approve_tool_call",
             Verdict.DENY: "rate_limit_exceeded",
+            Verdict.UNKNOWN_TOOL: "tool_validation_fail",
         }.get(decision.verdict, "subagent_timeout")  # type: ignore[assignment]
         context = {"request_id": request.request_id, "reason": decision.reason, "mode": "auto"}
         if decision.limit:

@@ -109,12 +109,18 @@ class SubagentRun:
             if finished is not None:  # the turn ended while the daemon was down
                 return _outcome_of(finished)
         prompt = CONTINUE_PROMPT if self._resume and self._prompt_sent() else self.row.prompt
+        limit = self._timeout
+        why = f"timed out after {limit / 60:g} minutes (SIGTERM)"
+        box = self.delegation.time_box_left()
+        if box is not None and box < limit:  # auto-approve's time box ends it first (SAG-13)
+            limit = box
+            seconds = self.delegation.limits.max_duration_seconds
+            why = f"the auto-approve time box of {seconds} s is over (SIGTERM)"
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(limit):
                 end = await self._send_and_wait(prompt)
         except TimeoutError:
-            minutes = self._timeout / 60
-            return Outcome("failed", f"timed out after {minutes:g} minutes (SIGTERM)", -1)
+            return Outcome("failed", why, -1)
         return Outcome("completed", end.text, 0) if end.ok else Outcome("failed", end.text, 1)
 
     def _prompt_sent(self) -> bool:

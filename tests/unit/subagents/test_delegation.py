@@ -124,3 +124,25 @@ async def test_the_pool_runs_max_concurrent_queues_the_rest_and_refuses_beyond_t
     assert pool.running == 2
     pool.apply_settings(SubagentSettings(max_concurrent=3, queue_size=1))
     pool.check_room()  # a larger pool (a reload) has room at once
+
+
+def test_a_tool_claude_never_announced_is_denied_not_approved() -> None:
+    d = delegation(Clock())
+    registry = ("Bash", "Edit")
+    assert d.decide("Read", {"file_path": "/w/x"}, "/w", "/home", registry).verdict is (
+        Verdict.UNKNOWN_TOOL
+    )
+    assert d.decide("Bash", {"command": "git log"}, "/w", "/home", registry).verdict is (
+        Verdict.ALLOW
+    )
+
+
+def test_the_time_box_counts_from_the_spawn_and_only_with_auto_approve() -> None:
+    clock = Clock()
+    d = delegation(clock, max_duration_seconds=600)
+    clock.now += 100
+    assert d.time_box_left() == 500
+    clock.now += 1000
+    assert d.time_box_left() == 0
+    forwarding = Delegation("sa-2", "parent", "plain", (), clock=clock)
+    assert forwarding.time_box_left() is None
