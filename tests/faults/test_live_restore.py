@@ -5,8 +5,10 @@ re-attaches and ingests what claude printed meanwhile, in order, exactly once.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -67,6 +69,11 @@ class Restarts:
             await client.close()
         if self.daemon is not None:
             await asyncio.to_thread(self.daemon.stop)
+        for holder in self.holders():  # left by a test that failed half-way
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(holder["claude_pid"], signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(holder["holder_pid"], signal.SIGKILL)
 
 
 @pytest.fixture
@@ -106,6 +113,15 @@ def read_stored(database: Path, session_id: str) -> Stored:
         user_lines=[str(text) for _, way, kind, text in lines if (way, kind) == ("in", "user")],
         committed_offset=0 if offset is None else offset[0],
     )
+
+
+def resumes_audited(database: Path, session_id: str) -> int:
+    with closing(sqlite3.connect(database)) as db:
+        (count,) = db.execute(
+            "SELECT COUNT(*) FROM audit_log WHERE event_type = 'session_resume' AND session_id = ?",
+            (session_id,),
+        ).fetchone()
+    return int(count)
 
 
 def spooled_end(holder_dir: Path) -> int:
@@ -165,8 +181,9 @@ async def test_a_turn_streaming_when_the_daemon_is_sigkilled_goes_on_under_the_s
     assert claude.is_running()
     assert [h["claude_pid"] for h in restarts.holders()] == [claude.pid]
     assert len(mock_api.message_requests) == 1
-    idle = observer.of_kind("status_change")[-1].status_change.status
-    assert idle == common_pb2.AGENT_STATUS_IDLE
+    assert resumes_audited(restarts.database, session_id) == 0  # re-attached, not resumed
+    done = observer.of_kind("turn_complete")[0].sequence
+    await observer.wait_for_status(common_pb2.AGENT_STATUS_IDLE, after=done)
 
 
 @pytest.mark.real_cli

@@ -112,7 +112,9 @@ class ClaudeSupervisor:
         self._stop_requested: RunningClaude | None = None
         self._kill_reason: tuple[RunningClaude, str] | None = None
         self._last_input_at = time.monotonic()
-        self._given_input: RunningClaude | None = None  # the process that was written to
+        self._given_input: RunningClaude | None = None
+        # The process running now was found under its holder at startup, not spawned by us.
+        self.reattached = False  # the process that was written to
 
     # -- public -----------------------------------------------------------------------------
     @property
@@ -187,6 +189,7 @@ class ClaudeSupervisor:
         was running goes on (the watchdog counts its silence as for a process we wrote to)."""
         if self._state is not SupervisorState.IDLE:
             raise RuntimeError(f"adopt in state {self._state}")
+        self.reattached = True
         self._run(process)
         if self._query("turn_in_progress", self._hooks.turn_in_progress, default=True):
             self._given_input = process
@@ -241,6 +244,7 @@ class ClaudeSupervisor:
         return process
 
     async def _spawn(self) -> None:
+        self.reattached = False
         self._set_state(SupervisorState.SPAWNING, "starting claude")
         try:
             process = await self._start_process()
@@ -258,6 +262,7 @@ class ClaudeSupervisor:
 
     async def _restart_after(self, delay: float) -> None:
         await asyncio.sleep(delay)
+        self.reattached = False
         try:
             process = await self._start_process()
         except Exception as error:

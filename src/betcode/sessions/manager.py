@@ -96,7 +96,11 @@ class AuditedSession(Session):
     def on_state(self, state: SupervisorState, detail: str) -> None:
         super().on_state(state, detail)
         resumed = self.resume_session_id()
-        if state is SupervisorState.RUNNING and resumed is not None:
+        if (
+            state is SupervisorState.RUNNING
+            and resumed is not None
+            and not self.supervisor.reattached
+        ):
             # The process that just started was given --resume (the id is read at spawn).
             self._audit.record(
                 AuditEvent(
