@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -56,6 +57,7 @@ class Setup:
     relay: Relay
     channel: grpc.aio.Channel
     routed: list[str]  # subjects of every message published on a machine subject
+    spy: Any  # that subscription (a subscriber counts as the machine's responder)
 
 
 @pytest.fixture
@@ -67,9 +69,9 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
         async def record(msg: object) -> None:
             routed.append(getattr(msg, "subject", ""))
 
-        await relay.nc.subscribe("betcode.machine.>", cb=record)
+        spy = await relay.nc.subscribe("betcode.machine.>", cb=record)
         async with client_channel(relay) as channel:
-            yield Setup(relay, channel, routed)
+            yield Setup(relay, channel, routed, spy)
 
 
 async def code_of(call: object) -> grpc.StatusCode:
@@ -181,12 +183,15 @@ async def test_another_users_machine_is_out_of_reach(setup: Setup) -> None:
     listed = await machines.ListMachines(machine_pb2.ListMachinesRequest(), metadata=as_bob)
     assert list(listed.machines) == []
     assert setup.routed == []
-    # Alice's own machine, offline: UNAVAILABLE (it was routed: nobody held the tunnel).
-    offline = agent.ListSessions(
-        agent_pb2.ListSessionsRequest(),
-        metadata=(*bearer(alice.access), ("x-machine-id", "alices-box")),
-    )
-    assert await code_of(offline) == grpc.StatusCode.UNAVAILABLE
+    # Alice's own machine, offline: refused at once (no relay holds its tunnel).
+    await setup.spy.unsubscribe()
+    with pytest.raises(grpc.aio.AioRpcError) as offline:
+        await agent.ListSessions(
+            agent_pb2.ListSessionsRequest(),
+            metadata=(*bearer(alice.access), ("x-machine-id", "alices-box")),
+        )
+    assert offline.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert offline.value.details() == "machine alices-box is offline"
 
 
 async def tunnel_outcome(relay: Relay, key: bytes | None, cert: bytes | None) -> str:

@@ -274,7 +274,7 @@ class TunnelClient:
             self._cancel(request_id)
 
     async def _open_call(self, request_id: str, opening: tunnel_pb2.StreamPayload) -> None:
-        method = opening.method.lstrip("/")
+        method = frames.full_method(opening.method)
         e2e = self.settings.e2e
         if method == EXCHANGE_KEYS and e2e is not None:
             # Public keys only: the client pins the fingerprint on first use.

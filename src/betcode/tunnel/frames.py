@@ -71,6 +71,14 @@ def decode_metadata(encoded: Mapping[str, str]) -> tuple[tuple[str, str | bytes]
     )
 
 
+def full_method(method: str) -> str:
+    """``betcode.v1.AgentService/Converse``, also from the short ``AgentService/Converse``
+    that the upstream Rust relay writes in ``StreamPayload.method`` (WIRE.md)."""
+    method = method.lstrip("/")
+    service = method.split("/", 1)[0]
+    return method if "." in service else f"betcode.v1.{method}"
+
+
 def request_frame(request_id: str, method: str, metadata: Mapping[str, str]) -> bytes:
     payload = tunnel_pb2.StreamPayload(method=method, metadata=metadata)
     frame = tunnel_pb2.TunnelFrame(
