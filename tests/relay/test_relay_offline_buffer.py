@@ -5,6 +5,8 @@ the daemon in-process with the pinned real CLI and the mock model, clients throu
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import grpc.aio
 import pytest
@@ -15,6 +17,8 @@ from betcode.relay.buffer import BUFFERED_TRAILER, BufferSettings
 from betcode.v1 import agent_pb2, common_pb2
 
 pytestmark = pytest.mark.real_cli
+
+BASH_PROMPT = "SCN:tool_bash run it"
 
 rig = pytest.fixture(rig_fixture(BufferSettings(ttl_seconds=3600, max_per_machine=3)))
 short_ttl_rig = pytest.fixture(rig_fixture(BufferSettings(ttl_seconds=2, max_per_machine=3)))
@@ -54,6 +58,30 @@ async def one_turn(rig: Rig, start: agent_pb2.StartConversation, text: str) -> l
     return kinds
 
 
+async def waiting_permission(rig: Rig, start: agent_pb2.StartConversation) -> tuple[str, str]:
+    """Starts a turn whose tool call waits for approval; its session and request ids."""
+    requests = [
+        agent_pb2.AgentRequest(start=start),
+        agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=BASH_PROMPT)),
+    ]
+    call = rig.agent.Converse(iter(requests), metadata=rig.metadata)
+    async for event in call:
+        if event.WhichOneof("event") == "permission_request":
+            call.cancel()
+            listed = await rig.agent.ListPendingPermissions(
+                agent_pb2.ListPendingPermissionsRequest(), metadata=rig.metadata
+            )
+            [row] = listed.pending
+            return row.session_id, event.permission_request.request_id
+    raise AssertionError("the turn ended without asking")
+
+
+async def stored_text(rig: Rig, session_id: str) -> str:
+    request = agent_pb2.ResumeSessionRequest(session_id=session_id)
+    events = [str(e) async for e in rig.agent.ResumeSession(request, metadata=rig.metadata)]
+    return "\n".join(events)
+
+
 async def test_buffered_while_offline_then_delivered_by_priority(
     rig: Rig, workspace: Workspace
 ) -> None:
@@ -63,6 +91,7 @@ async def test_buffered_while_offline_then_delivered_by_priority(
     [session] = (
         await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)
     ).sessions
+    asking_session, request_id = await waiting_permission(rig, first)
     await rig.stop_daemon()
 
     # Offline: session control first, then a user message (a new session), then an answer.
@@ -87,8 +116,8 @@ async def test_buffered_while_offline_then_delivered_by_priority(
     receipts.append(await buffered(message))
     answer = rig.agent.AnswerPermission(
         agent_pb2.AnswerPermissionRequest(
-            session_id=session.id,
-            request_id="no-such-request",
+            session_id=asking_session,
+            request_id=request_id,
             decision=common_pb2.PERMISSION_DECISION_ALLOW_ONCE,
         ),
         metadata=rig.metadata,
@@ -115,10 +144,18 @@ async def test_buffered_while_offline_then_delivered_by_priority(
     ).sessions
     by_id = {s.id: s for s in listed}
     assert by_id[session.id].name == "renamed-while-away"
-    [created] = [s for s in listed if s.id != session.id]
+    [created] = [s for s in listed if s.id not in (session.id, asking_session)]
     # The message (priority 2) reached the daemon before the rename (priority 3) though it
     # was buffered after it.
     assert created.created_at.ToNanoseconds() < by_id[session.id].updated_at.ToNanoseconds()
+    # The approval given while the machine was away let the waiting tool call run.
+    async with asyncio.timeout(90):
+        while "hello-from-bash" not in await stored_text(rig, asking_session):  # noqa: ASYNC110
+            await asyncio.sleep(0.5)
+    pending = await rig.agent.ListPendingPermissions(
+        agent_pb2.ListPendingPermissionsRequest(), metadata=rig.metadata
+    )
+    assert list(pending.pending) == []
 
 
 async def test_buffer_cap_refuses_and_ttl_drops(short_ttl_rig: Rig) -> None:
