@@ -213,7 +213,7 @@ class Holder:
         with self.state:
             state = "running" if self.returncode is None else "exited"
         conn.sendall(f"HELLO {os.getpid()} {self.claude.pid} {state}\n".encode())
-        stream = conn.makefile("rb", buffering=0)
+        stream = conn.makefile("rb")  # buffered: a header is one recv, not one per byte
         while header := stream.readline(MAX_HEADER_BYTES):
             kind, *args = header.decode().split()
             if kind == "ATTACH":
