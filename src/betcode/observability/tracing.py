@@ -6,8 +6,10 @@ Each turn is a root span (`turn`), or a child of the client's trace when its Con
 carried a `traceparent`; its children are `claude.spawn`, `permission.evaluate` (a rule or
 grant decided) or `permission.wait` (a person, or the TTL), `tool.call` (from the tool use
 claude printed to its result), `sqlite.persist` (a batch from append to commit) and
-`grpc.deliver` (its frames onto the clients' queues). A claude started during a turn gets the
-turn's context as TRACEPARENT, so Claude Code's own telemetry, when enabled, joins the trace.
+`grpc.deliver` (its frames onto the clients' queues); an unreadable line of claude and a crash
+are events on the turn span (`ndjson.parse_error`, `claude.crashed`). A claude started during
+a turn gets the turn's context as TRACEPARENT, so Claude Code's own telemetry, when enabled,
+joins the trace.
 
 The exporters read the standard `OTEL_EXPORTER_OTLP_*` variables themselves (headers,
 timeout, compression, certificates); `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL` picks `grpc` or
@@ -132,6 +134,12 @@ class TracingObserver(Observer):
         self._child("claude.spawn", None, duration_s, {"betcode.outcome": outcome},
                     failed=outcome != "ok")  # fmt: skip
 
+    def claude_crashed(self, exit_code: int) -> None:
+        self._event("claude.crashed", {"betcode.exit_code": exit_code})
+
+    def parse_error(self, error_type: str) -> None:
+        self._event("ndjson.parse_error", {"betcode.error_type": error_type})
+
     def permission_decided(self, decision: str, tool_name: str, waited_s: float) -> None:
         name = "permission.evaluate" if decision.startswith("auto_") else "permission.wait"
         attributes = {"betcode.decision": decision, "betcode.tool_name": tool_name}
@@ -199,6 +207,11 @@ class TracingObserver(Observer):
         key = session_id or current_log_fields().get("session_id", "")
         with self._lock:
             return self._turns.get(key)
+
+    def _event(self, name: str, attributes: Mapping[str, str | int]) -> None:
+        turn = self._current_turn(None)
+        if turn is not None:
+            turn.span.add_event(name, dict(attributes))
 
     def _child(
         self,

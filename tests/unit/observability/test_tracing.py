@@ -42,6 +42,8 @@ def test_a_turn_and_its_children() -> None:
         tracing.permission_decided("auto_allow", "Read", 0.0)
         tracing.permission_decided("user_deny", "Bash", 12.0)
         assert tracing.trace_ids() is not None
+        tracing.parse_error("invalid_json")
+        tracing.claude_crashed(-9)
     tracing.permission_decided("timeout", "Bash", 1.0)  # no session bound: no span
     tracing.tool_call_started("s1", "t1", "Bash")
     tracing.tool_call_finished("s1", "t1", is_error=True)
@@ -58,6 +60,7 @@ def test_a_turn_and_its_children() -> None:
     assert "permission.evaluate" in names
     assert names.count("permission.wait") == 1
     assert spans["tool.call"].status.status_code is StatusCode.ERROR
+    assert [event.name for event in turn.events] == ["ndjson.parse_error", "claude.crashed"]
     assert all(
         span.parent is not None and span.parent.span_id == turn.context.span_id
         for span in exported.get_finished_spans()
