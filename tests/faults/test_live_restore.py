@@ -132,6 +132,14 @@ def spooled_end(holder_dir: Path) -> int:
     return int(segments[-1].name) + segments[-1].stat().st_size
 
 
+def gone(pid: int) -> bool:
+    """Exited (a zombie nobody reaped yet counts: an orphan's parent here may never reap)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def contiguous(seqs: list[int]) -> bool:
     return seqs == list(range(1, len(seqs) + 1))
 
@@ -334,3 +342,39 @@ async def test_daemon_restart_during_a_turn_a_headless_run_sees_everything_once(
     assert numbers == list(range(len(numbers)))
     assert out.decode().strip() == "r" * len(numbers)  # each delta printed once
     assert len(fake.starts()) == 1
+
+
+async def test_a_holder_whose_claude_exited_while_no_daemon_ran_is_collected(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake = FakeClaude(tmp_path)
+    flood = {"do": "flood", "lines": 300, "text": "e", "rate": 100}
+    binary = fake.binary([{"turns": [[flood, {"do": "exit", "code": 1}]]}])
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    daemon = await restarts.start(binary, {**ENV, "HOME": str(tmp_path)})
+    writer = restarts.client("writer")
+    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+    await writer.wait_for("session_info")
+    session_id = writer.session_id
+    writer.say("flood, then exit")
+    await writer.wait_for("text_delta", 10)
+    [holder] = restarts.holders()
+    await asyncio.to_thread(daemon.kill9)
+    claude = psutil.Process(holder["claude_pid"])
+    await until(lambda: not claude.is_running(), within_s=30)  # exited with no daemon
+    await asyncio.to_thread(daemon.start)
+
+    observer = restarts.client("observer")
+    observer.resume(session_id, from_sequence=0)
+    await observer.wait_for_status(common_pb2.AGENT_STATUS_IDLE, after=1, within_s=60)
+    # Its spool was ingested first (every line, once), then the holder went away.
+    assert flood_numbers(restarts.database, session_id) == list(range(300))
+    await until(lambda: not holder["dir"].exists(), within_s=30)
+    await until(lambda: gone(holder["holder_pid"]), within_s=30)
+    # Like a session without a holder: idle (its turn ended), not restarted.
+    statuses = [e.status_change.status for e in observer.of_kind("status_change")]
+    assert common_pb2.AGENT_STATUS_RESTARTING not in statuses
+    assert len(fake.starts()) == 1
+    stored = read_stored(restarts.database, session_id)
+    assert_replayed_once(observer, stored)
