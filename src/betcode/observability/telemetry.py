@@ -50,6 +50,7 @@ class Telemetry:
         self.endpoint: MetricsEndpoint | None = None
         self.tracing: TracingObserver | None = None
         self._previous: hooks.Observer | None = None
+        self._installed: hooks.Observer | None = None
 
     def start(self, live: LiveState) -> None:
         """Raises BindError when the metrics address cannot be bound (the settings checked
@@ -62,7 +63,8 @@ class Telemetry:
         if self.tracing is not None:
             members.append(self.tracing)
             use_trace_ids(self.tracing.trace_ids)
-        self._previous = hooks.install(hooks.ObserverGroup(members))
+        self._installed = hooks.ObserverGroup(members)
+        self._previous = hooks.install(self._installed)
 
     def _serve_metrics(self, listen: str, live: LiveState) -> PrometheusObserver:
         host, port = split_host_port(listen)
@@ -96,9 +98,11 @@ class Telemetry:
         return self.endpoint.port if self.endpoint is not None else None
 
     async def stop(self) -> None:
-        if self._previous is not None:
+        # Put back what was there, unless another daemon in this process (tests) took over
+        # since: its observer stays.
+        if self._previous is not None and hooks.observer() is self._installed:
             hooks.install(self._previous)
-            self._previous = None
+        self._previous = self._installed = None
         if self.endpoint is not None:
             self.endpoint.close()
             self.endpoint = None
