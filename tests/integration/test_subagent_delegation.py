@@ -259,3 +259,38 @@ async def test_a_subagent_past_its_wall_clock_limit_is_stopped_and_failed(
     assert session.supervisor.state is SupervisorState.IDLE
     [row] = audit(daemon, "subagent_fail")
     assert row["subagent_id"] == spawned.subagent_id
+
+
+async def test_an_exclusive_worktree_lock_refuses_or_queues_the_next_subagent_there(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    holder = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt='SCN:slow {"words": 400, "delay": 0.05} mine alone',
+            worktree_lock=subagent_pb2.WORKTREE_LOCK_EXCLUSIVE,
+        )
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.SpawnSubagent(
+            subagent_pb2.SpawnSubagentRequest(parent_session_id=parent.session_id, prompt="x")
+        )
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert dict(refused.value.trailing_metadata())["betcode-error-code"] == "WORKTREE_IN_USE"
+    waiter = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt='SCN:plain {"text": "after the lock"}',
+            wait_for_lock=True,
+        )
+    )
+    listed = await stub.ListSubagents(subagent_pb2.ListSubagentsRequest(status_filter="pending"))
+    assert [info.id for info in listed.subagents] == [waiter.subagent_id]
+
+    await stub.CancelSubagent(subagent_pb2.CancelSubagentRequest(subagent_id=holder.subagent_id))
+    events = await finished(stub, waiter.subagent_id)
+    assert events[-1].completed.result_summary == "after the lock"

@@ -17,6 +17,7 @@ from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
 from betcode.server.validation import check_id, domain_error, invalid
 from betcode.storage import subagents as rows
 from betcode.subagents.limits import AutoApproveLimits, DelegationError, limits_from
+from betcode.subagents.locks import LockMode
 from betcode.subagents.manager import (
     SpawnRequest,
     SubagentManager,
@@ -43,6 +44,11 @@ STRATEGY = {
     pb.ORCHESTRATION_STRATEGY_DAG: Strategy.DAG,
 }
 _CODES = {code.value: code for code in ErrorCode}
+LOCK_MODES = {
+    pb.WORKTREE_LOCK_NONE: LockMode.NONE,
+    pb.WORKTREE_LOCK_SHARED: LockMode.SHARED,
+    pb.WORKTREE_LOCK_EXCLUSIVE: LockMode.EXCLUSIVE,
+}
 
 
 def subagent_error(exc: Exception) -> BetCodeError | None:
@@ -76,10 +82,6 @@ class SubagentService:
     async def SpawnSubagent(
         self, request: pb.SpawnSubagentRequest, context: grpc.aio.ServicerContext
     ) -> pb.SpawnSubagentResponse:
-        if request.worktree_lock != pb.WORKTREE_LOCK_NONE:
-            raise BetCodeError(
-                ErrorCode.WORKTREE_UNAVAILABLE, "worktree locks need the worktree service"
-            )
         run = await self._manager.spawn(
             SpawnRequest(
                 parent_session_id=check_id(request.parent_session_id, "parent_session_id"),
@@ -96,6 +98,8 @@ class SubagentService:
                 else AutoApproveLimits(),
                 inherit_grants=request.inherit_grants,
                 client_id=client_id_of(context),
+                lock=LOCK_MODES.get(request.worktree_lock, LockMode.NONE),
+                wait_for_lock=request.wait_for_lock,
             )
         )
         return pb.SpawnSubagentResponse(subagent_id=run.id, session_id=run.session.id)

@@ -15,14 +15,14 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
 from betcode.claude.command import CommandOptions
 from betcode.config.settings import SubagentSettings
-from betcode.sessions.manager import SessionManager
+from betcode.sessions.manager import SessionManager, validate_working_directory
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import subagents as rows
@@ -39,6 +39,7 @@ from betcode.subagents.limits import (
     check_delegation,
     tool_names,
 )
+from betcode.subagents.locks import LockMode, WorktreeLocks
 from betcode.subagents.plan import StepSpec
 from betcode.subagents.pool import SubagentPool
 from betcode.subagents.runner import SubagentRun
@@ -85,6 +86,8 @@ class SpawnRequest:
     orchestration_id: str | None = None
     step_id: str | None = None
     client_id: str | None = None
+    lock: LockMode = LockMode.NONE
+    wait_for_lock: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,7 @@ class SubagentManager:
         self._relays: dict[str, asyncio.Task[None]] = {}
         # Steps asking for a worktree of their own get one from here (None: refused).
         self.worktrees: WorktreeManager | None = None
+        self.locks = WorktreeLocks()
 
     def apply_settings(self, settings: SubagentSettings) -> None:
         self.settings = settings
@@ -138,16 +142,23 @@ class SubagentManager:
         worktree_id = None
         if request.worktree:
             worktree_id, cwd = await self._own_worktree(cwd, request)
-        session = await self.sessions.create(
-            working_directory=cwd,
-            model=request.model,
-            worktree_id=worktree_id,
-            name=f"subagent {name}",
-            client_id=request.client_id,
-        )
+        cwd = validate_working_directory(cwd)
+        subagent_id = f"sa-{uuid.uuid4()}"
+        gate = self._lock(cwd, subagent_id, request)
+        try:
+            session = await self.sessions.create(
+                working_directory=cwd,
+                model=request.model,
+                worktree_id=worktree_id,
+                name=f"subagent {name}",
+                client_id=request.client_id,
+            )
+        except BaseException:
+            self.locks.release(subagent_id)
+            raise
         max_turns = request.max_turns or self.settings.default_max_turns
         row = rows.SubagentRow(
-            id=f"sa-{uuid.uuid4()}",
+            id=subagent_id,
             parent_session_id=parent.id,
             session_id=session.id,
             name=name,
@@ -176,7 +187,24 @@ class SubagentManager:
 
         await self._writer.call(store)
         self._audit_event("subagent_spawn", row, "success", actor=request.client_id)
-        return self._start(row, session)
+        return self._start(row, session, gate=gate)
+
+    def _lock(
+        self, cwd: str, subagent_id: str, request: SpawnRequest
+    ) -> Callable[[], Awaitable[None]] | None:
+        """Takes the directory's advisory lock now, or returns the wait for it (SAG-18)."""
+        if self.locks.try_acquire(cwd, subagent_id, request.lock):
+            return None
+        if request.wait_for_lock:
+            return lambda: self.locks.acquire(cwd, subagent_id, request.lock)
+        self.locks.release(subagent_id)
+        holders = ", ".join(
+            f"{owner} ({mode.name.lower()})" for owner, mode in self.locks.holders(cwd).items()
+        )
+        raise SubagentRefused(
+            "WORKTREE_IN_USE",
+            f"{cwd} is locked by {holders}; ask with wait_for_lock to wait for it",
+        )
 
     async def check_step(self, step: StepSpec, parent_directory: str) -> None:
         """An orchestration step's checks, all made before the plan starts."""
@@ -257,7 +285,13 @@ class SubagentManager:
                 retry_after_seconds=60.0,
             )
 
-    def _start(self, row: rows.SubagentRow, session: Session, resume: bool = False) -> SubagentRun:
+    def _start(
+        self,
+        row: rows.SubagentRow,
+        session: Session,
+        resume: bool = False,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> SubagentRun:
         _configure(session, row)
         limits = AutoApproveLimits(**row.options.get("limits", {}))
         label = row.name if row.step_id is None else f"{row.name} (step {row.step_id})"
@@ -278,6 +312,7 @@ class SubagentManager:
             delegation,
             timeout_seconds=self.settings.timeout_seconds,
             resume=resume,
+            gate=gate,
             on_finished=self._finished,
         )
         self.runs[row.id] = run
@@ -299,6 +334,7 @@ class SubagentManager:
     async def resume(self, row: rows.SubagentRow) -> SubagentRun:
         """A subagent of an orchestration the daemon was restarted in: its session goes on."""
         session = await self.sessions.get(row.session_id)
+        self.locks.try_acquire(row.working_directory, row.id, LockMode.NONE)
         return self._start(row, session, resume=True)
 
     def _finished(self, run: SubagentRun) -> None:
@@ -314,6 +350,7 @@ class SubagentManager:
             )
         self.runs.pop(run.id, None)
         self.by_session.pop(run.session.id, None)
+        self.locks.release(run.id)
         relay = self._relays.pop(run.id, None)
         if relay is not None:
             relay.cancel()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from betcode.sessions.session import Session
@@ -55,6 +55,7 @@ class SubagentRun:
         *,
         timeout_seconds: float,
         resume: bool = False,
+        gate: Callable[[], Awaitable[None]] | None = None,
         on_finished: Callable[[SubagentRun], None] = lambda run: None,
     ) -> None:
         self.row = row
@@ -64,6 +65,7 @@ class SubagentRun:
         self._pool = pool
         self._timeout = timeout_seconds
         self._resume = resume
+        self._gate = gate  # waited for before a pool place: the worktree lock it asked to wait for
         self._on_finished = on_finished
         self._outstanding = 0  # user messages whose turn has not ended
         self._turn_over: asyncio.Future[TurnEnd] | None = None
@@ -81,6 +83,8 @@ class SubagentRun:
     async def _run(self) -> None:
         outcome = Outcome("failed", "the subagent did not run", -1)
         try:
+            if self._gate is not None:
+                await self._gate()
             await self._pool.acquire()
             try:
                 outcome = await self._run_in_pool()
