@@ -122,11 +122,12 @@ def test_systemd_accepts_the_unit(installed: tuple[dict[str, str], str, Path]) -
     assert unit_file.name not in done.stderr, done.stderr  # no warning about our unit
 
 
-def test_the_daemon_starts_from_the_units_command_and_environment(
+def test_the_daemon_starts_and_stops_with_the_units_commands_and_environment(
     tmp_path: Path, installed: tuple[dict[str, str], str, Path]
 ) -> None:
     _env, unit, _unit_file = installed
     (start,) = unit_values(unit, "ExecStart")
+    (stop,) = unit_values(unit, "ExecStop")
     (env_file,) = unit_values(unit, "EnvironmentFile")
     service_env = {"HOME": str(tmp_path / "home"), **read_env_file(Path(env_file))}
     with open(tmp_path / "service.log", "wb") as log:
@@ -139,9 +140,16 @@ def test_the_daemon_starts_from_the_units_command_and_environment(
             time.sleep(0.05)
         status = betcode(service_env, "daemon", "status")
         assert f"daemon running (pid {daemon.pid}" in status.stdout
-    finally:
-        daemon.terminate()
+        # What systemd runs on `systemctl --user stop|restart betcode` (the keep-sessions stop).
+        stopped = subprocess.run(
+            shlex.split(stop), env=service_env, capture_output=True, text=True, timeout=60
+        )
+        assert stopped.returncode == 0, stopped.stderr
         assert daemon.wait(20) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(20)
 
 
 def test_a_bad_setting_writes_nothing(tmp_path: Path) -> None:
