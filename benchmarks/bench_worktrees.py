@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import platform
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -119,10 +120,7 @@ async def bench_list(root: Path, worktrees: int, repeats: int) -> dict[str, obje
         for index in range(worktrees)
     ]
 
-    def sessions(conn: object) -> None:
-        import sqlite3
-
-        assert isinstance(conn, sqlite3.Connection)
+    def sessions(conn: sqlite3.Connection) -> None:
         for number in range(3 * worktrees):
             worktree = ids[number % worktrees]
             create_session(

@@ -4,6 +4,7 @@ registered with a RepoRegistry on a real database, and helpers to look at both."
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +59,6 @@ class GitWorld:
         return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("worktree ")]
 
     def rows(self, table: str = "worktrees") -> int:
-        import sqlite3
-
         with sqlite3.connect(self.database) as conn:
             return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
