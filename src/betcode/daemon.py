@@ -110,7 +110,6 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 HEALTH_INTERVAL_SECONDS = 5.0
 EXIT_CANNOT_LISTEN = 69  # EX_UNAVAILABLE: another daemon serves the socket, or a bad address
 EXIT_STORAGE_UNUSABLE = 74  # EX_IOERR: the database is corrupt or lacks its audit_log
-EXIT_BAD_SETTINGS = 78  # EX_CONFIG: a setting read at startup is invalid
 KEEP_SESSIONS_SIGNAL = signal.SIGUSR2  # stop, but leave claude running under its holders
 
 
@@ -345,7 +344,7 @@ class Daemon:
         try:
             return load_worktree_settings(self.config.config_dir, self.config.data_dir)
         except ConfigError as error:
-            raise DaemonStartupError(str(error), EXIT_BAD_SETTINGS) from error
+            raise DaemonStartupError(str(error), EXIT_CONFIG_INVALID) from error
 
     def _relay_tunnel(self) -> TunnelClient | None:
         """The tunnel to the relays of `--relay`, if any (needs `machine register` first)."""

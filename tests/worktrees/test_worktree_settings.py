@@ -9,6 +9,7 @@ import pytest
 
 from betcode.config.errors import ConfigError
 from betcode.daemon import Daemon, DaemonConfig, DaemonStartupError
+from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.worktrees import load_worktree_settings
 
 
@@ -69,7 +70,7 @@ async def test_a_bad_worktree_setting_stops_the_daemon_before_it_touches_anythin
     )
     with pytest.raises(DaemonStartupError) as caught:
         await Daemon(config).start()
-    assert caught.value.exit_code == 78
+    assert caught.value.exit_code == EXIT_CONFIG_INVALID  # as every invalid setting
     assert "worktree.setup_timeout_secs" in str(caught.value)
     assert not (tmp_path / "data").exists()
     assert not (tmp_path / "sock").exists()
