@@ -34,6 +34,7 @@ from betcode.v1 import health_pb2
 logger = logging.getLogger(__name__)
 
 ServingStatus: TypeAlias = health_pb2.ServingStatus.ValueType
+StandardStatus: TypeAlias = standard_health_pb2.HealthCheckResponse.ServingStatus.ValueType
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,9 @@ class StatusBoard:
         for service in self._statuses:
             self._put(service, health_pb2.NOT_SERVING)
         self._shutting_down = True
+
+    def statuses(self) -> dict[str, ServingStatus]:
+        return dict(self._statuses)
 
     def _put(self, service: str, status: ServingStatus) -> None:
         self._statuses[service] = status
@@ -120,8 +124,8 @@ class HealthMonitor:
         clock: Callable[[], float] = time.monotonic,
         check_timeout_s: float = 2.0,
     ) -> None:
-        self.standard = StandardHealthServicer()
         self.board = StatusBoard()
+        self.standard = StandardHealth(self.board)
         self._server_version = server_version
         # Fixed for the daemon's life (its pid, socket, data dir): `betcode daemon status|stop`
         # learn which process serves a socket by asking over that socket.
@@ -198,12 +202,35 @@ class HealthMonitor:
         await self.standard.enter_graceful_shutdown()
 
     async def _publish(self, overall: ServingStatus) -> None:
-        standard_status = standard_health_pb2.HealthCheckResponse.ServingStatus.Value(
-            health_pb2.ServingStatus.Name(overall)
-        )
         for service in ("", *self._services):
             self.board.set(service, overall)
-            await self.standard.set(service, standard_status)
+            await self.standard.set(service, _standard(overall))
+
+
+def _standard(status: ServingStatus) -> StandardStatus:
+    return standard_health_pb2.HealthCheckResponse.ServingStatus.Value(
+        health_pb2.ServingStatus.Name(status)
+    )
+
+
+class StandardHealth(StandardHealthServicer):  # type: ignore[misc]  # untyped library
+    """grpc.health.v1.Health as grpcio-health-checking serves it, plus List: the library
+    leaves List to the generated base class, which raises (an ERROR traceback per call)."""
+
+    def __init__(self, board: StatusBoard) -> None:
+        super().__init__()
+        self._board = board  # the same statuses, set together by HealthMonitor
+
+    async def List(
+        self,
+        request: standard_health_pb2.HealthListRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> standard_health_pb2.HealthListResponse:
+        statuses = {
+            service: standard_health_pb2.HealthCheckResponse(status=_standard(status))
+            for service, status in self._board.statuses().items()
+        }
+        return standard_health_pb2.HealthListResponse(statuses=statuses)
 
 
 async def _run_check(component: _Component, timeout_s: float) -> ComponentReport:

@@ -95,6 +95,24 @@ async def test_watchers_see_a_critical_component_go_down_and_recover(
     ours.cancel()
 
 
+async def test_list_names_every_tracked_service_with_its_status_and_logs_no_error(
+    monitored: DaemonServer,
+    chan: grpc.aio.Channel,
+    storage: Switch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    listed = await std_grpc.HealthStub(chan).List(std_pb2.HealthListRequest())
+    statuses = {name: answer.status for name, answer in listed.statuses.items()}
+    assert {"", "betcode.v1.VersionService", "grpc.health.v1.Health"} <= statuses.keys()
+    assert set(statuses.values()) == {std_pb2.HealthCheckResponse.SERVING}
+
+    storage.report = ComponentReport(False, "writes failing")
+    await monitored.health.refresh()
+    listed = await std_grpc.HealthStub(chan).List(std_pb2.HealthListRequest())
+    assert listed.statuses[""].status == std_pb2.HealthCheckResponse.NOT_SERVING
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+
+
 async def test_graceful_shutdown_reports_not_serving_and_ends_our_watch(
     monitored: DaemonServer, chan: grpc.aio.Channel
 ) -> None:
