@@ -16,12 +16,13 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from harness.daemon import Client, daemon_config
+from harness.daemon import Client, DaemonProcess, daemon_config, daemon_process_env
 from harness.environment import Workspace
 from harness.web import WebClient
 
 from betcode.config.settings import MIB, DaemonSettings, HttpSettings
 from betcode.daemon import Daemon
+from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.web.token import rotate_token, token_path
 
@@ -295,6 +296,40 @@ async def test_the_link_and_token_rotation_from_the_command_line(web_daemon: Web
     code, _, err = await betcode("web", "--print-url")
     assert code == 1
     assert "--http 127.0.0.1:PORT" in err
+
+
+def test_a_daemon_killed_with_sigkill_leaves_no_dead_link(tmp_path: Path) -> None:
+    fake = make_fake_claude(tmp_path / "fake", {})
+    env = daemon_process_env(tmp_path, fake, os.environ)
+    daemon = DaemonProcess(tmp_path, env, args=("--no-import", "--http", "127.0.0.1:0"))
+
+    def web_link() -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "betcode.cli.main", "web", "--print-url"]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    daemon.start()
+    try:
+        alive = web_link()
+        assert alive.returncode == 0, alive.stderr
+        assert alive.stdout.startswith("http://127.0.0.1:")
+        daemon.kill9()
+    finally:
+        daemon.stop()
+    assert (tmp_path / "data" / "web-address").exists()  # a SIGKILL leaves it behind
+    dead = web_link()
+    assert dead.returncode == 1
+    assert dead.stdout == ""
+    assert f"no daemon runs on the data dir {tmp_path / 'data'}" in dead.stderr
+
+    daemon.args = ("--no-import",)  # a daemon again, without the web client
+    daemon.start()
+    try:
+        stale = web_link()
+    finally:
+        daemon.stop()
+    assert stale.returncode == 1
+    assert stale.stdout == ""
+    assert "serves no web client now" in stale.stderr
 
 
 @pytest.fixture

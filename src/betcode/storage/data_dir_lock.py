@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from betcode.lock_file import LockHeld, take_exclusive
+from betcode.lock_file import LockHeld, holder_content, take_exclusive
 
 LOCK_FILE_NAME = "daemon.lock"
 
@@ -55,3 +55,16 @@ def _describe(content: bytes) -> str:
         return f"pid {facts['pid']}, socket {facts['socket']}"
     except (ValueError, TypeError, KeyError):
         return "pid and socket unknown"
+
+
+def data_dir_holder(data_dir: Path) -> dict[str, object] | None:
+    """What the daemon holding ``data_dir`` wrote in its lock (pid, socket), or None when no
+    daemon runs on it (the kernel drops the lock of a killed one)."""
+    content = holder_content(data_dir / LOCK_FILE_NAME)
+    if content is None:
+        return None
+    try:
+        facts = json.loads(content)
+    except ValueError:
+        return {}
+    return facts if isinstance(facts, dict) else {}
