@@ -79,7 +79,7 @@ from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
 from betcode.subagents.inbox import SubagentInbox
 from betcode.subagents.manager import SubagentManager
-from betcode.subagents.orchestrator import Orchestrations
+from betcode.subagents.orchestrations import Orchestrations
 from betcode.v1 import (
     agent_pb2,
     commands_pb2,
@@ -197,7 +197,7 @@ class Daemon:
         self.orchestrations = Orchestrations(self.subagents, writer, reader)
         self.worktrees = WorktreeManager(writer, reader, worktree_settings, sessions=self.sessions)
         self.repos = repos = RepoRegistry(writer, reader, self.worktrees)
-        self.subagents.worktrees = self.worktrees
+        self.subagents.admission.worktrees = self.worktrees
         bridge.delegates = SubagentInbox(
             self.subagents.by_session, self.sessions, reader, audit, str(bridge.rules.home)
         )

@@ -16,15 +16,11 @@ from betcode.server.agent_service import client_id_of
 from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
 from betcode.server.validation import check_id, domain_error, invalid
 from betcode.storage import subagents as rows
+from betcode.subagents.admission import SpawnRequest, SubagentRefused
 from betcode.subagents.limits import AutoApproveLimits, DelegationError, limits_from
 from betcode.subagents.locks import LockMode
-from betcode.subagents.manager import (
-    SpawnRequest,
-    SubagentManager,
-    SubagentNotFound,
-    SubagentRefused,
-)
-from betcode.subagents.orchestrator import OrchestrationNotFound, Orchestrations
+from betcode.subagents.manager import SubagentManager, SubagentNotFound
+from betcode.subagents.orchestrations import OrchestrationNotFound, Orchestrations
 from betcode.subagents.plan import PlanError, StepSpec, Strategy
 from betcode.subagents.pool import PoolExhausted
 from betcode.subagents.watch import subagent_events

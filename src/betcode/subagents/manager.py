@@ -1,10 +1,9 @@
 """SubagentManager: spawn, list, send to, cancel, revoke and watch subagents (SAG-02..07, 15, 16).
 
 Every check runs before anything starts (a refused spawn leaves no row, no session, no
-process): the parent session exists; delegation is sound (limits.check_delegation); the parent
-is under `max_per_session` and `spawns_per_hour`; the pool has room. Then the subagent's
-session is created like any other (sessions.manager) with the subagent's claude flags, its row
-stored, and its run started (runner.py).
+process): the parent session exists, the request passes admission.py, the pool has room. Then
+the subagent's session is created like any other (sessions.manager) with the subagent's claude
+flags, its row stored, and its run started (runner.py).
 """
 
 from __future__ import annotations
@@ -12,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import PurePath
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from betcode.claude.command import CommandOptions
@@ -26,30 +23,24 @@ from betcode.sessions.manager import SessionManager, validate_working_directory
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import subagents as rows
-from betcode.storage import worktrees as worktree_rows
 from betcode.storage.audit import AuditEvent, AuditRecorder, EventType
 from betcode.storage.audit import Outcome as AuditOutcome
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
-from betcode.subagents.delegation import Delegation, invalid_tools
+from betcode.subagents.admission import Admission, SpawnRequest
+from betcode.subagents.delegation import Delegation
 from betcode.subagents.inbox import relay_questions
 from betcode.subagents.limits import (
     AutoApproveLimits,
-    DelegationError,
-    check_delegation,
     tool_names,
 )
-from betcode.subagents.locks import LockMode, WorktreeLocks
-from betcode.subagents.plan import StepSpec
+from betcode.subagents.locks import LockMode
 from betcode.subagents.pool import SubagentPool
 from betcode.subagents.runner import SubagentRun
 from betcode.v1 import agent_pb2
-from betcode.worktrees import WorktreeManager
 
 log = logging.getLogger(__name__)
 
-HOUR = 3600.0
-MAX_TURNS = 200
 FROM_NOW_ON = 1 << 62  # an attach after this sequence sees only what comes next
 DAEMON_ACTOR = "subagent-manager"
 
@@ -57,37 +48,6 @@ DAEMON_ACTOR = "subagent-manager"
 class SubagentNotFound(LookupError):
     def __init__(self, subagent_id: str) -> None:
         super().__init__(f"no subagent with id {subagent_id!r}")
-
-
-class SubagentRefused(Exception):
-    """A request refused as asked; `code` is a DIGEST §11.3 code (SUBAGENT_LIMIT, RATE_LIMITED,
-    FAILED_PRECONDITION...)."""
-
-    def __init__(self, code: str, message: str, retry_after_seconds: float = 0.0) -> None:
-        super().__init__(message)
-        self.code = code
-        self.retry_after_seconds = retry_after_seconds
-
-
-@dataclass(frozen=True, slots=True)
-class SpawnRequest:
-    parent_session_id: str
-    prompt: str
-    model: str = ""
-    working_directory: str = ""
-    allowed_tools: tuple[str, ...] = ()
-    max_turns: int = 0
-    env: Mapping[str, str] = field(default_factory=dict)
-    name: str = ""
-    auto_approve: bool = False
-    limits: AutoApproveLimits = field(default_factory=AutoApproveLimits)
-    inherit_grants: bool = False
-    worktree: bool = False
-    orchestration_id: str | None = None
-    step_id: str | None = None
-    client_id: str | None = None
-    lock: LockMode = LockMode.NONE
-    wait_for_lock: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,30 +81,29 @@ class SubagentManager:
         self.runs: dict[str, SubagentRun] = {}
         self.by_session: dict[str, SubagentRun] = {}  # the inbox finds the asker by session
         self._relays: dict[str, asyncio.Task[None]] = {}
-        # Steps asking for a worktree of their own get one from here (None: refused).
-        self.worktrees: WorktreeManager | None = None
-        self.locks = WorktreeLocks()
+        self.admission = Admission(reader, settings)
 
     def apply_settings(self, settings: SubagentSettings) -> None:
         self.settings = settings
+        self.admission.settings = settings
         self.pool.apply_settings(settings)
 
     # ---- spawning ----
 
     async def spawn(self, request: SpawnRequest) -> SubagentRun:
         parent = await self.sessions.get(request.parent_session_id)
-        self._check(request)
+        self.admission.check(request)
         if request.orchestration_id is None:
-            await self._check_parent_quota(request.parent_session_id)
+            await self.admission.check_parent_quota(request.parent_session_id)
         self.pool.check_room()
         cwd = request.working_directory or parent.record.working_directory
         name = request.name or f"subagent-{uuid.uuid4().hex[:8]}"
         worktree_id = None
         if request.worktree:
-            worktree_id, cwd = await self._own_worktree(cwd, request)
+            worktree_id, cwd = await self.admission.own_worktree(cwd, request)
         cwd = validate_working_directory(cwd)
         subagent_id = f"sa-{uuid.uuid4()}"
-        gate = self._lock(cwd, subagent_id, request)
+        gate = self.admission.lock(cwd, subagent_id, request)
         try:
             session = await self.sessions.create(
                 working_directory=cwd,
@@ -154,7 +113,7 @@ class SubagentManager:
                 client_id=request.client_id,
             )
         except BaseException:
-            self.locks.release(subagent_id)
+            self.admission.locks.release(subagent_id)
             raise
         max_turns = request.max_turns or self.settings.default_max_turns
         row = rows.SubagentRow(
@@ -189,38 +148,6 @@ class SubagentManager:
         self._audit_event("subagent_spawn", row, "success", actor=request.client_id)
         return self._start(row, session, gate=gate)
 
-    def _lock(
-        self, cwd: str, subagent_id: str, request: SpawnRequest
-    ) -> Callable[[], Awaitable[None]] | None:
-        """Takes the directory's advisory lock now, or returns the wait for it (SAG-18)."""
-        if self.locks.try_acquire(cwd, subagent_id, request.lock):
-            return None
-        if request.wait_for_lock:
-            return lambda: self.locks.acquire(cwd, subagent_id, request.lock)
-        self.locks.release(subagent_id)
-        holders = ", ".join(
-            f"{owner} ({mode.name.lower()})" for owner, mode in self.locks.holders(cwd).items()
-        )
-        raise SubagentRefused(
-            "WORKTREE_IN_USE",
-            f"{cwd} is locked by {holders}; ask with wait_for_lock to wait for it",
-        )
-
-    async def check_step(self, step: StepSpec, parent_directory: str) -> None:
-        """An orchestration step's checks, all made before the plan starts."""
-        _check(step.prompt, step.max_turns, step.auto_approve, step.allowed_tools, step.env)
-        if step.worktree:
-            await self._repository_of(step.working_directory or parent_directory)
-
-    def _check(self, request: SpawnRequest) -> None:
-        _check(
-            request.prompt,
-            request.max_turns,
-            request.auto_approve,
-            request.allowed_tools,
-            request.env,
-        )
-
     async def abandon_all(self) -> None:
         """Daemon stop (orchestrator.Orchestrations.shutdown): every run stops unrecorded."""
         runs = list(self.runs.values())
@@ -229,61 +156,6 @@ class SubagentManager:
         for relay in relays:
             relay.cancel()
         await asyncio.gather(*relays, return_exceptions=True)
-
-    async def _repository_of(self, directory: str) -> worktree_rows.RepoRecord:
-        """The registered repository holding `directory`, for a step's own worktree."""
-        if self.worktrees is None:
-            raise SubagentRefused(
-                "FAILED_PRECONDITION", "this daemon has no worktree service for a step's worktree"
-            )
-        repos, _ = await self._reader.read(worktree_rows.list_repos)
-        # Both are absolute and resolved already (sessions and repositories store them so).
-        where = PurePath(directory)
-        holding = [r for r in repos if where.is_relative_to(r.repo_path)]
-        if not holding:
-            raise SubagentRefused(
-                "FAILED_PRECONDITION",
-                f"{directory} is in no registered repository, so a step cannot get a worktree "
-                "of its own there; register it first: betcode repo register PATH",
-            )
-        return max(holding, key=lambda r: len(r.repo_path))
-
-    async def _own_worktree(self, cwd: str, request: SpawnRequest) -> tuple[str, str]:
-        """A new worktree (and branch) for the step, so parallel steps never share a
-        checkout; it stays after the step, with its work, for the user to merge."""
-        repo = await self._repository_of(cwd)
-        assert self.worktrees is not None  # checked by _repository_of
-        label = re.sub(r"[^A-Za-z0-9._-]+", "-", request.step_id or request.name or "subagent")
-        name = f"{label.strip('.-_') or 'step'}-{uuid.uuid4().hex[:8]}"
-        view = await self.worktrees.create(name=name, repo_id=repo.id)
-        return view.record.id, view.record.path
-
-    async def _check_parent_quota(self, parent_session_id: str) -> None:
-        now = time.time()
-        # Orchestration steps are bounded by their plan (at most 50 steps), not these.
-        spawned, recent = await self._reader.read(
-            lambda c: (
-                sum(
-                    1
-                    for row in rows.list_subagents(c, parent_session_id)
-                    if row.orchestration_id is None and row.status in rows.UNFINISHED
-                ),
-                rows.spawned_since(c, parent_session_id, now - HOUR),
-            )
-        )
-        if spawned >= self.settings.max_per_session:
-            raise SubagentRefused(
-                "SUBAGENT_LIMIT",
-                f"session {parent_session_id} already has {spawned} subagents running or waiting "
-                f"(daemon.subagent.max_per_session={self.settings.max_per_session})",
-            )
-        if recent >= self.settings.spawns_per_hour:
-            raise SubagentRefused(
-                "RATE_LIMITED",
-                f"session {parent_session_id} spawned {recent} subagents in the last hour "
-                f"(daemon.subagent.spawns_per_hour={self.settings.spawns_per_hour})",
-                retry_after_seconds=60.0,
-            )
 
     def _start(
         self,
@@ -334,7 +206,7 @@ class SubagentManager:
     async def resume(self, row: rows.SubagentRow) -> SubagentRun:
         """A subagent of an orchestration the daemon was restarted in: its session goes on."""
         session = await self.sessions.get(row.session_id)
-        self.locks.try_acquire(row.working_directory, row.id, LockMode.NONE)
+        self.admission.locks.try_acquire(row.working_directory, row.id, LockMode.NONE)
         return self._start(row, session, resume=True)
 
     def _finished(self, run: SubagentRun) -> None:
@@ -350,7 +222,7 @@ class SubagentManager:
             )
         self.runs.pop(run.id, None)
         self.by_session.pop(run.session.id, None)
-        self.locks.release(run.id)
+        self.admission.locks.release(run.id)
         relay = self._relays.pop(run.id, None)
         if relay is not None:
             relay.cancel()
@@ -533,20 +405,3 @@ def _configure(session: Session, row: rows.SubagentRow) -> None:
     )
     env = row.options.get("env", {})
     session.supervisor.extra_env = dict(env) if isinstance(env, dict) else {}
-
-
-def _check(
-    prompt: str,
-    max_turns: int,
-    auto_approve: bool,
-    allowed_tools: Sequence[str],
-    env: Mapping[str, str],
-) -> None:
-    if not prompt.strip():
-        raise DelegationError("INVALID_ARGUMENT", "prompt is required")
-    if not 0 <= max_turns <= MAX_TURNS:
-        raise DelegationError("INVALID_ARGUMENT", f"max_turns must be 0 (default) to {MAX_TURNS}")
-    check_delegation(auto_approve, allowed_tools, env)
-    problems = invalid_tools(allowed_tools)
-    if problems:
-        raise DelegationError("INVALID_ARGUMENT", "allowed_tools: " + "; ".join(problems))
