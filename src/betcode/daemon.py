@@ -187,6 +187,8 @@ class Daemon:
         self.sessions = SessionManager(
             context, audit=audit, max_sessions=self.config.settings.max_sessions
         )
+        if tunnel is not None and tunnel.settings.attention is not None:
+            self.sessions.on_register.append(tunnel.settings.attention.watch)
         for holder in found:
             session = await self.sessions.adopt(holder)
             if session is not None:
@@ -352,6 +354,7 @@ class Daemon:
         urls = self.config.relay_urls or relay.urls
         if not urls:
             return None
+        from betcode.sessions.attention import AttentionLog
         from betcode.tunnel.client import TunnelClient, TunnelSettings
         from betcode.tunnel.e2e import DaemonIdentity
         from betcode.tunnel.identity import MachineIdentity, NoMachineIdentity
@@ -371,6 +374,7 @@ class Daemon:
                 heartbeat_interval=relay.heartbeat_interval_seconds,
                 heartbeat_timeout=relay.heartbeat_timeout_seconds,
                 e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
+                attention=AttentionLog(),
             )
         )
 

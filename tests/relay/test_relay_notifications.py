@@ -1,13 +1,16 @@
-"""Attention notifications (TOP-06) from a daemon's waiting requests to a webhook: a relay in
-this event loop POSTs to a local HTTP receiver; the daemon side is the real tunnel client in
-front of a stand-in daemon whose ListPendingPermissions answers what the test sets. Each
-waiting request is notified once, at most 5 per hour per session, and without its content."""
+"""Attention notifications (TOP-06) to a webhook: a relay in this event loop POSTs to a local
+HTTP receiver; the daemon side is the real tunnel client in front of a stand-in daemon whose
+ListPendingPermissions answers what the test sets, and a real AttentionLog watching stand-in
+sessions that carry a real InputLock. Waiting requests and finished or failed turns are notified
+once, at most 5 per hour per session and 20 per day per user, never while a client holds the
+session's input lock, and never with their content."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,11 @@ import grpc.aio
 from aiohttp import web
 from harness.relay import client_channel, register, register_machine, relay_in_process
 
-from betcode.relay.notifications import NotifySettings
+from betcode.relay.notifications import Notifications, NotifySettings
+from betcode.sessions.attention import AttentionLog
+from betcode.sessions.input_lock import InputLock
+from betcode.sessions.turns import TurnEnd
+from betcode.storage.sessions import SessionRecord
 from betcode.tunnel.client import Backoff, TunnelClient, TunnelSettings
 from betcode.tunnel.e2e import DaemonIdentity
 from betcode.tunnel.identity import MachineIdentity
@@ -68,8 +75,35 @@ def waiting(request_id: str, session_id: str) -> agent_pb2.PendingPermission:
     )
 
 
-async def test_waiting_requests_are_notified_once_within_the_limits(tmp_path: Path) -> None:
-    stand_in = StandIn()
+@dataclass
+class Watched:
+    """The parts of a live session the AttentionLog reads; its input lock is the real one."""
+
+    id: str
+    record: SessionRecord
+    lock: InputLock = field(default_factory=lambda: InputLock(30.0, 300.0))
+    turn_listeners: list[Callable[[TurnEnd], None]] = field(default_factory=list)
+
+    def end_turn(self, ok: bool) -> None:
+        for listener in self.turn_listeners:
+            listener(TurnEnd(ok, "SECRET conversation text", 0 if ok else 1))
+
+
+def watched(session_id: str, directory: str) -> Watched:
+    record = SessionRecord(
+        session_id, None, None, "idle", "m", directory, None, 0.0, 0.0, 0, 0, 0.0, None, 0, "", 0
+    )
+    return Watched(session_id, record)
+
+
+Received = list[tuple[str, dict[str, str]]]
+
+
+@contextlib.asynccontextmanager
+async def relayed(
+    tmp_path: Path, stand_in: StandIn, attention: AttentionLog | None = None
+) -> AsyncIterator[Received]:
+    """A relay notifying the local receiver, and a tunnel to it from the stand-in daemon."""
     server = grpc.aio.server()
     server.add_generic_rpc_handlers(
         (
@@ -86,36 +120,116 @@ async def test_waiting_requests_are_notified_once_within_the_limits(tmp_path: Pa
     socket = tmp_path / "daemon.sock"
     server.add_insecure_port(f"unix:{socket}")
     await server.start()
-    async with receiver() as (url, received):
-        settings = NotifySettings(webhook=url)
-        async with relay_in_process(tmp_path / "relay", notify=settings) as relay:
-            async with client_channel(relay) as channel:
-                account = await register(channel, "alice")
-                identity = MachineIdentity(tmp_path / "certs")
-                await register_machine(channel, account, "box", identity)
-            tunnel = TunnelClient(
-                TunnelSettings(
-                    relay_urls=[f"https://127.0.0.1:{relay.tunnel_port}"],
-                    identity=identity,
-                    local_target=f"unix:{socket}",
-                    backoff=Backoff(initial=0.1, maximum=0.5),
-                    e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
-                    attention_poll=0.1,
+    try:
+        async with receiver() as (url, received):
+            settings = NotifySettings(webhook=url)
+            async with relay_in_process(tmp_path / "relay", notify=settings) as relay:
+                async with client_channel(relay) as channel:
+                    account = await register(channel, "alice")
+                    identity = MachineIdentity(tmp_path / "certs")
+                    await register_machine(channel, account, "box", identity)
+                tunnel = TunnelClient(
+                    TunnelSettings(
+                        relay_urls=[f"https://127.0.0.1:{relay.tunnel_port}"],
+                        identity=identity,
+                        local_target=f"unix:{socket}",
+                        backoff=Backoff(initial=0.1, maximum=0.5),
+                        e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
+                        attention_poll=0.1,
+                        attention=attention,
+                    )
                 )
-            )
-            task = asyncio.create_task(tunnel.run())
-            try:
-                stand_in.pending = [waiting(f"r{n}", "session-one") for n in range(7)]
-                stand_in.pending.append(waiting("q1", "session-two"))
-                await until(lambda: len(received) >= 6)
-                polls = stand_in.calls
-                await until(lambda: stand_in.calls >= polls + 5)  # asked again and again
-            finally:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        # 5 of session one's 7 (5 per hour per session), session two's one; none twice.
-        sessions = [headers["X-BetCode-Session"] for _body, headers in received]
-        assert sorted(sessions) == ["session-one"] * 5 + ["session-two"]
-        assert all("SECRET" not in body and "Bash" not in body for body, _headers in received)
-        assert all(body.startswith("box: a tool call waits") for body, _headers in received)
-    await server.stop(None)
+                task = asyncio.create_task(tunnel.run())
+                try:
+                    yield received
+                finally:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await server.stop(None)
+
+
+def kinds_of(received: Received, session_id: str) -> list[str]:
+    """The kinds notified for the session, in order."""
+    return [h["Tags"] for _body, h in received if h["X-BetCode-Session"] == session_id]
+
+
+async def test_waiting_requests_are_notified_once_within_the_limits(tmp_path: Path) -> None:
+    stand_in = StandIn()
+    async with relayed(tmp_path, stand_in) as received:
+        stand_in.pending = [waiting(f"r{n}", "session-one") for n in range(7)]
+        stand_in.pending.append(waiting("q1", "session-two"))
+        await until(lambda: len(received) >= 6)
+        polls = stand_in.calls
+        await until(lambda: stand_in.calls >= polls + 5)  # asked again and again
+    # 5 of session one's 7 (5 per hour per session), session two's one; none twice.
+    sessions = [headers["X-BetCode-Session"] for _body, headers in received]
+    assert sorted(sessions) == ["session-one"] * 5 + ["session-two"]
+    assert all("SECRET" not in body and "Bash" not in body for body, _headers in received)
+    assert all(body.startswith("box: a tool call waits") for body, _headers in received)
+
+
+async def test_turn_ends_are_notified_unless_a_client_holds_the_input_lock(
+    tmp_path: Path,
+) -> None:
+    stand_in = StandIn()
+    attention = AttentionLog()
+    free = watched("session-free", "/home/alice/projects/shop")
+    held = watched("session-held", "/home/alice/projects/blog")
+    for session in (free, held):
+        attention.watch(session)
+    assert held.lock.attach("phone")  # a client is at the session: it holds the lock
+    async with relayed(tmp_path, stand_in, attention) as received:
+        free.end_turn(ok=True)
+        await until(lambda: kinds_of(received, "session-free") == ["turn_finished"])
+        free.end_turn(ok=False)
+        await until(lambda: kinds_of(received, "session-free") == ["turn_finished", "error"])
+
+        held.end_turn(ok=True)
+        held.end_turn(ok=False)
+        stand_in.pending = [waiting("held-request", "session-held")]
+        polls = stand_in.calls
+        await until(lambda: stand_in.calls >= polls + 5)  # seen again and again, not notified
+        free.end_turn(ok=True)  # announced after the held session's ends, if those were
+        await until(lambda: len(kinds_of(received, "session-free")) == 3)
+        assert kinds_of(received, "session-held") == []
+
+        held.lock.detach("phone")  # nobody at the session any more: the request still waits
+        await until(lambda: kinds_of(received, "session-held") == ["permission"])
+        polls = stand_in.calls
+        await until(lambda: stand_in.calls >= polls + 5)
+    assert kinds_of(received, "session-held") == ["permission"]  # once
+    bodies = [body for body, _headers in received]
+    assert bodies[:2] == [
+        "box: the turn is finished (shop session-)",
+        "box: the session stopped with an error (shop session-)",
+    ]
+    assert all("SECRET" not in body for body in bodies)
+
+
+async def test_duplicates_and_limits_are_dropped_by_the_relay(tmp_path: Path) -> None:
+    """Per session 5 an hour, per user 20 a day, an id once; what the window passed is allowed
+    again. Driven with a clock; the posts go to the local receiver."""
+    now = [1_000_000.0]
+    async with receiver() as (url, received):
+        notifications = Notifications(NotifySettings(webhook=url), clock=lambda: now[0])
+
+        async def notify(session_id: str, notification_id: str, kind: str = "error") -> bool:
+            params = {"notify": kind, "session_id": session_id, "notification_id": notification_id}
+            return await notifications.notify("m1", "box", "alice", params)
+
+        try:
+            assert await notify("s1", "a")
+            assert not await notify("s1", "a")  # the same id again
+            assert [await notify("s1", f"b{n}") for n in range(5)] == [True] * 4 + [False]
+            now[0] += 3601  # an hour later the session may be notified again
+            assert await notify("s1", "c")
+            sent = [await notify(f"s-{n}", f"d{n}") for n in range(16)]
+            assert sent == [True] * 14 + [False] * 2  # 20 a day for alice
+            assert not await notify("s-other", "e")
+            now[0] += 86401
+            assert await notify("s-other", "f")
+            assert not await notify("s-other", "g", kind="conversation")  # no such kind
+        finally:
+            await notifications.close()
+    assert len(received) == 1 + 4 + 1 + 14 + 1

@@ -1,7 +1,10 @@
-"""Attention notifications (TOP-06): a daemon tells its relay that a session waits for a human
-(a permission request or a question); the relay holding its tunnel POSTs an ntfy-style message
-to the configured webhook. Deduplicated by notification id; at most 5 per hour per session and
-20 per day per user. The message names the machine, the session and the kind only: no
+"""Attention notifications (TOP-06): a daemon tells its relay that a session needs a human (a
+permission request or a question waits, a turn finished or failed) while no client holds the
+session's input lock (tunnel/attention.py); the relay holding its tunnel POSTs an ntfy-style
+message to the configured webhook. Deduplicated by notification id; at most 5 per hour per
+session and 20 per day per user. Ids and counters live in this relay instance's memory: with
+several relays, a daemon that moves to another one starts with fresh limits there. The message
+names the machine, the session (its title: name or directory) and the kind only: no
 conversation content reaches the webhook (the relay has none to give)."""
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ log = logging.getLogger(__name__)
 NOTIFY_PARAM = "notify"
 SESSION_PARAM = "session_id"
 ID_PARAM = "notification_id"
+TITLE_PARAM = "title"
+MAX_TITLE_CHARS = 80
 KINDS = frozenset({"permission", "question", "error", "turn_finished"})
 POST_TIMEOUT_SECONDS = 10.0
 REMEMBERED_IDS = 10_000
@@ -87,10 +92,11 @@ class Notifications:
             return False
         self._per_session.record(session_key)
         self._per_user.record(owner_id)
-        await self._post(machine_name or machine_id, session_id, kind)
+        title = "".join(c for c in params.get(TITLE_PARAM, "") if c.isprintable())
+        await self._post(machine_name or machine_id, session_id, kind, title[:MAX_TITLE_CHARS])
         return True
 
-    async def _post(self, machine: str, session_id: str, kind: str) -> None:
+    async def _post(self, machine: str, session_id: str, kind: str, title: str) -> None:
         what = {
             "permission": "a tool call waits for your approval",
             "question": "claude asks you a question",
@@ -104,7 +110,7 @@ class Notifications:
         try:
             async with self._http.post(
                 self.settings.webhook,
-                data=f"{machine}: {what} (session {session_id[:8]})".encode(),
+                data=f"{machine}: {what} ({title or 'session'} {session_id[:8]})".encode(),
                 headers={"Title": "BetCode", "Tags": kind, "X-BetCode-Session": session_id},
             ) as response:
                 if response.status >= 400:

@@ -18,7 +18,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
@@ -178,6 +178,7 @@ class SessionManager:
         self._audit = audit if audit is not None else AuditRecorder(context.writer)
         self.max_sessions = max_sessions
         self._sessions: dict[str, Session] = {}
+        self.on_register: list[Callable[[Session], None]] = []  # each session that comes alive
         self._loading = asyncio.Lock()
         self._creating_chosen_id = asyncio.Lock()  # concurrent starts of one new id: one session
         self._creating = 0
@@ -367,6 +368,8 @@ class SessionManager:
 
     def _register(self, session: Session) -> None:
         self._sessions[session.id] = session
+        for listener in self.on_register:
+            listener(session)
 
     def apply_settings(self, settings: SessionSettings, policy: SupervisorPolicy) -> None:
         """A settings reload: sessions opened from now on use `settings` and `policy`; live ones

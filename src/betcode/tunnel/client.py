@@ -20,12 +20,13 @@ import grpc
 import grpc.aio
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from betcode.relay.notifications import ID_PARAM, NOTIFY_PARAM, SESSION_PARAM
+from betcode.sessions.attention import AttentionLog
 from betcode.tunnel import frames
+from betcode.tunnel.attention import Announcer
 from betcode.tunnel.e2e import E2E_METADATA_KEY, DaemonIdentity, E2EError, Keys
 from betcode.tunnel.frames import relay_target
 from betcode.tunnel.identity import MachineIdentity
-from betcode.v1 import agent_pb2, agent_pb2_grpc, tunnel_pb2, tunnel_pb2_grpc
+from betcode.v1 import agent_pb2_grpc, tunnel_pb2, tunnel_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ class TunnelSettings:
     heartbeat_timeout: float = 15.0
     backoff: Backoff = field(default_factory=Backoff)
     e2e: DaemonIdentity | None = None  # answers ExchangeKeys, opens encrypted calls
-    attention_poll: float = 5.0  # how often waiting permission requests are looked for
+    attention_poll: float = 5.0  # how often what needs a human is looked for (TOP-06)
+    attention: AttentionLog | None = None  # turn ends and input locks of the daemon's sessions
     renew_before: datetime.timedelta = datetime.timedelta(days=30)  # SEC-03
 
 
@@ -76,7 +78,7 @@ class TunnelClient:
         self._calls: dict[str, asyncio.Queue[bytes | None]] = {}
         self._call_tasks: dict[str, asyncio.Task[None]] = {}
         self._windows: dict[str, asyncio.Semaphore] = {}  # calls whose relay grants credit
-        self._announced: set[str] = set()  # waiting requests the relay was told about
+        self._announcer = Announcer(settings.attention)
         self._renewing: ec.EllipticCurvePrivateKey | None = None  # key awaiting its cert
 
     async def run(self) -> None:
@@ -188,32 +190,17 @@ class TunnelClient:
             await stub.Heartbeat(beat, timeout=self.settings.heartbeat_timeout)
 
     async def _watch_attention(self) -> None:
-        """Tells the relay about each request that waits for a human (TOP-06), once: the
-        relay decides whether to notify (webhook, rate limits). Asked on the daemon's own
-        socket like any client; only ids, kinds and sessions leave the machine."""
+        """What needs a human goes to the relay as control frames (tunnel/attention.py)."""
         assert self._local is not None
         stub = agent_pb2_grpc.AgentServiceStub(self._local)
+
+        async def announce(params: dict[str, str]) -> None:
+            await self._outgoing.put(
+                frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_UNSPECIFIED, params)
+            )
+
         while True:
-            try:
-                pending = await stub.ListPendingPermissions(
-                    agent_pb2.ListPendingPermissionsRequest(), timeout=10
-                )
-            except grpc.aio.AioRpcError as error:
-                log.debug("attention check failed: %s", _describe(error))
-            else:
-                waiting = {row.request_id for row in pending.pending}
-                for row in pending.pending:
-                    if row.request_id in self._announced:
-                        continue
-                    params = {
-                        NOTIFY_PARAM: "question" if row.is_question else "permission",
-                        SESSION_PARAM: row.session_id,
-                        ID_PARAM: row.request_id,
-                    }
-                    await self._outgoing.put(
-                        frames.control_frame(tunnel_pb2.TUNNEL_CONTROL_TYPE_UNSPECIFIED, params)
-                    )
-                self._announced = waiting
+            await self._announcer.round(stub, announce)
             await asyncio.sleep(self.settings.attention_poll)
 
     async def _read(self, call: Any) -> None:
