@@ -1,6 +1,7 @@
-"""The session manager's limit (daemon.max_sessions: sessions in use at once) and the session
-lifecycle it audits (session_create, session_resume, session_error), on real parts: a database
-file, the store writer, the permission bridge, and the scripted fake claude."""
+"""The session manager's limit (daemon.max_sessions: sessions in use at once), the session
+lifecycle it audits (session_create, session_resume, session_error) and the turn ends it hands
+to the attention log (TOP-06), on real parts: a database file, the store writer, the
+permission bridge, and the scripted fake claude."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from betcode.claude.supervisor import SupervisorState
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
+from betcode.sessions.attention import Attention, AttentionLog
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.fanout import Frame
 from betcode.sessions.manager import InvalidSessionRequest, SessionLimitReached, SessionManager
@@ -284,3 +286,40 @@ async def test_a_new_id_that_is_not_a_uuid_is_refused_and_nothing_is_made(
     with pytest.raises(InvalidSessionRequest, match="must be a UUID"):
         await p.manager.get_or_create(chosen, working_directory=str(p.workdir))
     assert p.sql("SELECT COUNT(*) FROM sessions") == [(0,)]
+
+
+# ---- what needs a human (TOP-06): every session the manager brings alive is watched ----
+
+
+async def test_turn_ends_reach_the_attention_log_unless_the_input_lock_is_held(
+    parts: Callable[..., Any],
+) -> None:
+    script = {"turns": [HELLO[0], HELLO[0], [{"do": "exit", "code": 3}]]}
+    p: Parts = await parts(None, script)
+    attention = AttentionLog()
+    p.manager.on_register.append(attention.watch)
+    session = await p.new()
+
+    await session.send_user_message(None, "hi")  # nobody attached: nobody holds the lock
+    await until(
+        "the turn's end", lambda: session.turn_active is False and session.claude_session_id
+    )
+    [finished] = attention.take()
+    assert (finished.kind, finished.session_id, finished.title) == (
+        "turn_finished",
+        session.id,
+        "project",
+    )
+
+    stream = await attach(session, "c1")  # c1 holds the lock through the next turn
+    await session.send_user_message("c1", "again")
+    await until("the second turn's end", lambda: session.turn_active is False)
+    assert attention.take() == []
+    await stream.aclose()  # type: ignore[attr-defined]
+    await until("the lock is free", lambda: session.lock.holder is None)
+
+    await session.send_user_message(None, "and again")  # claude exits in the middle of it
+    noted: list[Attention] = []
+    await until("the error", lambda: noted.extend(attention.take()) or noted)
+    assert [(n.kind, n.session_id) for n in noted] == [("error", session.id)]
+    assert len({finished.notification_id, noted[0].notification_id}) == 2
