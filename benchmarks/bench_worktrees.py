@@ -27,9 +27,10 @@ import time
 from collections.abc import Awaitable
 from pathlib import Path
 
+from betcode.config.settings import WorktreeSettings
 from betcode.storage import StoreReader, StoreWriter, open_database
 from betcode.storage.sessions import create_session
-from betcode.worktrees import RepoChanges, RepoRegistry, WorktreeManager, WorktreeSettings
+from betcode.worktrees import RepoChanges, RepoRegistry, WorktreeManager
 from betcode.worktrees.git import git_ok
 
 IDENTITY = ("-c", "user.name=Bench", "-c", "user.email=bench@example.invalid")
@@ -75,7 +76,7 @@ async def open_store(root: Path) -> tuple[StoreWriter, StoreReader, WorktreeMana
     database = open_database(root / "daemon.db")
     writer, reader = StoreWriter(database), StoreReader(database)
     manager = WorktreeManager(
-        writer, reader, WorktreeSettings(base_dir=root / "worktrees", min_free_bytes=0)
+        writer, reader, WorktreeSettings(min_free_bytes=0), default_base_dir=root / "worktrees"
     )
     return writer, reader, manager, RepoRegistry(writer, reader, manager)
 

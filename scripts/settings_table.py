@@ -73,6 +73,14 @@ WHAT = {
     "subagent.spawns_per_hour": "spawns per parent session per hour (RATE_LIMITED beyond)",
     "subagent.default_max_turns": "model calls per turn of a subagent that names no max_turns",
     "subagent.timeout_seconds": "wall-clock limit of one subagent (then SIGTERM, failed)",
+    "worktree.base_dir": "where GLOBAL repositories' worktrees go: `<base_dir>/<repo name>/"
+    "<worktree name>`; empty: `<data dir>/worktrees`",
+    "worktree.setup_commands": "run in order in a new worktree when neither the request, the "
+    "repository nor a checked-in `.betcode/worktree-setup.sh` gives a setup",
+    "worktree.setup_timeout_secs": "the whole setup's time limit; then its process group is "
+    "killed and `setup_status` is `timeout`",
+    "worktree.min_free_bytes": "free disk space a new checkout must leave (RESOURCE_EXHAUSTED "
+    "otherwise, with `required_bytes` and `available_bytes`)",
 }
 
 
@@ -95,6 +103,8 @@ def allowed(spec: Spec) -> str:
         "argv": "string or list, or null",
         "text": "string",
         "urls": "list of URLs",
+        "path": "absolute path, or empty",
+        "shell_lines": "list of shell lines",
     }[spec.kind]
 
 

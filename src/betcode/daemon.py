@@ -92,12 +92,7 @@ from betcode.v1 import (
 )
 from betcode.web.domain import make_web_domain
 from betcode.web.server import WebPlaces, WebServer, WebStartError
-from betcode.worktrees import (
-    RepoRegistry,
-    WorktreeManager,
-    WorktreeSettings,
-    load_worktree_settings,
-)
+from betcode.worktrees import RepoRegistry, WorktreeManager
 
 if TYPE_CHECKING:
     from betcode.tunnel.client import TunnelClient
@@ -151,7 +146,6 @@ class Daemon:
     # ---- startup ----
 
     async def start(self) -> None:
-        worktree_settings = self._worktree_settings()
         tunnel = self._relay_tunnel()  # checked before anything is claimed or opened
         socket_claim, tcp_address = self._claim_places()
         self._listen_web()
@@ -197,7 +191,13 @@ class Daemon:
             self.sessions, writer, reader, self.config.settings.subagent, audit
         )
         self.orchestrations = Orchestrations(self.subagents, writer, reader)
-        self.worktrees = WorktreeManager(writer, reader, worktree_settings, sessions=self.sessions)
+        self.worktrees = WorktreeManager(
+            writer,
+            reader,
+            self.config.settings.worktree,
+            self.config.data_dir / "worktrees",
+            sessions=self.sessions,
+        )
         self.repos = repos = RepoRegistry(writer, reader, self.worktrees)
         self.subagents.admission.worktrees = self.worktrees
         bridge.delegates = SubagentInbox(
@@ -342,12 +342,6 @@ class Daemon:
             serving = ComponentReport(True, f"serving on {self.web.url} (`betcode web`)")
             self.server.health.add_component("web", lambda: serving, critical=False)
 
-    def _worktree_settings(self) -> WorktreeSettings:
-        try:
-            return load_worktree_settings(self.config.config_dir, self.config.data_dir)
-        except ConfigError as error:
-            raise DaemonStartupError(str(error), EXIT_CONFIG_INVALID) from error
-
     def _relay_tunnel(self) -> TunnelClient | None:
         """The tunnel to the relays of `--relay`, if any (needs `machine register` first)."""
         relay = self.config.settings.relay
@@ -456,6 +450,8 @@ class Daemon:
             self.sessions.max_sessions = fresh.settings.max_sessions
         if self.subagents is not None:
             self.subagents.apply_settings(fresh.settings.subagent)
+        if self.worktrees is not None:
+            self.worktrees.settings = fresh.settings.worktree
         if any(key == "daemon.log_level" for key, _, _ in changes):
             logging.getLogger().setLevel(PYTHON_LOG_LEVELS[fresh.settings.log_level])
         if self.bridge is not None:

@@ -51,6 +51,7 @@ TAKES_EFFECT = {
     "daemon.permission.extend_on_activity": "applied",
     "daemon.subagent": "for subagents spawned from now on",
     "daemon.subagent.max_concurrent": "applied (a larger pool starts queued subagents)",
+    "daemon.worktree": "for worktrees created from now on",
 }
 
 

@@ -9,9 +9,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from betcode.config.settings import WorktreeSettings
 from betcode.storage import StoreReader, StoreWriter, open_database
 from betcode.storage.worktrees import RepoRecord
-from betcode.worktrees import RepoChanges, RepoRegistry, WorktreeManager, WorktreeSettings
+from betcode.worktrees import RepoChanges, RepoRegistry, WorktreeManager
 
 IDENTITY = ("-c", "user.name=Test", "-c", "user.email=test@example.invalid")
 
@@ -91,7 +92,7 @@ async def open_world(root: Path, settings: WorktreeSettings | None = None) -> Gi
     database = open_database(root / "daemon.db")
     writer, reader = StoreWriter(database), StoreReader(database)
     manager = WorktreeManager(
-        writer, reader, settings or WorktreeSettings(base_dir=base, min_free_bytes=0)
+        writer, reader, settings or WorktreeSettings(min_free_bytes=0), default_base_dir=base
     )
     repos = RepoRegistry(writer, reader, manager)
     record = await repos.register(str(repo), RepoChanges())

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from harness.git_repos import GitWorld, open_world, sh
 
-from betcode.worktrees import Refusal, RepoChanges, WorktreeError, WorktreeSettings
+from betcode.config.settings import WorktreeSettings
+from betcode.worktrees import Refusal, RepoChanges, WorktreeError
 
 
 async def test_create_makes_a_branch_and_a_checkout_in_the_global_base(world: GitWorld) -> None:
@@ -103,9 +104,7 @@ async def test_an_unknown_repository_is_not_found(world: GitWorld) -> None:
 
 
 async def test_too_little_disk_is_resource_exhausted_with_the_figures(tmp_path: Path) -> None:
-    world = await open_world(
-        tmp_path, WorktreeSettings(base_dir=tmp_path / "worktrees", min_free_bytes=2**62)
-    )
+    world = await open_world(tmp_path, WorktreeSettings(min_free_bytes=2**62))
     try:
         error = await refused(world, Refusal.NO_SPACE, name="big")
         required, available = (

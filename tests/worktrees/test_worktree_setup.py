@@ -10,7 +10,8 @@ import pytest
 from harness.conditions import until
 from harness.git_repos import GitWorld, open_world, sh
 
-from betcode.worktrees import RepoChanges, WorktreeSettings
+from betcode.config.settings import WorktreeSettings
+from betcode.worktrees import RepoChanges
 
 DUMP_ENV = "env -0 > env.dump"
 
@@ -63,7 +64,6 @@ async def test_a_failing_setup_is_reported_and_the_worktree_stays(world: GitWorl
 
 async def test_a_setup_over_its_time_limit_is_killed(tmp_path: Path) -> None:
     settings = WorktreeSettings(
-        base_dir=tmp_path / "worktrees",
         setup_commands=("sleep 73.25 & sleep 73.25", "touch never"),
         setup_timeout_secs=2.0,
         min_free_bytes=0,
@@ -74,7 +74,7 @@ async def test_a_setup_over_its_time_limit_is_killed(tmp_path: Path) -> None:
         assert view.record.setup_status == "timeout"
         assert view.record.setup_error is not None
         assert "sleep 73.25 & sleep 73.25" in view.record.setup_error
-        assert "worktree.setup_timeout_secs (2 s)" in view.record.setup_error
+        assert "daemon.worktree.setup_timeout_secs (2 s)" in view.record.setup_error
         path = Path(view.record.path)
         assert not (path / "never").exists()
         # SIGKILL went to the whole process group: the background sleep goes too.

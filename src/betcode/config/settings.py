@@ -192,6 +192,18 @@ class RelaySettings:
 
 
 @dataclass(frozen=True)
+class WorktreeSettings:
+    """Worktrees (DIGEST WT-07/08): GLOBAL ones go under `base_dir` (empty: `<data dir>/
+    worktrees`); a new one runs `setup_commands` when nothing else gives a setup, killed after
+    `setup_timeout_secs`; a checkout must leave `min_free_bytes` free on its disk."""
+
+    base_dir: str = setting("", "path")
+    setup_commands: tuple[str, ...] = setting((), "shell_lines")
+    setup_timeout_secs: float = setting(120.0, "seconds", 1, HOUR)
+    min_free_bytes: int = setting(100 * MIB, "int", 0, 1024 * 1024 * MIB)
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
@@ -207,6 +219,7 @@ class DaemonSettings:
     subagent: SubagentSettings = field(default_factory=SubagentSettings)
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
     relay: RelaySettings = field(default_factory=RelaySettings)
+    worktree: WorktreeSettings = field(default_factory=WorktreeSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +275,7 @@ def _load(
         raise ConfigError(str(path), "daemon", f"must be an object, got {show_value(section)}")
     values = copy.deepcopy(dict(section))
     origins = _Origins(str(path), section)
+    _read_top_level_worktree(data, values, origins)
     env = os.environ if environ is None else environ
     for name, key in ENV_KEYS.items():
         if env.get(name):
@@ -271,6 +285,20 @@ def _load(
         _set(values, key, value)
         origins.set(key, COMMAND_LINE)
     return _build(DaemonSettings, values, "", origins), origins
+
+
+def _read_top_level_worktree(
+    data: Mapping[str, object], values: dict[str, object], origins: _Origins
+) -> None:
+    """DIGEST CFG-08 places the worktree settings in a top-level `worktree` section: it is read
+    as `daemon.worktree` unless that exists, which then wins whole."""
+    if "worktree" not in data:
+        return
+    if "worktree" in values:
+        log.warning("%s: top-level worktree ignored; daemon.worktree is used", origins.file)
+        return
+    values["worktree"] = copy.deepcopy(data["worktree"])
+    origins.set("worktree", f"{origins.file} (top-level worktree)")
 
 
 def settings_items(settings: object, prefix: str = "daemon") -> list[tuple[str, object]]:

@@ -91,6 +91,10 @@ class Spec:
             return "a string (empty: not set)"
         if self.kind == "urls":
             return "a list of URLs (empty: none)"
+        if self.kind == "path":
+            return "an absolute path (empty: the default)"
+        if self.kind == "shell_lines":
+            return "a list of shell command lines"
         return "a command (a string, or a list of program and arguments), or null"
 
 
@@ -168,6 +172,18 @@ def _urls(spec: Spec, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _path(spec: Spec, value: object) -> str:
+    if not isinstance(value, str) or (value and not value.startswith("/")):
+        raise Rejected("is not an absolute path")
+    return value
+
+
+def _shell_lines(spec: Spec, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise Rejected("is not a list of non-empty shell command lines")
+    return tuple(value)
+
+
 def _text(spec: Spec, value: object) -> str:
     if not isinstance(value, str):
         raise Rejected("is not a string")
@@ -198,4 +214,6 @@ _CONVERTERS: dict[str, Callable[[Spec, object], Any]] = {
     "argv": _argv,
     "urls": _urls,
     "text": _text,
+    "path": _path,
+    "shell_lines": _shell_lines,
 }

@@ -7,7 +7,6 @@ keeps the repositories they come from. Both run git as child processes off the e
 from betcode.worktrees.errors import Refusal, WorkAtRisk, WorktreeError
 from betcode.worktrees.manager import Removal, SessionActivity, WorktreeManager, WorktreeView
 from betcode.worktrees.repos import RepoChanges, RepoRegistry
-from betcode.worktrees.settings import WorktreeSettings, load_worktree_settings
 
 __all__ = [
     "Refusal",
@@ -18,7 +17,5 @@ __all__ = [
     "WorkAtRisk",
     "WorktreeError",
     "WorktreeManager",
-    "WorktreeSettings",
     "WorktreeView",
-    "load_worktree_settings",
 ]

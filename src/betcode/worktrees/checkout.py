@@ -129,7 +129,8 @@ async def check_space(plan: Plan, min_free_bytes: int) -> None:
         raise WorktreeError(
             Refusal.NO_SPACE,
             f"not enough disk space for the worktree: it needs {needed} bytes and "
-            f"{min_free_bytes} must stay free (worktree.min_free_bytes); {available} are available",
+            f"{min_free_bytes} must stay free (daemon.worktree.min_free_bytes); "
+            f"{available} are available",
             {"required_bytes": str(needed + min_free_bytes), "available_bytes": str(available)},
         )
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from betcode.config.settings import WorktreeSettings
 from betcode.storage import worktrees as rows
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
@@ -27,7 +28,6 @@ from betcode.worktrees import checkout, rescue, safety
 from betcode.worktrees.errors import Refusal, WorkAtRisk, WorktreeError
 from betcode.worktrees.git import git, git_ok
 from betcode.worktrees.paths import check_branch_name, check_worktree_name, place_worktree
-from betcode.worktrees.settings import WorktreeSettings
 from betcode.worktrees.setup_hooks import SetupOutcome, run_setup, setup_commands
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,13 @@ class WorktreeManager:
         writer: StoreWriter,
         reader: StoreReader,
         settings: WorktreeSettings,
+        default_base_dir: Path,
         sessions: SessionActivity | None = None,
     ) -> None:
         self._writer = writer
         self._reader = reader
-        self.settings = settings
+        self.settings = settings  # replaced by a reload: read at each create
+        self._default_base_dir = default_base_dir
         self.sessions: SessionActivity = sessions or NoSessions()
         self._repo_locks: dict[str, asyncio.Lock] = {}
         self._seen_missing: set[str] = set()  # worktrees found missing (and pruned) this run
@@ -108,7 +110,7 @@ class WorktreeManager:
         else:
             branch, create_branch = name, True if create_branch is None else create_branch
         repo = await self._repo(repo_id)
-        placement = place_worktree(repo, name, self.settings.base_dir)
+        placement = place_worktree(repo, name, self._base_dir())
         async with self.repo_lock(repo.repo_path):
             if await self._reader.read(lambda c: rows.find_worktree_by_name(c, name, repo.id)):
                 raise WorktreeError(
@@ -132,6 +134,10 @@ class WorktreeManager:
                 raise
         log.info("worktree %s created at %s on branch %s", name, plan.path, branch)
         return WorktreeView(record, True)
+
+    def _base_dir(self) -> Path:
+        """Where GLOBAL worktrees go (`daemon.worktree.base_dir`, else the default)."""
+        return Path(self.settings.base_dir or self._default_base_dir)
 
     async def _run_setup(
         self, plan: checkout.Plan, repo: rows.RepoRecord, requested: str

@@ -62,8 +62,8 @@ async def run_setup(
             child.close()
             await child.wait()
             message = (
-                f"setup command {command!r} was still running after worktree.setup_timeout_secs "
-                f"({limit_seconds:g} s) and was killed"
+                f"setup command {command!r} was still running after "
+                f"daemon.worktree.setup_timeout_secs ({limit_seconds:g} s) and was killed"
             )
             log.warning("worktree %s: %s", worktree, message)
             return SetupOutcome("timeout", message)
@@ -80,7 +80,7 @@ def setup_commands(
     worktree: Path, requested: str, repo_script: str | None, configured: Sequence[str]
 ) -> list[str]:
     """The first source that has something: the request's script, the repository's, the
-    checked-out `.betcode/worktree-setup.sh`, then `worktree.setup_commands`."""
+    checked-out `.betcode/worktree-setup.sh`, then `daemon.worktree.setup_commands`."""
     if requested:
         return [requested]
     if repo_script:

@@ -203,7 +203,8 @@ def test_settings_items_lists_every_leaf() -> None:
     assert items["daemon.crash_policy.max_crashes"] == 5
     assert items["daemon.permission.ttl_seconds"] == 604800
     assert items["daemon.subagent.max_concurrent"] == 5
-    assert len(items) == 36
+    assert items["daemon.worktree.setup_timeout_secs"] == 120
+    assert len(items) == 40
 
 
 @pytest.mark.parametrize(
