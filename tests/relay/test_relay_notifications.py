@@ -2,8 +2,9 @@
 HTTP receiver; the daemon side is the real tunnel client in front of a stand-in daemon whose
 ListPendingPermissions answers what the test sets, and a real AttentionLog watching stand-in
 sessions that carry a real InputLock. Waiting requests and finished or failed turns are notified
-once, at most 5 per hour per session and 20 per day per user, never while a client holds the
-session's input lock, and never with their content."""
+once, at most 5 per hour per session and 20 per day per user (counted together by the relay
+instances on one NATS server), never while a client holds the session's input lock, and never
+with their content."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from typing import Any
 
 import grpc
 import grpc.aio
+import nats
 from aiohttp import web
 from harness.relay import client_channel, register, register_machine, relay_in_process
 
+from betcode.relay.nats_server import NatsServer
 from betcode.relay.notifications import Notifications, NotifySettings
+from betcode.relay.notify_limits import SharedLimits
 from betcode.sessions.attention import AttentionLog
 from betcode.sessions.input_lock import InputLock
 from betcode.sessions.turns import TurnEnd
@@ -207,29 +211,53 @@ async def test_turn_ends_are_notified_unless_a_client_holds_the_input_lock(
     assert all("SECRET" not in body for body in bodies)
 
 
-async def test_duplicates_and_limits_are_dropped_by_the_relay(tmp_path: Path) -> None:
-    """Per session 5 an hour, per user 20 a day, an id once; what the window passed is allowed
-    again. Driven with a clock; the posts go to the local receiver."""
+async def test_duplicates_and_limits_are_shared_by_the_relay_instances(tmp_path: Path) -> None:
+    """Per session 5 an hour, per user 20 a day, an id once, counted together by two relay
+    instances on one NATS server (JetStream KV); what a window passed is allowed again. Driven
+    with a clock; the posts go to the local receiver."""
     now = [1_000_000.0]
-    async with receiver() as (url, received):
-        notifications = Notifications(NotifySettings(webhook=url), clock=lambda: now[0])
+    nats_server = NatsServer(tmp_path / "nats")
+    await nats_server.start()
+    connections = [await nats.connect(servers=[nats_server.url]) for _ in range(2)]
+    try:
+        async with receiver() as (url, received):
+            relays = [
+                Notifications(
+                    NotifySettings(webhook=url),
+                    limits=await SharedLimits.open(nc, clock=lambda: now[0]),
+                )
+                for nc in connections
+            ]
+            turn = [0]
 
-        async def notify(session_id: str, notification_id: str, kind: str = "error") -> bool:
-            params = {"notify": kind, "session_id": session_id, "notification_id": notification_id}
-            return await notifications.notify("m1", "box", "alice", params)
+            async def notify(session_id: str, notification_id: str, kind: str = "error") -> bool:
+                """Each call on the other relay instance."""
+                turn[0] += 1
+                params = {
+                    "notify": kind,
+                    "session_id": session_id,
+                    "notification_id": notification_id,
+                }
+                return await relays[turn[0] % 2].notify("m1", "box", "alice", params)
 
-        try:
-            assert await notify("s1", "a")
-            assert not await notify("s1", "a")  # the same id again
-            assert [await notify("s1", f"b{n}") for n in range(5)] == [True] * 4 + [False]
-            now[0] += 3601  # an hour later the session may be notified again
-            assert await notify("s1", "c")
-            sent = [await notify(f"s-{n}", f"d{n}") for n in range(16)]
-            assert sent == [True] * 14 + [False] * 2  # 20 a day for alice
-            assert not await notify("s-other", "e")
-            now[0] += 86401
-            assert await notify("s-other", "f")
-            assert not await notify("s-other", "g", kind="conversation")  # no such kind
-        finally:
-            await notifications.close()
-    assert len(received) == 1 + 4 + 1 + 14 + 1
+            try:
+                assert await notify("s1", "a")
+                assert not await notify("s1", "a")  # the same id again, on the other relay
+                sent = [await notify("s1", f"b{n}") for n in range(5)]
+                assert sent == [True] * 4 + [False]  # 5 an hour for s1, across both
+                now[0] += 3601  # an hour later the session may be notified again
+                assert await notify("s1", "c")
+                sent = [await notify(f"s-{n}", f"d{n}") for n in range(16)]
+                assert sent == [True] * 14 + [False] * 2  # 20 a day for alice
+                assert not await notify("s-other", "e")
+                now[0] += 86401
+                assert await notify("s-other", "f")
+                assert not await notify("s-other", "g", kind="conversation")  # no such kind
+            finally:
+                for relay in relays:
+                    await relay.close()
+        assert len(received) == 1 + 4 + 1 + 14 + 1
+    finally:
+        for nc in connections:
+            await nc.close()
+        await nats_server.stop()

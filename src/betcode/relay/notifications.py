@@ -2,20 +2,21 @@
 permission request or a question waits, a turn finished or failed) while no client holds the
 session's input lock (tunnel/attention.py); the relay holding its tunnel POSTs an ntfy-style
 message to the configured webhook. Deduplicated by notification id; at most 5 per hour per
-session and 20 per day per user. Ids and counters live in this relay instance's memory: with
-several relays, a daemon that moves to another one starts with fresh limits there. The message
-names the machine, the session (its title: name or directory) and the kind only: no
-conversation content reaches the webhook (the relay has none to give)."""
+session and 20 per day per user, counted by every relay instance on the NATS cluster together
+(relay/notify_limits.py). The message names the machine, the session (its title: name or
+directory) and the kind only: no conversation content reaches the webhook (the relay has none
+to give)."""
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
+
+from betcode.relay.notify_limits import MemoryLimits, NotifyLimits
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,6 @@ TITLE_PARAM = "title"
 MAX_TITLE_CHARS = 80
 KINDS = frozenset({"permission", "question", "error", "turn_finished"})
 POST_TIMEOUT_SECONDS = 10.0
-REMEMBERED_IDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -36,34 +36,15 @@ class NotifySettings:
     per_user_per_day: int = 20
 
 
-class _Window:
-    """How many events fell in the last ``seconds`` (a sliding log per key)."""
-
-    def __init__(self, seconds: float, limit: int, clock: Callable[[], float]) -> None:
-        self._seconds = seconds
-        self._limit = limit
-        self._clock = clock
-        self._events: dict[str, collections.deque[float]] = collections.defaultdict(
-            collections.deque
-        )
-
-    def allows(self, key: str) -> bool:
-        now = self._clock()
-        events = self._events[key]
-        while events and events[0] <= now - self._seconds:
-            events.popleft()
-        return len(events) < self._limit
-
-    def record(self, key: str) -> None:
-        self._events[key].append(self._clock())
-
-
 class Notifications:
-    def __init__(self, settings: NotifySettings, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: NotifySettings,
+        clock: Callable[[], float] = time.time,
+        limits: NotifyLimits | None = None,
+    ) -> None:
         self.settings = settings
-        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._per_session = _Window(3600, settings.per_session_per_hour, clock)
-        self._per_user = _Window(86400, settings.per_user_per_day, clock)
+        self.limits: NotifyLimits = limits or MemoryLimits(clock)
         self._http: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -80,18 +61,16 @@ class Notifications:
         notification_id = params.get(ID_PARAM, "")
         if not self.settings.webhook or kind not in KINDS or not notification_id:
             return False
-        key = f"{machine_id}/{notification_id}"
-        if key in self._seen:
+        if not await self.limits.first_time(f"{machine_id}/{notification_id}"):
             return False
-        self._seen[key] = None
-        if len(self._seen) > REMEMBERED_IDS:
-            self._seen.popitem(last=False)
         session_key = f"{machine_id}/{session_id}"
-        if not (self._per_session.allows(session_key) and self._per_user.allows(owner_id)):
+        windows = [
+            (f"session:{session_key}", 3600.0, self.settings.per_session_per_hour),
+            (f"user:{owner_id}", 86400.0, self.settings.per_user_per_day),
+        ]
+        if not await self.limits.admit(windows):
             log.info("notification %s for %s rate-limited", notification_id, session_key)
             return False
-        self._per_session.record(session_key)
-        self._per_user.record(owner_id)
         title = "".join(c for c in params.get(TITLE_PARAM, "") if c.isprintable())
         await self._post(machine_name or machine_id, session_id, kind, title[:MAX_TITLE_CHARS])
         return True

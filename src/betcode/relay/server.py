@@ -23,6 +23,7 @@ from betcode.relay.layout import RelayFiles
 from betcode.relay.machine_service import MachineService
 from betcode.relay.nats_server import NatsServer
 from betcode.relay.notifications import Notifications, NotifySettings
+from betcode.relay.notify_limits import SharedLimits
 from betcode.relay.routing import Router
 from betcode.relay.tokens import TokenIssuer
 from betcode.relay.tunnels import TunnelService, TunnelTiming
@@ -84,7 +85,10 @@ class Relay:
         await self.buffer.start()
         self.router.buffer = self.buffer
         self.tunnels.on_online = self.buffer.deliver
-        self.notifications = Notifications(self.options.notify)
+        self.notifications = Notifications(
+            self.options.notify,
+            limits=await SharedLimits.open(self.nc) if self.options.notify.webhook else None,
+        )
         self.tunnels.notifications = self.notifications
         self.tunnels.authority = authority
         self.server = grpc.aio.server(
