@@ -245,12 +245,22 @@ async def test_timeout_or_ctrl_c_leave_the_request_pending(
     daemon: InProcessDaemon, workspace: Workspace
 ) -> None:
     repo = workspace.repo
+    # Ctrl-C: the run stops, its request stays pending.
+    interrupted = await spawn(daemon.socket, repo, "run", BASH_PROMPT)
+    request_id = await stderr_until(interrupted, ALLOW_HINT)
+    interrupted.send_signal(signal.SIGINT)
+    stopped = await finish(interrupted)
+    assert stopped.code == 1
+    [session_id] = re.findall(r"`betcode chat --session (\S+)` follows it", stopped.err)
+
+    # --timeout: a run continuing that session is held up by the request (it was pending
+    # before the run, so the timeout cannot pass first), says so, and leaves it pending.
     done = await betcode(
-        daemon.socket, repo, "run", BASH_PROMPT, "--allow", "Bash(git status)", "--timeout", "3"
+        daemon.socket, repo, "run", "--session", session_id, "and then?", "--timeout", "3"
     )
     assert done.code == 3, done.err
     assert "stays pending in the daemon" in done.err
-    [request_id] = ALLOW_HINT.findall(done.err)[:1]
+    assert ALLOW_HINT.findall(done.err) == [request_id, request_id]  # when seen, at the end
 
     pending = await betcode(daemon.socket, repo, "permissions", "pending", "--json")
     [row] = json.loads(pending.out)
@@ -258,16 +268,6 @@ async def test_timeout_or_ctrl_c_leave_the_request_pending(
     not_a_question = await betcode(daemon.socket, repo, "permissions", "answer", request_id, "x")
     assert not_a_question.code == 5
     assert "is a Bash request, not a question" in not_a_question.err
-
-    # Ctrl-C: the run stops, its request stays pending too.
-    interrupted = await spawn(daemon.socket, repo, "run", BASH_PROMPT)
-    second_id = await stderr_until(interrupted, ALLOW_HINT)
-    interrupted.send_signal(signal.SIGINT)
-    stopped = await finish(interrupted)
-    assert stopped.code == 1
-    assert "the session goes on in the daemon: `betcode chat --session" in stopped.err
-    pending = await betcode(daemon.socket, repo, "permissions", "pending", "--json")
-    assert {row["request_id"] for row in json.loads(pending.out)} == {request_id, second_id}
 
 
 async def test_a_question_is_answered_from_the_cli_and_allow_refuses_it(

@@ -112,6 +112,7 @@ class TurnFollower:
     tool_errors: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, str] = field(default_factory=dict)  # request id -> what it asks
     _open_block: bool = False
+    _unanswered: dict[str, agent_pb2.AgentEvent] = field(default_factory=dict)  # by request id
 
     def on_event(self, event: agent_pb2.AgentEvent) -> list[str]:
         """Takes one event; returns the ids of permission requests to approve now."""
@@ -132,6 +133,30 @@ class TurnFollower:
         handler = getattr(self, f"_on_{kind}", None)
         result = handler(event) if handler is not None else None
         return result if isinstance(result, list) else []
+
+    def catch_up(self, history: Sequence[agent_pb2.AgentEvent]) -> None:
+        """Takes a batch of the session's history before our message (not shown), keeping the
+        requests still unanswered in it: they hold up our turn too."""
+        for event in history:
+            kind = event.WhichOneof("event")
+            if kind == "permission_request":
+                self._unanswered[event.permission_request.request_id] = event
+            elif kind == "user_question":
+                self._unanswered[event.user_question.question_id] = event
+            elif kind == "permission_resolved":
+                self._unanswered.pop(event.permission_resolved.request_id, None)
+
+    def caught_up(self) -> list[str]:
+        """At the live edge: the requests left unanswered before our message are waited for
+        (or approved) like our own. Returns the ids of permission requests to approve now."""
+        approve: list[str] = []
+        for event in self._unanswered.values():
+            if event.WhichOneof("event") == "user_question":
+                self._on_user_question(event)
+            else:
+                approve += self._on_permission_request(event)
+        self._unanswered.clear()
+        return approve
 
     # --- one handler per event kind -----------------------------------------------------
 

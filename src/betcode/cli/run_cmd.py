@@ -3,7 +3,9 @@
 Without `--yes` or a matching `--allow` rule it never answers a permission request on the
 user's behalf: the request stays pending in the daemon, the run says on stderr how to answer it
 from any terminal (`betcode permissions allow ID`) and waits, until it is answered or
-`--timeout` passes. Whatever happens to the run, the session and its requests live on in the
+`--timeout` passes. A run continuing a session (`--session`, `--continue`) that still waits
+for an answer to an earlier request waits for it the same way: the new message cannot be
+taken before. Whatever happens to the run, the session and its requests live on in the
 daemon. Exit codes: DIGEST §11.4 (`exit_codes`); `headless` decides which.
 """
 
@@ -174,8 +176,11 @@ async def _follow(follower: TurnFollower, target: Target) -> None:
                 follower.streams.note(
                     f"--model applies to new sessions; {session.id} keeps its own"
                 )
-            async for _history in stream.catch_up():
-                pass  # a run shows its own turn only; this moves the stream to the live edge
+            # A run shows its own turn only; this moves the stream to the live edge.
+            async for history in stream.catch_up():
+                follower.catch_up(history)
+            for request_id in follower.caught_up():
+                await stream.answer_permission(request_id, ALLOW_ONCE)
         await stream.send_message(follower.prompt)
         lost_since: float | None = None
         asked_for_lock = False

@@ -211,6 +211,19 @@ def test_a_request_re_sent_after_a_reconnect_is_handled_once() -> None:
     ) == ["r1"]
 
 
+def test_requests_left_unanswered_before_the_run_are_waited_for_or_approved() -> None:
+    waits, approves = follower(), follower(allow=("Bash(ls)",))
+    for run in (waits, approves):
+        run.catch_up([request("r1", "Bash", command="ls"), request("r2", "Read", file_path="/a")])
+        run.catch_up([resolved("r2", "allowed"), echo(content="an older message")])
+    assert waits.caught_up() == []
+    assert list(waits.waiting) == ["r1"]
+    assert "betcode permissions allow r1" in err(waits)
+    assert "r2" not in err(waits)
+    assert approves.caught_up() == ["r1"]
+    assert feed(approves, echo(), request("r1", "Bash", command="ls")) == []  # re-sent: once
+
+
 @pytest.mark.parametrize(
     ("allow", "tool", "tool_input", "approved"),
     [
