@@ -139,8 +139,6 @@ class ConversationStream:
         old sequences may come again: they are dropped. Events outside the sequence (sequence
         0: errors meant for this client only) and re-sent pending prompts (is_replay, carrying
         an old sequence) are delivered as they come; the view handles those by request id."""
-        if event.WhichOneof("event") == "session_info" and not self.session_id:
-            self.session_id = event.session_info.session_id
         if event.sequence == 0 or _is_replay(event):
             return True
         if event.sequence <= self.last_sequence:
@@ -180,6 +178,10 @@ class ConversationStream:
     async def items(self) -> AsyncIterator[StreamItem]:
         """Events (each once, in sequence order) and connection changes, until a fatal error
         event, or a refusal that retrying cannot fix (raised as a DaemonError)."""
+        if not self.session_id:
+            # A new session's id is ours, not the daemon's: a reconnect after a drop before its
+            # SessionInfo came opens that session again instead of creating a second one.
+            self.session_id = str(uuid.uuid4())
         delays = self._delays()
         while True:
             call = self._client.open_converse()

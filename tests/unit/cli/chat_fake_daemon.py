@@ -10,6 +10,7 @@ and ResumeSessionBatched ends its history with an empty batch. Tests script the 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
     grant_lock: bool = True
     lock_answer: asyncio.Event | None = None  # set: RequestInputLock answers once it is set
     starts: list[tuple[str, agent_pb2.StartConversation]] = field(default_factory=list)
+    created: set[str] = field(default_factory=set)  # ids of the new sessions clients chose
     resumes: list[agent_pb2.ResumeSessionRequest] = field(default_factory=list)
     unary: list[tuple[str, Any]] = field(default_factory=list)  # (method, request)
     requests: asyncio.Queue[tuple[str, agent_pb2.AgentRequest]] = field(
@@ -86,8 +88,12 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
         first = await anext(aiter(request_iterator))
         start = first.start
         self.starts.append((client, start))
-        if start.session_id not in ("", SESSION_ID):
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no session {start.session_id}")
+        if start.session_id != SESSION_ID:
+            try:  # like the daemon: an unknown UUID names the new session the client creates
+                uuid.UUID(start.session_id)
+            except ValueError:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"no session {start.session_id}")
+            self.created.add(start.session_id)
         after = start.from_sequence if start.HasField("from_sequence") else 0
         queue: asyncio.Queue[agent_pb2.AgentEvent | None] = asyncio.Queue()
         self._live.append(queue)

@@ -221,6 +221,7 @@ async def test_clear_starts_a_fresh_session_in_the_same_directory(
         await pilot.press("enter")
         await fake.wait_attached()
         _client_id, start = fake.starts[-1]
-        assert (start.session_id, start.working_directory) == ("", str(project))
-        assert not start.HasField("from_sequence")
+        assert start.working_directory == str(project)
+        assert fake.created == {start.session_id}  # a new session, with an id the chat chose
+        assert start.from_sequence == 0
         await until(pilot, lambda: transcript(app) == [], "the transcript emptied")

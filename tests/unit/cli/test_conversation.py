@@ -48,12 +48,32 @@ class TestConversationStream:
         await fake.wait_attached()
         client_id, start = fake.starts[0]
         assert client_id == "cli-me"
-        assert (start.session_id, start.working_directory, start.model) == ("", "/w", "opus")
+        assert (start.working_directory, start.model) == ("/w", "opus")
+        assert fake.created == {start.session_id} == {stream.session_id}  # the client chose it
         assert start.client_type == "cli"
-        assert not start.HasField("from_sequence")
-        fake.publish(ev.input_lock("cli-me"), ev.session_info(SESSION_ID))
+        assert start.from_sequence == 0  # all of it: the session is new
+        fake.publish(ev.input_lock("cli-me"), ev.session_info(start.session_id))
         await collect(items, 2)
-        assert stream.session_id == SESSION_ID
+        assert stream.session_id == start.session_id
+        await items.aclose()
+
+    async def test_a_drop_before_session_info_reconnects_to_the_same_new_session(
+        self, client: DaemonClient, fake: FakeAgentService
+    ) -> None:
+        stream = ConversationStream(client, working_directory="/w")
+        items = stream.items()
+        assert await anext(items) == ConnectionChange(connected=True)
+        await fake.wait_attached()
+        await stream.send_message("hello")
+        await fake.next_request("message")
+        fake.drop_streams()  # before the daemon's SessionInfo reached the client
+        assert (await anext(items)).connected is False
+        assert (await anext(items)).connected is True
+        await fake.wait_attached()
+        assert [start.session_id for _, start in fake.starts] == [stream.session_id] * 2
+        assert fake.created == {stream.session_id}  # one session, not a second one
+        again = await fake.next_request("message")  # not echoed yet: sent again, same key
+        assert again.message.content == "hello"
         await items.aclose()
 
     async def test_drop_heals_from_last_sequence_without_duplicates(
