@@ -286,6 +286,8 @@ class Daemon:
                 ),
             ],
         )
+        # Registered before serving (watchable at once), started once served.
+        await self.orchestrations.load_interrupted()
         try:
             self.telemetry.start(self._live_state())
             await self.server.serve(socket_claim, tcp_address)
@@ -293,7 +295,7 @@ class Daemon:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
         await self._start_web(agent_silence=lambda: self.config.settings.client_silence_seconds)
         self._health_task = asyncio.create_task(health.run(HEALTH_INTERVAL_SECONDS))
-        await self.orchestrations.resume_all()
+        self.orchestrations.resume_loaded()
         if tunnel is not None:
             self._tunnel_task = asyncio.create_task(tunnel.run(), name="relay-tunnel")
         log.info(

@@ -18,6 +18,7 @@ from harness.daemon import Client, DaemonProcess, daemon_process_env
 from harness.environment import Workspace
 
 from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.subagents.runner import CONTINUE_PROMPT
 from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
 
 pytestmark = pytest.mark.real_cli
@@ -100,6 +101,9 @@ async def test_a_plan_cut_by_kill9_completes_after_the_restart_with_each_step_ru
     assert {s.status for s in listed.subagents} == {subagent_pb2.SUBAGENT_STATUS_COMPLETED}
     for marker in ("step-first-marker", "step-second-marker", "step-third-marker"):
         assert fresh_starts(mock_api, marker) == 1, marker
+    # The second step's claude outlived the daemon under its holder: its turn was awaited to
+    # its end, never interrupted by a "continue" message.
+    assert not any(CONTINUE_PROMPT in json.dumps(r.body) for r in mock_api.message_requests)
     database = daemon_process.root / "data" / "daemon.db"
     with closing(sqlite3.connect(database)) as db:
         states = dict(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,6 +13,10 @@ from harness.daemon import Client, InProcessDaemon
 from harness.environment import Workspace
 
 from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.storage import subagents as rows
+from betcode.subagents.orchestrations import Orchestrations
+from betcode.subagents.orchestrator import Orchestration
+from betcode.subagents.plan import StepSpec, Strategy
 from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
 from betcode.worktrees import RepoChanges
 
@@ -216,3 +221,42 @@ async def test_parallel_steps_asking_for_worktrees_each_run_in_a_checkout_of_the
     for place in places.values():
         assert place != workspace.repo
         assert (place / ".git").is_file()  # a linked git worktree
+
+
+async def test_an_interrupted_plan_is_watched_live_from_its_load_on_not_from_its_rows(
+    daemon: InProcessDaemon, clients: Callable[[str], Client], workspace: Workspace
+) -> None:
+    """At startup the daemon registers the plans a restart interrupted before it serves and
+    starts them after: a WatchOrchestration in between follows the plan to its end (from the
+    stored rows alone it would end at once, mid-plan). Here the plan's only step had completed
+    and the daemon died before the plan's end was stored."""
+    parent = await parent_session(clients, workspace)
+    writer, reader = daemon.daemon._writer, daemon.daemon._reader
+    manager = daemon.daemon.subagents
+    assert manager is not None
+    assert writer is not None
+    assert reader is not None
+    step = StepSpec(id="only", prompt=plain("unused"))
+    stored = await Orchestration.create(
+        parent.session_id, [step], Strategy.SEQUENTIAL, manager, writer
+    )
+    await writer.call(
+        lambda c: rows.set_step(c, stored.id, "only", "completed", 0.0, result_summary="done")
+    )
+
+    restarted = Orchestrations(manager, writer, reader)
+    assert await restarted.load_interrupted() == 1
+    watching = asyncio.create_task(collect(restarted.watch(stored.id)))
+    await asyncio.sleep(0)  # the watcher is in before the plan goes on
+    restarted.resume_loaded()
+    events = await asyncio.wait_for(watching, 30)
+
+    assert [e.WhichOneof("event") for e in events] == ["completed"]
+    assert events[-1].completed.succeeded == 1
+    assert await reader.read(rows.unfinished_orchestrations) == []
+
+
+async def collect(
+    stream: AsyncIterator[subagent_pb2.OrchestrationEvent],
+) -> list[subagent_pb2.OrchestrationEvent]:
+    return [event async for event in stream]

@@ -52,8 +52,10 @@ class Orchestrations:
         self.live[orchestration.id] = orchestration
         orchestration.start()
 
-    async def resume_all(self) -> int:
-        """Startup: every orchestration a restart interrupted continues."""
+    async def load_interrupted(self) -> int:
+        """Startup, before the daemon serves: every orchestration a restart interrupted is
+        rebuilt from its rows and registered, so a WatchOrchestration from the first moment
+        on follows it live (not its stored rows, which would end the stream mid-plan)."""
         ids = await self._reader.read(rows.unfinished_orchestrations)
         for orchestration_id in ids:
             row, subagents = await self._reader.read(
@@ -64,9 +66,16 @@ class Orchestrations:
             )
             if row is None:
                 continue
-            log.info("orchestration %s resumes after the restart", orchestration_id)
-            self._begin(Orchestration.load(row, subagents, self._manager, self._writer))
+            loaded = Orchestration.load(row, subagents, self._manager, self._writer)
+            self.live[orchestration_id] = loaded
         return len(ids)
+
+    def resume_loaded(self) -> None:
+        """Startup, once the daemon serves: the loaded orchestrations go on."""
+        for orchestration in self.live.values():
+            if orchestration.task is None:
+                log.info("orchestration %s resumes after the restart", orchestration.id)
+                orchestration.start()
 
     async def watch(self, orchestration_id: str) -> AsyncIterator[pb.OrchestrationEvent]:
         live = self.live.get(orchestration_id)

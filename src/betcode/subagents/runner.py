@@ -6,6 +6,10 @@ session's turn listeners): a `result` that is not an error → completed with th
 result summary; an error result, claude exiting mid-turn, or the wall-clock timeout → failed;
 CancelSubagent → cancelled. Its claude is then stopped; nothing restarts it (SAG-20). The final
 status is stored before `finished` resolves, so whoever waits on it reads a settled row.
+
+Resumed after a daemon restart, the stored session decides: a `result` after the prompt is the
+outcome; a claude that outlived the daemon under its holder and is still in the turn is only
+waited for; otherwise claude is asked to continue (or, if the prompt never reached it, given it).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ class SubagentRun:
         self._on_finished = on_finished
         self._outstanding = 0  # user messages whose turn has not ended
         self._turn_over: asyncio.Future[TurnEnd] | None = None
+        self._ended_unawaited = False  # a turn ended while nothing waited for one
         self._cancel_reason: str | None = None
         self._abandoned = False  # the daemon stops: the row stays unfinished, to be resumed
         self.status: rows.SubagentStatus = "pending"
@@ -108,11 +113,12 @@ class SubagentRun:
         await self._writer.call(
             lambda c: rows.set_subagent_status(c, self.id, "running", time.time())
         )
+        prompt: str | None = self.row.prompt
         if self._resume:
-            finished = await self._writer.call(lambda c: rows.last_turn_result(c, self.session.id))
+            finished = await self._stored_result()
             if finished is not None:  # the turn ended while the daemon was down
                 return _outcome_of(finished)
-        prompt = CONTINUE_PROMPT if self._resume and self._prompt_sent() else self.row.prompt
+            prompt = self._resume_prompt()
         limit = self._timeout
         why = f"timed out after {limit / 60:g} minutes (SIGTERM)"
         box = self.delegation.time_box_left()
@@ -127,12 +133,29 @@ class SubagentRun:
             return Outcome("failed", why, -1)
         return Outcome("completed", end.text, 0) if end.ok else Outcome("failed", end.text, 1)
 
-    def _prompt_sent(self) -> bool:
-        return self.session.claude_session_id is not None
+    async def _stored_result(self) -> dict[str, object] | None:
+        """claude's `result` after the last prompt, as stored. Read again when a turn ended
+        during the read (a re-attached claude's spool being ingested): its line was queued on
+        the writer behind the read, so only the second look sees it."""
+        while True:
+            self._ended_unawaited = False
+            result = await self._writer.call(lambda c: rows.last_turn_result(c, self.session.id))
+            if result is not None or not self._ended_unawaited:
+                return result
 
-    async def _send_and_wait(self, prompt: str) -> TurnEnd:
+    def _resume_prompt(self) -> str | None:
+        """What a resumed subagent's session needs: nothing when its claude outlived the
+        daemon under its holder and is still in the turn (its end is awaited, not interrupted
+        by a second message); "continue" when the prompt reached claude; else the prompt."""
+        if self.session.supervisor.reattached and self.session.turn_active:
+            return None
+        return CONTINUE_PROMPT if self.session.claude_session_id is not None else self.row.prompt
+
+    async def _send_and_wait(self, prompt: str | None) -> TurnEnd:
+        """Sends `prompt` (None: only waits for the running turn) and waits for its end."""
         self._turn_over = asyncio.get_running_loop().create_future()
-        await self.send(prompt)
+        if prompt is not None:
+            await self.send(prompt)
         return await self._turn_over
 
     async def send(self, text: str) -> None:
@@ -147,7 +170,10 @@ class SubagentRun:
     def _on_turn_end(self, end: TurnEnd) -> None:
         self._outstanding = max(0, self._outstanding - 1)
         waiting = self._turn_over
-        if waiting is None or waiting.done():
+        if waiting is None:
+            self._ended_unawaited = True
+            return
+        if waiting.done():
             return
         if not end.ok or self._outstanding == 0:
             waiting.set_result(end)
