@@ -303,6 +303,20 @@ def demo_daemons(scratch: Path) -> list[psutil.Process]:
     return found
 
 
+def demo_processes(scratch: Path) -> list[psutil.Process]:
+    """The `betcode demo` processes running in ``scratch``."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "cwd"]):
+        command = process.info["cmdline"] or []
+        if (
+            "betcode.cli.main" in command
+            and "demo" in command
+            and process.info["cwd"] == str(scratch)
+        ):
+            found.append(process)
+    return found
+
+
 @pytest.mark.usefixtures("claude_bin")
 async def test_closing_the_terminal_during_the_demo_stops_its_daemon(
     terminal: Terminal, tmp_path_factory: pytest.TempPathFactory
@@ -313,8 +327,12 @@ async def test_closing_the_terminal_during_the_demo_stops_its_daemon(
     await chat.wait_for("Allow Bash?")
     daemons = await asyncio.to_thread(demo_daemons, scratch)
     assert len(daemons) == 1
+    demos = await asyncio.to_thread(demo_processes, scratch)
+    assert len(demos) == 1
     await terminal.tmux("kill-server")  # the terminal window goes away: SIGHUP
-    _gone, alive = await asyncio.to_thread(psutil.wait_procs, daemons, 30)
+    # The demo's daemon stops, and so does the demo itself (its chat once spun on the dead
+    # terminal forever).
+    _gone, alive = await asyncio.to_thread(psutil.wait_procs, [*daemons, *demos], 30)
     for process in alive:
         process.kill()  # a failed run must not leave it behind either
     assert not alive

@@ -37,6 +37,18 @@ TURN_TIMEOUT_S = 120.0
 def demo(in_chat: bool) -> None:
     """Run the daemon with the real Claude Code CLI against the offline mock model."""
     _leave_through_finally_on(signal.SIGHUP, signal.SIGTERM)
+    try:
+        _run_demo(in_chat)
+    except SystemExit as leaving:
+        if leaving.code in (128 + signal.SIGHUP, 128 + signal.SIGTERM):
+            # Cleaned up already (daemon stopped, scratch folder deleted). With the terminal
+            # gone, the chat's input thread spins on the dead terminal and would keep the
+            # interpreter from ever exiting: leave without waiting for it.
+            os._exit(int(leaving.code))
+        raise
+
+
+def _run_demo(in_chat: bool) -> None:
     binary = find_claude_binary(None, {"PATH": ""})  # the project's pinned copy, never a global one
     with tempfile.TemporaryDirectory(prefix="betcode-demo-") as scratch, MockAnthropic() as mock:
         root = Path(scratch)
