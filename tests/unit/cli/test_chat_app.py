@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import chat_events as ev
 import grpc.aio
+import pytest
 from chat_fake_daemon import SESSION_ID, FakeAgentService, serve
 from chat_pilot import showing, status_text, transcript, until
 from textual import events
@@ -239,10 +241,24 @@ async def test_the_spinner_turns_while_claude_works_and_stops_when_it_waits(
         await until(pilot, lambda: "│  waiting for you" in status_text(app), "no spinner")
 
 
+def record_notifications(app: ChatApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The messages of the app's notifications, kept (Textual drops them once they expire)."""
+    shown: list[str] = []
+    notify = app.notify
+
+    def recording(message: str, **options: Any) -> None:
+        shown.append(message)
+        notify(message, **options)
+
+    monkeypatch.setattr(app, "notify", recording)
+    return shown
+
+
 async def test_read_only_until_the_lock_is_requested_and_granted(
-    client: DaemonClient, fake: FakeAgentService
+    client: DaemonClient, fake: FakeAgentService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = make_app(client)
+    notified = record_notifications(app, monkeypatch)
     async with app.run_test() as pilot:
         fake.publish(ev.input_lock("cli-phone"), ev.permission("req-1", "Bash", {"command": "ls"}))
         read_only = "read-only: cli-phone has the input lock; press ctrl+l to request it"
@@ -250,12 +266,15 @@ async def test_read_only_until_the_lock_is_requested_and_granted(
         assert app.query_one(StatusBar).has_class("read-only")
         assert not isinstance(app.screen, PermissionScreen)  # only the holder answers
         await pilot.press(*"hi", "enter")
-        assert fake.requests.empty()  # nothing sent without the lock
+        # Pilot.press may return before the input handled the keys: the refusal is waited for,
+        # so the message is refused before the lock below can be granted.
+        await until(pilot, lambda: read_only in notified, "the message refused")
         await pilot.press("ctrl+l")
         await until(pilot, lambda: showing(app, PermissionScreen), "prompt shown")
         assert fake.unary == [("RequestInputLock", ("cli-me", fake.unary[0][1][1]))]
         assert fake.unary[0][1][1].session_id == SESSION_ID
         assert "read-only" not in status_text(app)
+        assert fake.requests.empty()  # the refused message was not sent once the lock came
 
 
 async def test_holder_of_the_lock_answers_prompts(
