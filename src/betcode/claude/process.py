@@ -8,6 +8,7 @@ CLI itself has exited whatever is left of its group is killed too.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -82,7 +83,42 @@ def describe_returncode(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
-class ClaudeProcess:
+class ProcessGroupLeader(abc.ABC):
+    """A claude that leads its own process group (pgid = its pid), whether the daemon's own
+    child or one under a holder: stopping it signals the whole group, so the tools it started
+    stop with it."""
+
+    @property
+    @abc.abstractmethod
+    def pid(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def returncode(self) -> int | None: ...
+
+    @abc.abstractmethod
+    async def wait(self) -> int: ...
+
+    @abc.abstractmethod
+    async def exited_within(self, seconds: float) -> bool: ...
+
+    async def terminate(self, grace: float) -> int:
+        """SIGTERM to the process group, `grace` seconds, then SIGKILL to the group."""
+        if self.returncode is None:
+            self._signal_group(signal.SIGTERM)
+            if not await self.exited_within(grace):
+                logger.warning(
+                    "claude pid %d ignored SIGTERM for %.1f s; sending SIGKILL", self.pid, grace
+                )
+                self._signal_group(signal.SIGKILL)
+        return await self.wait()
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signum)
+
+
+class ClaudeProcess(ProcessGroupLeader):
     """A single claude child. `on_lines` is called on the event loop with each stdout batch."""
 
     def __init__(
@@ -168,22 +204,6 @@ class ClaudeProcess:
         except TimeoutError:
             return False
         return True
-
-    async def terminate(self, grace: float) -> int:
-        """SIGTERM to the process group, `grace` seconds, then SIGKILL to the group."""
-        if self.returncode is None:
-            self._signal_group(signal.SIGTERM)
-            if not await self.exited_within(grace):
-                logger.warning(
-                    "claude pid %d ignored SIGTERM for %.1f s; sending SIGKILL", self.pid, grace
-                )
-                self._signal_group(signal.SIGKILL)
-        return await self.wait()
-
-    def _signal_group(self, signum: signal.Signals) -> None:
-        # start_new_session made the CLI a session and group leader: its pgid is its pid.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signum)
 
     # -- properties -------------------------------------------------------------------------
     @property

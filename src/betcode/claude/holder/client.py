@@ -31,6 +31,7 @@ from betcode.claude.holder import holder as holder_script
 from betcode.claude.process import (
     ClaudeStartError,
     ClaudeStdinClosed,
+    ProcessGroupLeader,
     StderrTail,
     require_workdir,
 )
@@ -105,7 +106,7 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-class HeldClaude:
+class HeldClaude(ProcessGroupLeader):
     """A claude under a holder: started by `start`, or found alive by `adopt` after a
     restart. `on_lines` is called on the loop with each batch of stdout lines."""
 
@@ -319,21 +320,6 @@ class HeldClaude:
         except TimeoutError:
             return False
         return True
-
-    async def terminate(self, grace: float) -> int:
-        """SIGTERM to claude's process group, `grace` seconds, then SIGKILL to the group."""
-        if self.returncode is None:
-            self._signal_group(signal.SIGTERM)
-            if not await self.exited_within(grace):
-                logger.warning(
-                    "claude pid %d ignored SIGTERM for %.1f s; sending SIGKILL", self.pid, grace
-                )
-                self._signal_group(signal.SIGKILL)
-        return await self.wait()
-
-    def _signal_group(self, signum: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signum)
 
     @property
     def pid(self) -> int:
