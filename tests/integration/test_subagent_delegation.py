@@ -53,6 +53,13 @@ async def finished(
     return [event async for event in stub.WatchSubagent(request, timeout=90)]
 
 
+async def audited(daemon: InProcessDaemon, event_type: str) -> list[dict[str, Any]]:
+    """The rows of ``event_type`` once there is one: the audit log is written after the event
+    a client sees (the recorder queues it on the writer), so a read right then may be early."""
+    await until(lambda: bool(audit(daemon, event_type)))
+    return audit(daemon, event_type)
+
+
 def audit(daemon: InProcessDaemon, event_type: str) -> list[dict[str, Any]]:
     conn = sqlite3.connect(daemon.config.data_dir / "daemon.db")
     conn.row_factory = sqlite3.Row
@@ -133,7 +140,7 @@ async def test_auto_approve_runs_calls_within_the_rate_limit_then_denies_and_aud
     ours = [row for row in approved if row["subagent_id"] == spawned.subagent_id]
     assert len(ours) == 5
     assert {row["parent_session_id"] for row in ours} == {parent.session_id}
-    [limited] = audit(daemon, "rate_limit_exceeded")
+    [limited] = await audited(daemon, "rate_limit_exceeded")
     assert json.loads(limited["context"])["limit"] == "bash_commands_per_minute"
     assert parent.of_kind("permission_request") == []
 
@@ -177,7 +184,7 @@ async def test_revoke_lets_the_call_in_flight_finish_and_the_next_call_asks_the_
     # The call in flight ran to its end; the next one was the parent's to answer.
     assert any("first-done" in json.dumps(r.body["messages"]) for r in mock_api.message_requests)
     assert "error: not now" in events[-1].completed.result_summary
-    [row] = audit(daemon, "permission_revoke")
+    [row] = await audited(daemon, "permission_revoke")
     assert row["subagent_id"] == spawned.subagent_id
     again = await stub.RevokeAutoApprove(
         subagent_pb2.RevokeAutoApproveRequest(
@@ -225,7 +232,7 @@ async def test_cancel_stops_a_running_subagent_and_reports_its_counters(
     assert daemon.daemon.sessions is not None
     session = await daemon.daemon.sessions.get(spawned.session_id)
     assert session.supervisor.state is SupervisorState.IDLE
-    [row] = audit(daemon, "subagent_cancel")
+    [row] = await audited(daemon, "subagent_cancel")
     assert row["subagent_id"] == spawned.subagent_id
     late = await stub.CancelSubagent(
         subagent_pb2.CancelSubagentRequest(subagent_id=spawned.subagent_id)
@@ -257,7 +264,7 @@ async def test_a_subagent_past_its_wall_clock_limit_is_stopped_and_failed(
     assert "timed out" in events[-1].failed.error_message
     session = await daemon.daemon.sessions.get(spawned.session_id)  # type: ignore[union-attr]
     assert session.supervisor.state is SupervisorState.IDLE
-    [row] = audit(daemon, "subagent_fail")
+    [row] = await audited(daemon, "subagent_fail")
     assert row["subagent_id"] == spawned.subagent_id
 
 
