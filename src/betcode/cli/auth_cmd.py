@@ -27,7 +27,8 @@ def auth_group() -> None:
     """Log in to a relay."""
 
 
-def _remember(username: str, user_id: str, access: str, refresh: str, expires_in: int) -> None:
+def _remember(username: str, login: auth_pb2.RegisterResponse | auth_pb2.LoginResponse) -> None:
+    """Keeps a register's or login's tokens (both answers carry the same fields)."""
     choice = required_relay()
     stored = StoredLogin.load()
     if stored.relay_url != choice.url:
@@ -35,8 +36,8 @@ def _remember(username: str, user_id: str, access: str, refresh: str, expires_in
     stored.relay_url = choice.url
     stored.ca_file = str(choice.ca_file.absolute()) if choice.ca_file else ""
     stored.username = username
-    stored.user_id = user_id
-    stored.set_tokens(access, refresh, expires_in)
+    stored.user_id = login.user_id
+    stored.set_tokens(login.access_token, login.refresh_token, login.expires_in_secs)
     stored.save()
 
 
@@ -55,13 +56,7 @@ def register(username: str, password: str, email: str) -> None:
         return response
 
     response = call_relay(required_relay(), action)
-    _remember(
-        username,
-        response.user_id,
-        response.access_token,
-        response.refresh_token,
-        response.expires_in_secs,
-    )
+    _remember(username, response)
     click.echo(f"registered and logged in as {username}")
 
 
@@ -79,13 +74,7 @@ def login(username: str, password: str) -> None:
         return response
 
     response = call_relay(required_relay(), action)
-    _remember(
-        username,
-        response.user_id,
-        response.access_token,
-        response.refresh_token,
-        response.expires_in_secs,
-    )
+    _remember(username, response)
     click.echo(f"logged in as {username}")
 
 
