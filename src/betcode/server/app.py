@@ -1,4 +1,7 @@
-"""The daemon's gRPC server: options, service registration, reflection, binding, shutdown.
+"""The daemon's gRPC server: service registration, reflection, binding, shutdown.
+
+The server is BetCode's own HTTP/2 transport (server/http2/), which writes the events a
+stream has ready together instead of one message per socket write.
 
 Services are plain objects with ``async def`` (or async generator) methods named like the RPCs,
 registered from their descriptors; a method a servicer does not define answers UNIMPLEMENTED.
@@ -8,8 +11,9 @@ events serialized once at commit time are never re-encoded per client.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health_pb2 as standard_health_pb2
 from grpc_health.v1 import health_pb2_grpc as standard_health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from betcode.server.binding import (
     BindError,
@@ -29,8 +33,9 @@ from betcode.server.binding import (
     owner_only_umask,
     parse_listen_address,
 )
-from betcode.server.headers_first import HeadersFirst
 from betcode.server.health import ComponentReport, HealthDetailsService, HealthMonitor
+from betcode.server.http2.connection import TransportSettings
+from betcode.server.http2.server import GrpcServer
 from betcode.server.version_service import VersionService
 from betcode.v1 import health_pb2, version_pb2
 
@@ -40,11 +45,8 @@ from betcode.v1 import health_pb2, version_pb2
 # event above it is cut at ingest, so no legitimate message is refused. Requests get the same
 # limit (prompts are capped at 1 MB by validation, attachments are bytes fields).
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-KEEPALIVE_TIME_MS = 30_000  # DIGEST LOC-05: HTTP/2 PING every 30 s ...
-KEEPALIVE_TIMEOUT_MS = 20_000  # ... and drop the connection if unanswered for 20 s
-# Clients pinging as often as the server does must not be treated as abusive (the gRPC default
-# minimum is 5 minutes, after which the server sends GOAWAY "too_many_pings").
-MIN_CLIENT_PING_INTERVAL_MS = 10_000
+KEEPALIVE_TIME_S = 30.0  # DIGEST LOC-05: HTTP/2 PING after 30 s without a word ...
+KEEPALIVE_TIMEOUT_S = 20.0  # ... and drop the connection if unanswered for 20 s
 
 _HANDLER_FACTORIES = {
     (False, False): grpc.unary_unary_rpc_method_handler,
@@ -60,20 +62,6 @@ class RpcService:
     servicer: object
     # Methods whose handler returns or yields serialized response bytes instead of messages.
     raw_responses: frozenset[str] = field(default_factory=frozenset)
-
-
-def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
-    return [
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
-        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
-        ("grpc.http2.max_pings_without_data", 0),
-        # gRPC sets SO_REUSEPORT by default: a second daemon could then share our TCP port.
-        ("grpc.so_reuseport", 0),
-    ]
 
 
 def method_handlers(service: RpcService) -> dict[str, grpc.RpcMethodHandler]:
@@ -110,11 +98,15 @@ def build_server(
     version: VersionService,
     services: Sequence[RpcService] = (),
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> grpc.aio.Server:
-    """A grpc.aio server (not yet bound) with the given services, grpc.health.v1.Health,
+) -> GrpcServer:
+    """The server (not yet bound) with the given services, grpc.health.v1.Health,
     betcode.v1.Health, BetCodeHealth, VersionService and server reflection."""
-    server = grpc.aio.server(
-        options=server_options(max_message_bytes), interceptors=[HeadersFirst()]
+    server = GrpcServer(
+        TransportSettings(
+            max_message_bytes=max_message_bytes,
+            keepalive_time_s=KEEPALIVE_TIME_S,
+            keepalive_timeout_s=KEEPALIVE_TIMEOUT_S,
+        )
     )
     health_services = health_pb2.DESCRIPTOR.services_by_name
     all_services = [
@@ -125,16 +117,16 @@ def build_server(
     ]
     for service in all_services:
         name = service.descriptor.full_name
-        handlers = method_handlers(service)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
-        server.add_registered_method_handlers(name, handlers)
+        server.add_registered_method_handlers(name, method_handlers(service))
     standard_health_pb2_grpc.add_HealthServicer_to_server(health.standard, server)
 
     standard_health_name = standard_health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
     names = [service.descriptor.full_name for service in all_services]
     health.track_services([*names, standard_health_name])
     reflected = [*names, standard_health_name, reflection.SERVICE_NAME]
-    reflection.enable_server_reflection(reflected, server)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        reflection.aio.ReflectionServicer(reflected), server
+    )
     return server
 
 
@@ -173,11 +165,12 @@ class DaemonServer:
         """Binds a socket path already claimed (and a checked loopback address) and starts
         serving. The claim is released if this fails; nothing is left bound."""
         try:
-            with owner_only_umask():
-                self._bind(claim.target)
+            with owner_only_umask(), _refused_as_bind_error(claim.target):
+                self.grpc_server.bind_unix(claim.path)
             claim.restrict_socket()
             if tcp_address is not None:
-                self.tcp_port = self._bind(tcp_address.target)
+                with _refused_as_bind_error(tcp_address.target):
+                    self.tcp_port = self.grpc_server.bind_tcp(tcp_address.host, tcp_address.port)
             await self.grpc_server.start()
         except BaseException:
             claim.release()
@@ -186,15 +179,6 @@ class DaemonServer:
         self._serving = True
         self.health.add_component("local_server", self._local_server_report, critical=True)
         await self.health.refresh()
-
-    def _bind(self, target: str) -> int:
-        try:
-            port: int = self.grpc_server.add_insecure_port(target)
-        except RuntimeError as error:  # gRPC gives no reason beyond "Failed to bind"
-            raise BindError(
-                f"cannot listen on {target}: the address is in use or not available"
-            ) from error
-        return port
 
     def _local_server_report(self) -> ComponentReport:
         if not self._serving:
@@ -216,3 +200,11 @@ class DaemonServer:
 
     async def wait_for_termination(self) -> None:
         await self.grpc_server.wait_for_termination()
+
+
+@contextlib.contextmanager
+def _refused_as_bind_error(target: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as error:
+        raise BindError(f"cannot listen on {target}: {error.strerror or error}") from error

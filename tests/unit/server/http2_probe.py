@@ -1,0 +1,127 @@
+"""A probe service for the HTTP/2 transport tests: raw-bytes methods that exercise every call
+shape and every way a call can end, served by a real GrpcServer on a real Unix socket."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from betcode.server.http2.connection import TransportSettings
+from betcode.server.http2.server import GrpcServer
+
+SERVICE = "probe.Probe"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class ProbeLog:
+    """What the handlers saw, for the tests to check."""
+
+    cancelled: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+    produced: int = 0
+    metadata: list[tuple[str, Any]] = field(default_factory=list)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def probe_handlers(log: ProbeLog) -> dict[str, grpc.RpcMethodHandler]:
+    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes | None:
+        log.metadata = list(context.invocation_metadata())
+        if request == b"abort":
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, "no such thing", (("why-bin", b"\x00\xff"),)
+            )
+        if request == b"set-code":
+            context.set_code(grpc.StatusCode.FAILED_PRECONDITION)
+            context.set_details("not now")
+            return None
+        if request == b"raise":
+            raise ValueError("a bug")
+        if request == b"slow":
+            log.started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                log.cancelled.put_nowait("echo")
+                raise
+        return request
+
+    async def count(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """b"N": the numbers 0..N-1; b"N*SIZE": N messages of SIZE bytes."""
+        number, _, size = request.partition(b"*")
+        for index in range(int(number)):
+            log.produced = index + 1
+            yield b"%d" % index if not size else bytes(int(size))
+
+    async def forever(request: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        yield b"first"
+        log.started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            log.cancelled.put_nowait("forever")
+        yield b"never"
+
+    async def chat(
+        requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield b"echo:" + request
+        yield b"end"
+
+    async def total(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes:
+        return b"+".join([request async for request in requests])
+
+    return {
+        "Echo": grpc.unary_unary_rpc_method_handler(echo),
+        "Count": grpc.unary_stream_rpc_method_handler(count),
+        "Forever": grpc.unary_stream_rpc_method_handler(forever),
+        "Chat": grpc.stream_stream_rpc_method_handler(chat),
+        "Total": grpc.stream_unary_rpc_method_handler(total),
+    }
+
+
+async def start_probe(
+    socket_path: Path, log: ProbeLog, *, keepalive_time_s: float = 30.0
+) -> GrpcServer:
+    server = GrpcServer(
+        TransportSettings(
+            max_message_bytes=MAX_MESSAGE_BYTES,
+            keepalive_time_s=keepalive_time_s,
+            keepalive_timeout_s=keepalive_time_s,
+        )
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE, probe_handlers(log)),)
+    )
+    server.bind_unix(socket_path)
+    await server.start()
+    return server
+
+
+def probe_channel(socket_path: Path) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(
+        f"unix:{socket_path}",
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.use_local_subchannel_pool", 1),
+        ],
+    )
+
+
+def method(channel: grpc.aio.Channel, name: str) -> Any:
+    """A raw-bytes multicallable of the probe service."""
+    path = f"/{SERVICE}/{name}"
+    kinds = {
+        "Echo": channel.unary_unary,
+        "Count": channel.unary_stream,
+        "Forever": channel.unary_stream,
+        "Chat": channel.stream_stream,
+        "Total": channel.stream_unary,
+    }
+    return kinds[name](path)
