@@ -104,7 +104,7 @@ class ServerCall:
         self._deadline_timer = (
             None if timeout is None else loop.call_later(timeout, self._deadline_passed)
         )
-        self._task = loop.create_task(self._invoke())
+        self._task = loop.create_task(self._run())
         self._task.add_done_callback(self._handler_done)
 
     # ---- requests (called by the connection) ----
@@ -199,9 +199,25 @@ class ServerCall:
 
     # ---- the handler ----
 
+    async def _run(self) -> None:
+        try:
+            await self._invoke()
+        except asyncio.CancelledError:
+            raise  # the done callback ends the call
+        except Exception as error:
+            self._complete(self._status_of(error))
+            return
+        self._complete((self.context.code() or grpc.StatusCode.OK, self.context.details() or ""))
+
     def _handler_done(self, task: asyncio.Task[None]) -> None:
-        # A done callback rather than a try around the handler: a call ended before its task
-        # first ran (a bad first request) still gets its status.
+        # Also for a call ended before its task first ran (a bad first request): the
+        # coroutine then never starts, so only a done callback sees it.
+        if not self.finished:
+            self._complete((grpc.StatusCode.CANCELLED, "the call was cancelled"))
+
+    def _complete(self, status: tuple[grpc.StatusCode, str]) -> None:
+        """Sends the status (in the same loop turn as the last response, so a unary answer
+        leaves in one write), unless the client is gone."""
         self.finished = True
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
@@ -209,15 +225,10 @@ class ServerCall:
         if self.cancelled:
             self._channel.call_done(self)
             return
-        self._finish(*(self._end_status or self._outcome(task)))
+        self._finish(*(self._end_status or status))
 
-    def _outcome(self, task: asyncio.Task[None]) -> tuple[grpc.StatusCode, str]:
+    def _status_of(self, error: Exception) -> tuple[grpc.StatusCode, str]:
         context = self.context
-        if task.cancelled():
-            return grpc.StatusCode.CANCELLED, "the call was cancelled"
-        error = task.exception()
-        if error is None:
-            return context.code() or grpc.StatusCode.OK, context.details() or ""
         if isinstance(error, grpc.aio.AbortError):
             return context.code() or grpc.StatusCode.UNKNOWN, context.details() or ""
         if isinstance(error, CallError):
