@@ -14,12 +14,19 @@ from the .proto files would:
   previous turn's end, watch one 50,000-delta turn; events delivered to all of them / seconds
   from sending the message until the last client saw its TurnComplete.
 
-Each figure also gives the CPU per event of the daemon and of the clients. `--quick` uses
-10,000-delta turns. Figures are printed, never asserted.
+Each figure also gives the CPU per event of the daemon and of the clients, and the client's
+voluntary context switches per event (its threads handing each message to one another: the
+grpc.aio client wakes its completion-queue thread and its event loop for every message).
+`--quick` uses 10,000-delta turns. Figures are printed, never asserted.
 
-* floor_replay_events_per_s: the same replay client against a bare grpc.aio server (uvloop, no
-  daemon, no SQLite) that yields the session's own stored events as pre-serialized bytes: what
-  grpc.aio's one-write-per-message streams allow on this machine at this moment.
+Two more replays of the same events, to show where the limit is:
+
+* grpc_aio_replay_events_per_s: the same client against a bare grpc.aio server (uvloop, no
+  daemon, no SQLite) yielding the session's stored events, the transport the daemon used
+  before its own (one write per message);
+* replay_one_cpu_client_events_per_s: the same client against the daemon, with the client
+  process confined to one CPU (sched_setaffinity), so its threads hand messages to one another
+  on one core instead of waking the other one.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
+import resource
 import sqlite3
 import statistics
 import sys
@@ -49,11 +58,16 @@ FANOUT_CLIENTS = 5
 # ---- the client processes: plain stubs only ----
 
 
+def voluntary_switches() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
 async def replay_client(address: str, session_id: str) -> dict[str, Any]:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
         request = agent_pb2.ResumeSessionRequest(session_id=session_id, from_sequence=0)
-        cpu, started = time.process_time(), time.perf_counter()
+        cpu, switches = time.process_time(), voluntary_switches()
+        started = time.perf_counter()
         kinds: dict[str, int] = {}
         async for event in stub.ResumeSession(request):
             kind = event.WhichOneof("event")
@@ -63,6 +77,7 @@ async def replay_client(address: str, session_id: str) -> dict[str, Any]:
             "events": sum(kinds.values()),
             "seconds": seconds,
             "cpu_s": time.process_time() - cpu,
+            "switches": voluntary_switches() - switches,
         }
 
 
@@ -75,7 +90,7 @@ async def watch_client(address: str, session_id: str, after: int) -> dict[str, A
         call = stub.ResumeSession(request)
         await call.initial_metadata()
         print(json.dumps({"ready": True}), flush=True)
-        cpu = time.process_time()
+        cpu, switches = time.process_time(), voluntary_switches()
         events = 0
         async for event in call:
             events += 1
@@ -86,10 +101,11 @@ async def watch_client(address: str, session_id: str, after: int) -> dict[str, A
             "events": events,
             "done_ns": time.monotonic_ns(),
             "cpu_s": time.process_time() - cpu,
+            "switches": voluntary_switches() - switches,
         }
 
 
-async def serve_floor(address: str, frames: list[bytes]) -> None:
+async def serve_grpc_aio(address: str, frames: list[bytes]) -> None:
     """A bare server of AgentService/ResumeSession that yields `frames` and ends."""
 
     async def resume(_request: object, _context: grpc.aio.ServicerContext) -> Any:
@@ -114,16 +130,18 @@ async def serve_floor(address: str, frames: list[bytes]) -> None:
 
 def client_main(argv: list[str]) -> None:
     role, address, session_id, *rest = argv
-    if role == "floor":  # session_id: the file of length-prefixed frames to serve
+    if role == "grpc-aio":  # session_id: the file of length-prefixed frames to serve
         blob = Path(session_id).read_bytes()
         frames, at = [], 0
         while at < len(blob):
             size = int.from_bytes(blob[at : at + 4], "little")
             frames.append(blob[at + 4 : at + 4 + size])
             at += 4 + size
-        event_loop.run(serve_floor(address, frames), "uvloop")
+        event_loop.run(serve_grpc_aio(address, frames), "uvloop")
         return
-    if role == "replay":
+    if role in ("replay", "replay-one-cpu"):
+        if role == "replay-one-cpu":
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         result = asyncio.run(replay_client(address, session_id))
     else:
         result = asyncio.run(watch_client(address, session_id, int(rest[0])))
@@ -148,22 +166,24 @@ async def reply(process: asyncio.subprocess.Process) -> dict[str, Any]:
     return answer
 
 
-async def replay(daemon: DaemonProcess, session_id: str) -> dict[str, float]:
+async def replay(daemon: DaemonProcess, session_id: str, role: str = "replay") -> dict[str, float]:
     cpu = cpu_seconds(daemon.pid)
-    client = await spawn("replay", f"unix:{daemon.socket}", session_id)
+    client = await spawn(role, f"unix:{daemon.socket}", session_id)
     result = await reply(client)
     await client.wait()
     daemon_cpu = cpu_seconds(daemon.pid) - cpu
     events = result["events"]
+    name = role.replace("-", "_")
     return {
-        "replay_events": events,
-        "replay_events_per_s": events / result["seconds"],
-        "replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / events,
-        "replay_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
+        f"{name}_events": events,
+        f"{name}_events_per_s": events / result["seconds"],
+        f"{name}_client_cpu_us_per_event": 1e6 * result["cpu_s"] / events,
+        f"{name}_client_switches_per_event": result["switches"] / events,
+        f"{name}_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
     }
 
 
-async def floor_replay(
+async def grpc_aio_replay(
     scratch: Path, db_path: Path, session_id: str, count: int
 ) -> dict[str, float]:
     """The replay client against a bare grpc.aio server of the same `count` stored events."""
@@ -174,8 +194,8 @@ async def floor_replay(
         ).fetchall()
     blob = scratch / "frames.bin"
     blob.write_bytes(b"".join(len(row[0]).to_bytes(4, "little") + row[0] for row in rows))
-    address = f"unix:{scratch / 'floor.sock'}"
-    server = await spawn("floor", address, str(blob))
+    address = f"unix:{scratch / 'grpc-aio.sock'}"
+    server = await spawn("grpc-aio", address, str(blob))
     try:
         await reply(server)
         client = await spawn("replay", address, session_id)
@@ -185,8 +205,9 @@ async def floor_replay(
         server.terminate()
         await server.wait()
     return {
-        "floor_replay_events_per_s": result["events"] / result["seconds"],
-        "floor_replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / result["events"],
+        "grpc_aio_replay_events_per_s": result["events"] / result["seconds"],
+        "grpc_aio_replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / result["events"],
+        "grpc_aio_replay_client_switches_per_event": result["switches"] / result["events"],
     }
 
 
@@ -211,6 +232,7 @@ async def fan_out(daemon: DaemonProcess, driver: Driver, session_id: str) -> dic
         "fanout_events": events,
         "fanout_events_per_s": events / seconds,
         "fanout_client_cpu_us_per_event": 1e6 * sum(r["cpu_s"] for r in results) / events,
+        "fanout_client_switches_per_event": sum(r["switches"] for r in results) / events,
         "fanout_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
     }
 
@@ -226,13 +248,14 @@ async def run_once(lines: int, options: DaemonOptions) -> dict[str, float]:
             await driver.turn(session_id)  # claude's warm-up turn
             await driver.turn(session_id)  # the session's history: one flood
             figures = await replay(daemon, session_id)
+            figures.update(await replay(daemon, session_id, "replay-one-cpu"))
             figures.update(await fan_out(daemon, driver, session_id))
         finally:
             await driver.channel.close()
             await daemon.stop()
         db_path = Path(scratch) / "daemon" / "data" / "daemon.db"
         count = int(figures["replay_events"])
-        figures.update(await floor_replay(Path(scratch), db_path, session_id, count))
+        figures.update(await grpc_aio_replay(Path(scratch), db_path, session_id, count))
         return figures
 
 
