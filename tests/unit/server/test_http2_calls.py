@@ -180,3 +180,13 @@ async def test_stop_lets_calls_finish_within_grace_then_ends_the_rest(
     assert failure.value.details() == "the daemon is shutting down"
     await stopping
     assert log.cancelled.get_nowait() == "forever"
+
+
+async def test_oversized_metadata_closes_only_that_connection(
+    probe: GrpcServer, socket_path: Path, channel: grpc.aio.Channel
+) -> None:
+    async with probe_channel(socket_path) as other:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:  # above the 16 KiB we announce
+            await method(other, "Echo")(b"x", metadata=(("x-huge", "y" * 20_000),))
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert await method(channel, "Echo")(b"unaffected") == b"unaffected"

@@ -109,6 +109,8 @@ class GrpcConnection(asyncio.Protocol):
                 h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: MAX_HEADER_LIST_BYTES,
             },
         )
+        # h2 sized its HPACK decoder's limit from its own default settings, before ours.
+        self._h2.decoder.max_header_list_size = MAX_HEADER_LIST_BYTES
         self._h2.initiate_connection()
         self._h2.increment_flow_control_window(CONNECTION_WINDOW_BYTES - 65_535)
         self._transport.write(self._h2.data_to_send())
