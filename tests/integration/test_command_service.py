@@ -91,11 +91,9 @@ async def test_registry_and_agents_from_builtins_project_user_and_claude(
     assert after["context"].source == "claude-code"
     assert after["context"].description
     assert after["review-pr"].source == "project"  # the file's entry wins over claude's name
-    # Without a session: built-ins, the user's commands and the newest claude commands.
+    # Without a session: the same, for the daemon's current directory (this session's).
     sessionless = await registry(client, session_id="")
-    assert {"compact", "standup", "context"} <= set(sessionless)
-    # claude lists the project's commands too, by name; only the session's files describe them.
-    assert sessionless["review-pr"].source == "claude-code"
+    assert sessionless == after
 
     agents = await commands_stub(client).ListAgents(
         pb.ListAgentsRequest(session_id=client.session_id)
@@ -185,9 +183,9 @@ async def test_path_completion_respects_gitignore_and_stays_in_the_tree(
             stub.ListPath(pb.ListPathRequest(session_id=client.session_id, query=query))
         )
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, query
-    error = await refused(stub.ListPath(pb.ListPathRequest(query="src")))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "session_id is required" in (error.details() or "")
+    # Without a session_id: below the daemon's current directory, this only session's.
+    sessionless = await stub.ListPath(pb.ListPathRequest(query="src/app/"))
+    assert [e.path for e in sessionless.entries] == await list_path(client, "src/app/")
     error = await refused(stub.ListPath(pb.ListPathRequest(session_id="no-such-session")))
     assert error.code() == grpc.StatusCode.NOT_FOUND
 

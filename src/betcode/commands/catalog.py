@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from betcode.commands.current_directory import Place
 from betcode.commands.markdown import MarkdownFile, command_name, parse_markdown
 from betcode.commands.path_index import PathDetails, PathIndex, build_index, check_inside, details
 from betcode.commands.path_index import is_stale as index_is_stale
@@ -151,11 +152,13 @@ class CommandCatalog:
 
     # ---- commands and agents ----
 
-    async def commands(self, project: Path | None, session_id: str | None) -> list[CommandSpec]:
+    async def commands(self, place: Place | None) -> list[CommandSpec]:
+        """The palette's commands where a call works; `place` None (a daemon without
+        sessions): the user's, and claude's as any session last reported them."""
         project_files, user_files = await asyncio.to_thread(
-            self._read_both, project, "commands", True
+            self._read_both, place, "commands", True
         )
-        init = await self._claude_init(session_id)
+        init = await self._claude_init(place.session_id if place else None)
         return merge(
             BUILTINS,
             _custom_commands(project_files, Source.PROJECT),
@@ -163,11 +166,10 @@ class CommandCatalog:
             claude_commands(init.slash_commands if init else ()),
         )
 
-    async def agents(self, project: Path | None, session_id: str | None) -> list[AgentSpec]:
-        project_files, user_files = await asyncio.to_thread(
-            self._read_both, project, "agents", False
-        )
-        init = await self._claude_init(session_id)
+    async def agents(self, place: Place | None) -> list[AgentSpec]:
+        """The agents where a call works; `place` None as for commands."""
+        project_files, user_files = await asyncio.to_thread(self._read_both, place, "agents", False)
+        init = await self._claude_init(place.session_id if place else None)
         return merge(
             _custom_agents(project_files, Source.PROJECT),
             _custom_agents(user_files, Source.USER),
@@ -175,17 +177,18 @@ class CommandCatalog:
         )
 
     def _read_both(
-        self, project: Path | None, kind: str, recursive: bool
+        self, place: Place | None, kind: str, recursive: bool
     ) -> tuple[dict[PurePosixPath, MarkdownFile], dict[PurePosixPath, MarkdownFile]]:
         user = self._folders.folder(self.user_claude_dir / kind, recursive).read()
-        if project is None:
+        if place is None:
             return {}, user
-        return self._folders.folder(project / ".claude" / kind, recursive).read(), user
+        project = self._folders.folder(place.directory / ".claude" / kind, recursive).read()
+        return project, user
 
     # ---- paths ----
 
     async def complete_path(self, root: Path, query: str, limit: int) -> list[PathDetails]:
-        """Paths below `root` (a resolved session directory) for the query, best first.
+        """Paths below `root` (a resolved folder in a session's tree) for the query, best first.
         Raises PathQueryError for a query reaching outside `root`."""
         normalized = normalize_query(query)
         index = await self._fresh_index(root)

@@ -1,4 +1,4 @@
-"""The paths below a session's directory, listed once and refreshed when the tree changes.
+"""The paths below a working directory, listed once and refreshed when the tree changes.
 
 In a git work tree the list is `git ls-files -co --exclude-standard` (tracked and untracked
 files, `.gitignore` and the repository's excludes respected); elsewhere a walk that reads every
@@ -149,7 +149,7 @@ def check_inside(root: Path, query: str) -> None:
     target = Path(os.path.realpath(root / folder))
     if target != root and root not in target.parents:
         raise PathQueryError(
-            f"{folder!r} leads outside the session's directory (a symlink to {target})"
+            f"{folder!r} leads outside the working directory (a symlink to {target})"
         )
 
 

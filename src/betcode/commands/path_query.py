@@ -1,7 +1,8 @@
 """Path completion's pure half: what a typed query may name, and how indexed paths rank.
 
-A query is relative to the session's directory. It may not leave that tree: absolute paths,
-`~`, and `..` segments are refused (the symlink check needs the file system: path_index.py).
+A query is relative to the directory the call works in (a session's, or the daemon's current
+directory: current_directory.py). It may not leave that tree: absolute paths, `~`, and `..`
+segments are refused (the symlink check needs the file system: path_index.py).
 Matches rank as a user of `@` expects: paths that start with the query, then file names that
 start with its last part, then paths that merely contain it; shallower first, then by name.
 """
@@ -18,7 +19,7 @@ MAX_RESULTS = 1000
 
 
 class PathQueryError(ValueError):
-    """A query naming something outside the session's tree, or not a path at all."""
+    """A query naming something outside the working directory's tree, or not a path at all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +44,13 @@ def normalize_query(query: str) -> str:
         raise PathQueryError("the query holds control characters")
     if query.startswith(("/", "~")):
         raise PathQueryError(
-            f"{query!r} is not below the session's directory: give a path relative to it"
+            f"{query!r} is not below the working directory: give a path relative to it"
         )
     parts = query.split("/")
     if ".." in parts:
-        raise PathQueryError(f"{query!r} climbs out with '..': paths stay below the session's tree")
+        raise PathQueryError(
+            f"{query!r} climbs out with '..': paths stay below the working directory"
+        )
     while parts[:1] == ["."] and len(parts) > 1:
         parts = parts[1:]
     return "/".join(part for index, part in enumerate(parts) if part or index == len(parts) - 1)

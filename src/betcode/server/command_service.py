@@ -1,21 +1,32 @@
-"""betcode.v1.CommandService: thin — find the session's directory, ask the catalog, convert.
+"""betcode.v1.CommandService: thin — find where the call works, ask the catalog, convert.
 
-Service commands run in the daemon for a session: `pwd` and `reload-remote`. `cd`, `bash` and
-`exit-daemon` (named by the upstream daemon) are refused with FAILED_PRECONDITION and the
-reason: a session's directory is fixed, a shell run here would bypass the permission gate, and
-the daemon stops with `betcode daemon stop`. Plugins are not supported: the list is empty and
-the other plugin methods answer UNIMPLEMENTED.
+A call for a session works in that session's directory; a call without session_id (the
+upstream CLI sends none) in the daemon's current directory (commands/current_directory.py).
+Service commands: `pwd` and `reload-remote`, and without session_id `cd`, which moves the
+daemon's current directory. `cd` for a session, `bash` and `exit-daemon` (named by the upstream
+daemon) are refused with FAILED_PRECONDITION and the reason: a session's directory is fixed, a
+shell run here would bypass the permission gate, and the daemon stops with `betcode daemon
+stop`. Plugins are not supported: the list is empty and the other plugin methods answer
+UNIMPLEMENTED.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
 from betcode.commands.catalog import CommandCatalog
+from betcode.commands.current_directory import (
+    BadDirectory,
+    CurrentDirectory,
+    DirectoryNotAllowed,
+    NoCurrentDirectory,
+    Place,
+    SessionDirectories,
+    SessionDirectory,
+    session_place,
+)
 from betcode.commands.path_index import PathDetails
 from betcode.commands.path_query import PathQueryError, clamp_results
 from betcode.commands.registry import (
@@ -28,7 +39,8 @@ from betcode.commands.registry import (
 )
 from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
 from betcode.server.validation import check_id, check_text, domain_error, invalid
-from betcode.sessions.manager import SessionManager
+from betcode.sessions.manager import SessionManager, SessionNotFound
+from betcode.storage.sessions import SessionPage
 from betcode.v1 import commands_pb2 as pb
 
 CATEGORY = {
@@ -42,8 +54,10 @@ PATH_KIND = {
     "symlink": pb.PATH_KIND_SYMLINK,
 }
 SERVICE_COMMAND_NAMES = frozenset(spec.name for spec in SERVICE_COMMANDS)
+CD = "cd"  # without session_id only: it moves the daemon's current directory
 REFUSED_COMMANDS = {
-    "cd": "a session's working directory is fixed; start a session in the other directory",
+    CD: "a session's working directory is fixed; start a session in the other directory "
+    "(without session_id, `cd` moves the daemon's current directory)",
     "bash": "a shell run by the daemon would bypass the permission gate; ask claude, whose "
     "Bash tool goes through the permission rules",
     "exit-daemon": "stop the daemon with `betcode daemon stop` on its machine",
@@ -51,8 +65,12 @@ REFUSED_COMMANDS = {
 
 
 def _commands_error(exc: Exception) -> BetCodeError | None:
-    if isinstance(exc, PathQueryError):
+    if isinstance(exc, PathQueryError | BadDirectory):
         return invalid(str(exc))
+    if isinstance(exc, DirectoryNotAllowed):
+        return BetCodeError(ErrorCode.PATH_NOT_ALLOWED, str(exc), {"path": str(exc.folder)})
+    if isinstance(exc, NoCurrentDirectory):
+        return BetCodeError(ErrorCode.PRECONDITION_FAILED, str(exc))
     return domain_error(exc)
 
 
@@ -91,44 +109,73 @@ def _line(text: str) -> pb.ServiceCommandOutput:
     return pb.ServiceCommandOutput(stdout_line=text)
 
 
-# A session's working directory by its id (raises SessionNotFound).
-DirectoryLookup = Callable[[str], Awaitable[str]]
+class _ManagedSessionDirectories:
+    def __init__(self, sessions: SessionManager) -> None:
+        self._sessions = sessions
+
+    async def directory_of(self, session_id: str) -> str | None:
+        try:
+            return (await self._sessions.record(session_id)).working_directory
+        except SessionNotFound:
+            return None
+
+    async def most_recent(self) -> SessionDirectory | None:
+        return _first(await self._sessions.list(limit=1))
+
+    async def working_in(self, directory: str) -> SessionDirectory | None:
+        return _first(await self._sessions.list(working_directory=directory, limit=1))
 
 
-def session_directories(sessions: SessionManager) -> DirectoryLookup:
-    async def directory_of(session_id: str) -> str:
-        return (await sessions.record(session_id)).working_directory
+def _first(page: SessionPage) -> SessionDirectory | None:
+    return next((SessionDirectory(row.id, row.working_directory) for row in page.sessions), None)
 
-    return directory_of
+
+def session_directories(sessions: SessionManager) -> SessionDirectories:
+    """The daemon's sessions as CommandService needs them: their working directories."""
+    return _ManagedSessionDirectories(sessions)
+
+
+def _cd_argument(args: Sequence[str]) -> str:
+    if len(args) > 1:
+        raise invalid(f"cd takes one folder; got {len(args)} arguments")
+    return args[0] if args else ""
 
 
 class CommandService:
-    def __init__(self, directory_of: DirectoryLookup, catalog: CommandCatalog) -> None:
-        self._directory_of = directory_of
+    def __init__(self, sessions: SessionDirectories, catalog: CommandCatalog) -> None:
+        self._sessions = sessions
+        self._current_directory = CurrentDirectory(sessions)
         self._catalog = catalog
 
-    async def _directory(self, session_id: str) -> Path:
-        """The session's working directory, resolved (SessionNotFound for an unknown id)."""
-        directory = await self._directory_of(check_id(session_id, "session_id"))
-        return await asyncio.to_thread(Path(directory).resolve)
+    async def _place(self, session_id: str) -> Place:
+        """The session's directory, or without session_id the daemon's current directory
+        (SessionNotFound for an unknown id, NoCurrentDirectory when there is no session)."""
+        if not session_id:
+            return await self._current_directory.place()
+        place = await session_place(self._sessions, check_id(session_id, "session_id"))
+        if place is None:
+            raise SessionNotFound(session_id)
+        return place
 
-    async def _directory_if_any(self, session_id: str) -> Path | None:
-        return await self._directory(session_id) if session_id else None
+    async def _place_if_any(self, session_id: str) -> Place | None:
+        """As _place; None for a call without session_id while the daemon has no session."""
+        try:
+            return await self._place(session_id)
+        except NoCurrentDirectory:
+            return None
 
     @serves
     async def GetCommandRegistry(
         self, request: pb.GetCommandRegistryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetCommandRegistryResponse:
-        project = await self._directory_if_any(request.session_id)
-        specs = await self._catalog.commands(project, request.session_id or None)
+        specs = await self._catalog.commands(await self._place_if_any(request.session_id))
         return pb.GetCommandRegistryResponse(commands=[command_entry(spec) for spec in specs])
 
     @serves
     async def ListAgents(
         self, request: pb.ListAgentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListAgentsResponse:
-        project = await self._directory_if_any(request.session_id)
-        agents = await self._catalog.agents(project, request.session_id or None)
+        agents = await self._catalog.agents(await self._place_if_any(request.session_id))
         chosen = filter_agents(
             agents, check_text(request.query, "query"), clamp_results(request.max_results)
         )
@@ -138,9 +185,9 @@ class CommandService:
     async def ListPath(
         self, request: pb.ListPathRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPathResponse:
-        root = await self._directory(request.session_id)
+        place = await self._place(request.session_id)
         found = await self._catalog.complete_path(
-            root, request.query, clamp_results(request.max_results)
+            place.directory, request.query, clamp_results(request.max_results)
         )
         return pb.ListPathResponse(entries=[path_entry(entry) for entry in found])
 
@@ -149,6 +196,16 @@ class CommandService:
         self, request: pb.ExecuteServiceCommandRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ServiceCommandOutput]:
         command = request.command.strip().lstrip("/")
+        if command == CD and not request.session_id:
+            moved = await self._current_directory.change(_cd_argument(request.args))
+            printed = str(moved.directory)
+        else:
+            printed = await self._run_in_place(command, request.session_id)
+        yield _line(printed)
+        yield pb.ServiceCommandOutput(exit_code=0)
+
+    async def _run_in_place(self, command: str, session_id: str) -> str:
+        """`pwd` or `reload-remote` where the call works: the line it prints."""
         if command in REFUSED_COMMANDS:
             raise BetCodeError(
                 ErrorCode.COMMAND_REFUSED,
@@ -156,17 +213,18 @@ class CommandService:
                 {"command": command},
             )
         if command not in SERVICE_COMMAND_NAMES:
-            known = " and ".join(sorted(SERVICE_COMMAND_NAMES))
-            raise invalid(f"unknown service command {command!r}; this daemon runs {known}")
-        root = await self._directory(request.session_id)
+            known = ", ".join(sorted(SERVICE_COMMAND_NAMES))
+            raise invalid(
+                f"unknown service command {command!r}; this daemon runs {known} "
+                f"and, without session_id, {CD}"
+            )
+        place = await self._place(session_id)
         if command == "pwd":
-            yield _line(str(root))
-        else:
-            self._catalog.forget(root)
-            commands = await self._catalog.commands(root, request.session_id)
-            agents = await self._catalog.agents(root, request.session_id)
-            yield _line(f"Reloaded {len(commands)} commands and {len(agents)} agents")
-        yield pb.ServiceCommandOutput(exit_code=0)
+            return str(place.directory)
+        self._catalog.forget(place.directory)
+        commands = await self._catalog.commands(place)
+        agents = await self._catalog.agents(place)
+        return f"Reloaded {len(commands)} commands and {len(agents)} agents"
 
     @serves
     async def ListPlugins(

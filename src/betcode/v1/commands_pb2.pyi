@@ -296,8 +296,8 @@ class GetCommandRegistryRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """BetCode addition (upstream's later revision uses the same number): the session whose project
-    commands and claude commands to list. Empty: BetCode's built-ins, the user's commands and the
-    claude commands seen last by any session.
+    commands and claude commands to list. Empty: those of the daemon's current directory and its
+    session (see CommandService); BetCode's built-ins and the user's commands either way.
     """
     def __init__(
         self,
@@ -342,7 +342,9 @@ class ListAgentsRequest(_message.Message):
     query: _builtins.str
     max_results: _builtins.int
     session_id: _builtins.str
-    """BetCode addition: the session whose project agents to list (empty: the user's and claude's)."""
+    """BetCode addition: the session whose project agents and claude agents to list (empty: those
+    of the daemon's current directory and its session); the user's agents either way.
+    """
     def __init__(
         self,
         *,
@@ -386,12 +388,16 @@ class ListPathRequest(_message.Message):
     MAX_RESULTS_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     query: _builtins.str
-    """A path relative to the session's directory, or part of one ("src/ma", "main"). Absolute
-    paths, `..` segments and symlinks leading out of the session's tree are INVALID_ARGUMENT.
+    """A path relative to the directory the call works in, or part of one ("src/ma", "main").
+    Absolute paths, `~`, `..` segments and symlinks leading out of that tree are
+    INVALID_ARGUMENT. Files ignored by `.gitignore` are not listed.
     """
     max_results: _builtins.int
+    """0: 50; at most 1000."""
     session_id: _builtins.str
-    """BetCode addition, required: paths are completed below this session's working directory."""
+    """BetCode addition: paths are completed below this session's working directory (empty: below
+    the daemon's current directory, see CommandService).
+    """
     def __init__(
         self,
         *,
@@ -429,6 +435,13 @@ Global___ListPathResponse: _TypeAlias = ListPathResponse  # noqa: Y015
 
 @_typing.final
 class ExecuteServiceCommandRequest(_message.Message):
+    """`pwd` prints the directory the call works in; `reload-remote` re-reads its commands, agents and
+    paths; `cd DIR` (without session_id only; a session's directory is fixed) moves the daemon's
+    current directory and prints the new one: DIR absolute or relative to it, refused with
+    PERMISSION_DENIED outside every session's working directory. `bash` and `exit-daemon` are
+    refused with FAILED_PRECONDITION.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     COMMAND_FIELD_NUMBER: _builtins.int
@@ -436,7 +449,9 @@ class ExecuteServiceCommandRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     command: _builtins.str
     session_id: _builtins.str
-    """BetCode addition (upstream's later revision uses the same number): the session it runs for."""
+    """BetCode addition (upstream's later revision uses the same number): the session it runs for
+    (empty: the daemon's current directory, see CommandService).
+    """
     @_builtins.property
     def args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(

@@ -26,7 +26,16 @@ if _version_not_supported:
 
 
 class CommandServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """Where a call works. With session_id: that session's working directory. Without one (the
+    upstream CLI sends none): the daemon's current directory, one per daemon and shared by every
+    client. It is the working directory of the most recently active session until the `cd`
+    service command (sent without session_id) pins it to a folder inside the working directory
+    of one of the daemon's sessions; `cd` alone or `cd ~` unpins it, and so does deleting that
+    session or the folder. `pwd` shows it. A call without session_id thus reaches nothing a call
+    for a session could not. While the daemon has no session at all, ListPath and the service
+    commands answer FAILED_PRECONDITION, and GetCommandRegistry and ListAgents list no project's
+    entries.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -87,7 +96,16 @@ class CommandServiceStub:
 
 
 class CommandServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Where a call works. With session_id: that session's working directory. Without one (the
+    upstream CLI sends none): the daemon's current directory, one per daemon and shared by every
+    client. It is the working directory of the most recently active session until the `cd`
+    service command (sent without session_id) pins it to a folder inside the working directory
+    of one of the daemon's sessions; `cd` alone or `cd ~` unpins it, and so does deleting that
+    session or the folder. `pwd` shows it. A call without session_id thus reaches nothing a call
+    for a session could not. While the daemon has no session at all, ListPath and the service
+    commands answer FAILED_PRECONDITION, and GetCommandRegistry and ListAgents list no project's
+    entries.
+    """
 
     def GetCommandRegistry(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -211,7 +229,16 @@ def add_CommandServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class CommandService:
-    """Missing associated documentation comment in .proto file."""
+    """Where a call works. With session_id: that session's working directory. Without one (the
+    upstream CLI sends none): the daemon's current directory, one per daemon and shared by every
+    client. It is the working directory of the most recently active session until the `cd`
+    service command (sent without session_id) pins it to a folder inside the working directory
+    of one of the daemon's sessions; `cd` alone or `cd ~` unpins it, and so does deleting that
+    session or the folder. `pwd` shows it. A call without session_id thus reaches nothing a call
+    for a session could not. While the daemon has no session at all, ListPath and the service
+    commands answer FAILED_PRECONDITION, and GetCommandRegistry and ListAgents list no project's
+    entries.
+    """
 
     @staticmethod
     def GetCommandRegistry(request,

@@ -27,6 +27,17 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class CommandServiceStub:
+    """Where a call works. With session_id: that session's working directory. Without one (the
+    upstream CLI sends none): the daemon's current directory, one per daemon and shared by every
+    client. It is the working directory of the most recently active session until the `cd`
+    service command (sent without session_id) pins it to a folder inside the working directory
+    of one of the daemon's sessions; `cd` alone or `cd ~` unpins it, and so does deleting that
+    session or the folder. `pwd` shows it. A call without session_id thus reaches nothing a call
+    for a session could not. While the daemon has no session at all, ListPath and the service
+    commands answer FAILED_PRECONDITION, and GetCommandRegistry and ListAgents list no project's
+    entries.
+    """
+
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
@@ -44,6 +55,17 @@ class CommandServiceStub:
 
 @_typing.type_check_only
 class CommandServiceAsyncStub(CommandServiceStub):
+    """Where a call works. With session_id: that session's working directory. Without one (the
+    upstream CLI sends none): the daemon's current directory, one per daemon and shared by every
+    client. It is the working directory of the most recently active session until the `cd`
+    service command (sent without session_id) pins it to a folder inside the working directory
+    of one of the daemon's sessions; `cd` alone or `cd ~` unpins it, and so does deleting that
+    session or the folder. `pwd` shows it. A call without session_id thus reaches nothing a call
+    for a session could not. While the daemon has no session at all, ListPath and the service
+    commands answer FAILED_PRECONDITION, and GetCommandRegistry and ListAgents list no project's
+    entries.
+    """
+
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetCommandRegistry: _aio.UnaryUnaryMultiCallable[_commands_pb2.GetCommandRegistryRequest, _commands_pb2.GetCommandRegistryResponse]  # type: ignore[assignment]
     ListAgents: _aio.UnaryUnaryMultiCallable[_commands_pb2.ListAgentsRequest, _commands_pb2.ListAgentsResponse]  # type: ignore[assignment]
@@ -57,6 +79,17 @@ class CommandServiceAsyncStub(CommandServiceStub):
     DisablePlugin: _aio.UnaryUnaryMultiCallable[_commands_pb2.DisablePluginRequest, _commands_pb2.DisablePluginResponse]  # type: ignore[assignment]
 
 class CommandServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Where a call works. With session_id: that session's working directory. Without one (the
+    upstream CLI sends none): the daemon's current directory, one per daemon and shared by every
+    client. It is the working directory of the most recently active session until the `cd`
+    service command (sent without session_id) pins it to a folder inside the working directory
+    of one of the daemon's sessions; `cd` alone or `cd ~` unpins it, and so does deleting that
+    session or the folder. `pwd` shows it. A call without session_id thus reaches nothing a call
+    for a session could not. While the daemon has no session at all, ListPath and the service
+    commands answer FAILED_PRECONDITION, and GetCommandRegistry and ListAgents list no project's
+    entries.
+    """
+
     @_abc_1.abstractmethod
     def GetCommandRegistry(
         self,

@@ -12,6 +12,7 @@ import grpc.aio
 import pytest
 from chat_fake_daemon import SESSION_ID, FakeAgentService, serve
 from chat_pilot import transcript, until
+from harness.session_directories import SessionsInMemory
 from textual.pilot import Pilot
 
 from betcode.cli.chat.app import ChatApp
@@ -49,9 +50,8 @@ def project(tmp_path: Path) -> Path:
 async def server(
     fake: FakeAgentService, socket_path: Path, project: Path, tmp_path: Path
 ) -> AsyncIterator[grpc.aio.Server]:
-    async def directory_of(session_id: str) -> str:
-        assert session_id == SESSION_ID
-        return str(project)
+    sessions = SessionsInMemory()
+    sessions.active(SESSION_ID, project)
 
     async def claude_init(session_id: str | None) -> SystemInit:
         return SystemInit(slash_commands=["compact", "context", "cost", "review-pr"])
@@ -59,7 +59,7 @@ async def server(
     catalog = CommandCatalog(tmp_path / "home" / ".claude", claude_init)
     commands = RpcService(
         commands_pb2.DESCRIPTOR.services_by_name["CommandService"],
-        CommandService(directory_of, catalog),
+        CommandService(sessions, catalog),
     )
     server = await serve(fake, socket_path, also=[commands])
     yield server
