@@ -1,9 +1,9 @@
 """Prints the daemon settings table of docs/SETTINGS.md (Markdown), made from the code.
 
-Keys, defaults, allowed values and environment variables come from `betcode.config.settings`,
-"on reload" from `betcode.daemon_config.takes_effect`; only the "what" column is written here,
-and every setting must have one (a new setting without a description fails, and so does the
-test that docs/SETTINGS.md is this script's output).
+Keys, defaults and allowed values come from `betcode.config.settings`, environment variables
+from `betcode.config.resolve`, "on reload" from `betcode.daemon_config.takes_effect`; only the
+"what" column is written here, and every setting must have one (a new setting without a
+description fails, and so does the test that docs/SETTINGS.md is this script's output).
 
 Usage: .venv/bin/python scripts/settings_table.py
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from betcode.config.settings import ENV_KEYS, DaemonSettings
+from betcode.config.resolve import ENV_KEYS
+from betcode.config.settings import DaemonSettings
 from betcode.config.values import SPEC, Spec, format_duration
 from betcode.daemon_config import takes_effect
 

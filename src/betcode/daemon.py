@@ -33,7 +33,7 @@ from betcode.claude.holder.discovery import find_holders
 from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
 from betcode.commands.catalog import CommandCatalog, stored_init_lookup, user_claude_dir
 from betcode.config.errors import ConfigError
-from betcode.config.settings import display_value
+from betcode.config.keys import display_value
 from betcode.daemon_config import (
     EXIT_CONFIG_INVALID,
     PYTHON_LOG_LEVELS,

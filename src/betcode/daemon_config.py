@@ -1,6 +1,6 @@
 """What the daemon runs with (`DaemonConfig`), made from the daemon settings once at start and
 again at every reload: settings files + environment + the start's `--set` flags, validated by
-`config.settings`, then mapped onto what each part takes (the supervisor policy, session and
+`config.resolve`, then mapped onto what each part takes (the supervisor policy, session and
 permission settings, the child environment allowlist).
 """
 
@@ -14,13 +14,10 @@ from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.config.dirs import config_dir
+from betcode.config.keys import most_specific, settings_items
 from betcode.config.layers import SETTINGS_FILE, PermissionLists
-from betcode.config.settings import (
-    DaemonSettings,
-    PermissionSettings,
-    load_daemon_settings,
-    settings_items,
-)
+from betcode.config.resolve import load_daemon_settings
+from betcode.config.settings import DaemonSettings, PermissionSettings
 from betcode.observability.logs import TRACE
 from betcode.sessions.context import SessionSettings
 
@@ -159,9 +156,4 @@ def settings_changes(
 
 
 def takes_effect(key: str) -> str:
-    parts = key.split(".")
-    for end in range(len(parts), 0, -1):
-        when = TAKES_EFFECT.get(".".join(parts[:end]))
-        if when is not None:
-            return when
-    return TAKES_EFFECT["daemon"]
+    return most_specific(TAKES_EFFECT, key) or TAKES_EFFECT["daemon"]

@@ -10,7 +10,8 @@ import pytest
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.config.errors import ConfigError
-from betcode.config.settings import DaemonSettings, PermissionSettings, load_daemon_settings
+from betcode.config.resolve import load_daemon_settings
+from betcode.config.settings import DaemonSettings, PermissionSettings
 from betcode.daemon_config import (
     DaemonConfig,
     load_daemon_config,

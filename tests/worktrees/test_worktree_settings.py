@@ -20,7 +20,7 @@ from harness.git_repos import make_repository
 
 from betcode.cli.config_cmd import config_group
 from betcode.config.errors import ConfigError
-from betcode.config.settings import load_daemon_settings, resolve_daemon_settings
+from betcode.config.resolve import load_daemon_settings, resolve_daemon_settings
 from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.v1 import (
     config_pb2,

@@ -12,12 +12,12 @@ import click
 from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
 from betcode.config.importer import ImportPlan, apply_import, is_first_run, plan_import
+from betcode.config.keys import display_value
 from betcode.config.layers import load_permission_layers
-from betcode.config.settings import (
-    DEFAULT_ORIGIN,
+from betcode.config.origins import DEFAULT_ORIGIN
+from betcode.config.resolve import (
     ResolvedSettings,
     SettingValue,
-    display_value,
     parse_override,
     resolve_daemon_settings,
 )

@@ -23,7 +23,7 @@ from betcode.cli.paths import DaemonPaths, resolve_paths
 from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
 from betcode.config.layers import PermissionLists
-from betcode.config.settings import parse_override
+from betcode.config.resolve import parse_override
 from betcode.daemon import KEEP_SESSIONS_SIGNAL, run_daemon
 from betcode.daemon_config import (
     EXIT_CONFIG_INVALID,

@@ -14,7 +14,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from betcode.config.settings import ObservabilitySettings, split_host_port
+from betcode.config.addresses import split_host_port
+from betcode.config.settings import ObservabilitySettings
 from betcode.observability import hooks
 from betcode.observability.logs import use_trace_ids
 from betcode.observability.metrics import (

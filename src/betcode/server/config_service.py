@@ -45,7 +45,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from betcode.config.errors import ConfigError
 from betcode.config.layers import RuleListName
-from betcode.config.settings import ResolvedSettings
+from betcode.config.resolve import ResolvedSettings
 from betcode.permissions.rulebook import RuleBook
 from betcode.permissions.rules import InvalidRule, Rule, RuleList, format_rule
 from betcode.server.config_store import ConfigStore, RejectedChange

@@ -1,6 +1,6 @@
 """`<config dir>/settings.json` as ConfigService reads and edits it.
 
-Reading: the daemon settings resolved exactly as the daemon loads them (`config.settings`: the
+Reading: the daemon settings resolved exactly as the daemon loads them (`config.resolve`: the
 file, the environment, the daemon's `--set` flags), each with where its value came from.
 Editing: a change is validated by that same loader first (the changed values layered on top of
 everything else); only a change that loads is
@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from betcode.config.errors import ConfigError, show_value
+from betcode.config.keys import DAEMON_PREFIX, KNOWN_KEYS, set_dotted
 from betcode.config.layers import (
     RULE_LISTS,
     SETTINGS_FILE,
@@ -26,17 +27,10 @@ from betcode.config.layers import (
     permission_layer,
     read_settings_file,
 )
-from betcode.config.settings import (
-    DEFAULT_ORIGIN,
-    KNOWN_KEYS,
-    ResolvedSettings,
-    load_daemon_settings,
-    resolve_daemon_settings,
-)
+from betcode.config.origins import DEFAULT_ORIGIN
+from betcode.config.resolve import ResolvedSettings, load_daemon_settings, resolve_daemon_settings
 from betcode.permissions.engine import RuleSet
 from betcode.permissions.rules import InvalidRule
-
-_PREFIX = "daemon."
 
 
 class RejectedChange(ValueError):
@@ -81,7 +75,7 @@ class ConfigStore:
                 raise RejectedChange(
                     key, f"{key}: set by {origin}, which wins over {self.path}; change it there"
                 )
-        overrides = {key.removeprefix(_PREFIX): value for key, value in changes.items()}
+        overrides = {key.removeprefix(DAEMON_PREFIX): value for key, value in changes.items()}
         try:
             load_daemon_settings(
                 self.config_dir, {**self._overrides, **overrides}, environ=self._environ
@@ -93,7 +87,7 @@ class ConfigStore:
             raise
         data = self._read()
         for key, value in changes.items():
-            _set(data, key.split("."), value)
+            set_dotted(data, key, value)
         write_atomically(self.path, data)
 
     # ---- permission rules ----
@@ -161,14 +155,3 @@ def write_atomically(path: Path, data: Mapping[str, object]) -> None:
 def _related(key: str, other: str) -> bool:
     """Whether one dotted key is the other or contains it."""
     return key == other or key.startswith(other + ".") or other.startswith(key + ".")
-
-
-def _set(data: dict[str, object], path: list[str], value: object) -> None:
-    node = data
-    for name in path[:-1]:
-        child = node.get(name)
-        if not isinstance(child, dict):
-            child = {}
-            node[name] = child
-        node = child
-    node[path[-1]] = value

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from aiohttp import WSCloseCode, web
 
-from betcode.config.settings import HttpSettings, split_host_port
+from betcode.config.addresses import split_host_port
+from betcode.config.settings import HttpSettings
 from betcode.web.access import ACCESS_KEY, Access, make_guard
 from betcode.web.api import DOMAIN_KEY, api_routes
 from betcode.web.domain import WebDomain

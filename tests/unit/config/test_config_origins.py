@@ -10,14 +10,10 @@ from pathlib import Path
 import pytest
 
 from betcode.config.errors import ConfigError
-from betcode.config.settings import (
-    COMMAND_LINE,
-    DEFAULT_ORIGIN,
-    DaemonSettings,
-    load_daemon_settings,
-    resolve_daemon_settings,
-    settings_items,
-)
+from betcode.config.keys import settings_items
+from betcode.config.origins import COMMAND_LINE, DEFAULT_ORIGIN
+from betcode.config.resolve import load_daemon_settings, resolve_daemon_settings
+from betcode.config.settings import DaemonSettings
 
 NO_ENV: dict[str, str] = {}
 ENV_TIMEOUT = "environment variable BETCODE_SUBPROCESS_TIMEOUT"

@@ -10,14 +10,9 @@ from pathlib import Path
 import pytest
 
 from betcode.config.errors import ConfigError
-from betcode.config.settings import (
-    CrashPolicy,
-    DaemonSettings,
-    SubprocessSettings,
-    load_daemon_settings,
-    parse_override,
-    settings_items,
-)
+from betcode.config.keys import settings_items
+from betcode.config.resolve import load_daemon_settings, parse_override
+from betcode.config.settings import CrashPolicy, DaemonSettings, SubprocessSettings
 from betcode.config.values import Rejected, format_duration, parse_duration
 
 NO_ENV: dict[str, str] = {}
