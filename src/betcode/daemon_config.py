@@ -80,6 +80,10 @@ class DaemonConfig:
     def settings_file(self) -> Path:
         return self.config_dir / SETTINGS_FILE
 
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "daemon.db"
+
 
 def load_daemon_config(
     *,

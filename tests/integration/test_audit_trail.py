@@ -25,7 +25,8 @@ from harness.daemon import (
 )
 from harness.environment import Workspace
 
-from betcode.daemon import EXIT_STORAGE_UNUSABLE, Daemon
+from betcode.composition.startup_checks import EXIT_STORAGE_UNUSABLE
+from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.server.errors import error_details_of

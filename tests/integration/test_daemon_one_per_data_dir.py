@@ -23,7 +23,7 @@ import pytest
 from harness.daemon import Client, DaemonProcess
 from harness.fake_claude import FakeClaude
 
-from betcode.daemon import EXIT_CANNOT_LISTEN
+from betcode.composition.startup_checks import EXIT_CANNOT_LISTEN
 from betcode.server.binding import lock_path_for
 from betcode.v1 import agent_pb2
 

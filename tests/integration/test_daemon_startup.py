@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from harness.daemon import DaemonProcess
 
-from betcode.daemon import EXIT_CANNOT_LISTEN
+from betcode.composition.startup_checks import EXIT_CANNOT_LISTEN
 from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.protocol.version import EXIT_CLAUDE_MISSING, EXIT_CLAUDE_TOO_OLD

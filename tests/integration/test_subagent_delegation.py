@@ -247,8 +247,8 @@ async def test_a_subagent_past_its_wall_clock_limit_is_stopped_and_failed(
     workspace: Workspace,
     stub: subagent_pb2_grpc.SubagentServiceStub,
 ) -> None:
-    manager = daemon.daemon.subagents
-    assert manager is not None
+    assert daemon.daemon.subagents is not None
+    manager = daemon.daemon.subagents.manager
     # Below the settings' 1-minute floor, as code (not a user) may set it.
     manager.apply_settings(dataclasses.replace(manager.settings, timeout_seconds=1.0))
     parent = await parent_session(clients, workspace)

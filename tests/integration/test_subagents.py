@@ -197,8 +197,8 @@ async def test_parallel_steps_asking_for_worktrees_each_run_in_a_checkout_of_the
     stub: subagent_pb2_grpc.SubagentServiceStub,
 ) -> None:
     parent = await parent_session(clients, workspace)
-    assert daemon.daemon.repos is not None
-    await daemon.daemon.repos.register(str(workspace.repo), RepoChanges())
+    assert daemon.daemon.worktrees is not None
+    await daemon.daemon.worktrees.repos.register(str(workspace.repo), RepoChanges())
     step = subagent_pb2.OrchestrationStep
     created = await stub.CreateOrchestration(
         subagent_pb2.CreateOrchestrationRequest(
@@ -231,11 +231,10 @@ async def test_an_interrupted_plan_is_watched_live_from_its_load_on_not_from_its
     stored rows alone it would end at once, mid-plan). Here the plan's only step had completed
     and the daemon died before the plan's end was stored."""
     parent = await parent_session(clients, workspace)
-    writer, reader = daemon.daemon._writer, daemon.daemon._reader
-    manager = daemon.daemon.subagents
-    assert manager is not None
-    assert writer is not None
-    assert reader is not None
+    core, subagents = daemon.daemon.core, daemon.daemon.subagents
+    assert core is not None
+    assert subagents is not None
+    writer, reader, manager = core.writer, core.reader, subagents.manager
     step = StepSpec(id="only", prompt=plain("unused"))
     stored = await Orchestration.create(
         parent.session_id, [step], Strategy.SEQUENTIAL, manager, writer

@@ -32,7 +32,8 @@ from betcode.cli.paths import DaemonPaths
 UNIT_NAME = "betcode.service"
 LAUNCHD_LABEL = "dev.betcode.daemon"
 ENV_FILE_NAME = "service.env"
-# Startup refusals (daemon_config / daemon.py exit codes): restarting cannot fix them.
+# Startup refusals (daemon_config / composition.startup_checks exit codes): restarting cannot
+# fix them.
 NO_RESTART_EXIT_CODES = (65, 69, 72, 74, 78)
 # Set by the user's login session, or by the service manager itself.
 _SESSION_NAMES = frozenset(

@@ -1,0 +1,61 @@
+"""The relay tunnel as a capability of the daemon (`daemon start --relay URL`, or
+`daemon.relay.urls`): checked before anything is claimed, told of every session for the
+attention notifications, dialled once the daemon serves. Relayed calls come in through the
+daemon's own socket, so they take the local clients' code paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from betcode.composition.background import BackgroundTasks
+from betcode.composition.core import SessionWatcher
+from betcode.composition.startup_checks import DaemonStartupError
+from betcode.daemon_config import EXIT_CONFIG_INVALID, DaemonConfig
+
+if TYPE_CHECKING:
+    from betcode.tunnel.client import TunnelClient
+
+
+def relay_tunnel(config: DaemonConfig) -> TunnelClient | None:
+    """The tunnel to the relays, if any (needs `machine register` first: exit 65 without)."""
+    relay = config.settings.relay
+    urls = config.relay_urls or relay.urls
+    if not urls:
+        return None
+    # Imported only for a daemon that dials out (the tunnel brings its crypto and gRPC client).
+    from betcode.sessions.attention import AttentionLog
+    from betcode.tunnel.client import TunnelClient, TunnelSettings
+    from betcode.tunnel.e2e import DaemonIdentity
+    from betcode.tunnel.identity import MachineIdentity, NoMachineIdentity
+
+    identity = MachineIdentity(config.config_dir / "certs")
+    try:
+        identity.require()
+    except NoMachineIdentity as exc:
+        raise DaemonStartupError(str(exc), EXIT_CONFIG_INVALID) from exc
+    return TunnelClient(
+        TunnelSettings(
+            relay_urls=urls,
+            identity=identity,
+            local_target=f"unix:{config.socket_path}",
+            ca_file=config.relay_ca_file
+            or (Path(relay.custom_ca_cert) if relay.custom_ca_cert else None),
+            heartbeat_interval=relay.heartbeat_interval_seconds,
+            heartbeat_timeout=relay.heartbeat_timeout_seconds,
+            e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
+            attention=AttentionLog(),
+        )
+    )
+
+
+def attention_watchers(tunnel: TunnelClient | None) -> list[SessionWatcher]:
+    """What sees each session come alive, so the relay hears of its turn ends and lock."""
+    if tunnel is None or tunnel.settings.attention is None:
+        return []
+    return [tunnel.settings.attention.watch]
+
+
+def dial_relays(tunnel: TunnelClient | None, tasks: BackgroundTasks) -> None:
+    if tunnel is not None:
+        tasks.start(tunnel.run(), name="relay-tunnel")

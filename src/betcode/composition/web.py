@@ -1,0 +1,48 @@
+"""The web client as a capability of the daemon (`daemon.http.listen`; off while empty): bound
+before anything else changes, started once gRPC serves, on the same sessions and permission
+bridge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from betcode.composition.core import Core
+from betcode.composition.startup_checks import DaemonStartupError
+from betcode.daemon_config import DaemonConfig
+from betcode.server.health import ComponentReport, HealthMonitor
+from betcode.web.domain import make_web_domain
+from betcode.web.server import WebPlaces, WebServer, WebStartError
+
+
+def listen_web(config: DaemonConfig) -> WebServer | None:
+    """The web client's address and TLS files, checked and bound: a refusal is exit 65 (TLS)
+    or 69 (address)."""
+    http = config.settings.http
+    if not http.listen:
+        return None
+    web = WebServer(http, WebPlaces(config.config_dir, config.data_dir))
+    try:
+        web.listen()
+    except WebStartError as exc:
+        raise DaemonStartupError(str(exc), exc.exit_code) from exc
+    return web
+
+
+async def start_web(
+    web: WebServer,
+    core: Core,
+    health: HealthMonitor,
+    *,
+    max_payload_bytes: int,
+    client_silence: Callable[[], float],
+) -> None:
+    domain = make_web_domain(
+        core.sessions,
+        core.bridge,
+        core.writer,
+        max_payload_bytes=max_payload_bytes,
+        client_silence=client_silence,
+    )
+    await web.start(domain)
+    serving = ComponentReport(True, f"serving on {web.url} (`betcode web`)")
+    health.add_component("web", lambda: serving, critical=False)
