@@ -163,6 +163,7 @@ class Daemon:
             if capability is not None:
                 capability.apply(fresh)
         apply_log_level(changes, fresh.settings)
+        # The bridge after the log level: its "rules will be re-read" line obeys the new one.
         if self.core is not None:
             self.core.bridge.apply_settings(fresh.permissions)
             self.core.bridge.reload()
