@@ -117,7 +117,7 @@ class ServerCall:
             except CallError as error:
                 self.end_with(error.code, error.details)
         if self._end_status is not None or self.requests.buffered_bytes < REQUEST_BUFFER_BYTES:
-            self.acknowledge_now(flow_controlled)
+            self._acknowledge(flow_controlled)
         else:
             self._unacknowledged += flow_controlled
 
@@ -148,13 +148,13 @@ class ServerCall:
         except Exception:
             raise CallError(grpc.StatusCode.INTERNAL, "Exception deserializing request!") from None
 
-    def acknowledge_now(self, size: int) -> None:
+    def _acknowledge(self, size: int) -> None:
         if size:
             self._channel.acknowledge(self.stream_id, size)
 
     def _consumed(self, size: int) -> None:
         if self._unacknowledged and self.requests.buffered_bytes < REQUEST_BUFFER_BYTES:
-            self.acknowledge_now(self._unacknowledged)
+            self._acknowledge(self._unacknowledged)
             self._unacknowledged = 0
 
     def end_of_requests(self) -> None:
