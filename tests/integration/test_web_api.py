@@ -20,7 +20,8 @@ from harness.daemon import Client, DaemonProcess, daemon_config, daemon_process_
 from harness.environment import Workspace
 from harness.web import WebClient
 
-from betcode.config.settings import MIB, DaemonSettings, HttpSettings
+from betcode.config.settings import DaemonSettings, HttpSettings
+from betcode.config.values import MIB
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic
