@@ -14,7 +14,9 @@ from typing import Literal
 
 from betcode.storage.database import transaction
 
-ClientType = Literal["cli", "flutter", "headless"]
+# What a connected client is: the three a gRPC client names itself (WIRE.md), and `web`, the
+# daemon's own browser client (web/); see server/validation.py for who may claim which.
+ClientType = Literal["cli", "flutter", "headless", "web"]
 
 
 @dataclass(frozen=True, slots=True)
