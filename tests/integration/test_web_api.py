@@ -16,6 +16,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from harness.conditions import until
 from harness.daemon import Client, DaemonProcess, daemon_config, daemon_process_env
 from harness.environment import Workspace
 from harness.web import WebClient
@@ -45,6 +46,11 @@ class WebDaemon:
 
     def client(self, client_id: str = "web-test") -> WebClient:
         return WebClient(self.url, self.token, client_id)
+
+    def client_types(self) -> dict[str, str]:
+        """client id → client type, as `connected_clients` lists them now."""
+        with sqlite3.connect(self.daemon.config.data_dir / "daemon.db") as db:
+            return dict(db.execute("SELECT client_id, client_type FROM connected_clients"))
 
 
 @pytest.fixture
@@ -185,6 +191,9 @@ async def test_stream_approval_and_a_grpc_client_see_the_same_events(
         stream = await web.stream(session_id, after=0)
         await asyncio.wait_for(stream.caught_up.wait(), 30)
         observer.resume(session_id)
+        # Each is listed as what it is: the browser page as `web`, the gRPC observer as `cli`.
+        expected_types = {"web-phone": "web", "terminal": "cli"}
+        await until(lambda: web_daemon.client_types() == expected_types, 30)
         await stream.send({"message": {"content": TOOL_PROMPT}})
         # Not an AgentRequest: an error for this client only, and the stream goes on.
         await stream.socket.send_str("{broken")

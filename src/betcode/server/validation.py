@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Mapping
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
@@ -28,13 +28,18 @@ from betcode.sessions.manager import (
     SessionNotFound,
     WorktreeNotFound,
 )
-from betcode.storage.clients import ClientType
 from betcode.storage.errors import StorageError
 
 MAX_ID_CHARS = MAX_SESSION_ID_CHARS
 MAX_TEXT_BYTES = 1024 * 1024  # a prompt, a deny message, an edited tool input, answers
 MAX_NAME_CHARS = 256
-DEFAULT_CLIENT_TYPE: ClientType = "cli"
+# The client types a gRPC client may name (StartConversation, NegotiateRequest; WIRE.md). Not
+# `web`: the daemon records that for the browser pages its own web transport serves (ids
+# `web-...`, let in by the web token), so a `web` row always is one of them, and a gRPC
+# client, local or relayed, cannot pass itself off as one.
+GrpcClientType = Literal["cli", "flutter", "headless"]
+GRPC_CLIENT_TYPES: tuple[GrpcClientType, ...] = get_args(GrpcClientType)
+DEFAULT_CLIENT_TYPE: GrpcClientType = "cli"
 
 
 def domain_error(exc: Exception) -> BetCodeError | None:
@@ -120,14 +125,13 @@ def check_answers(answers: Mapping[str, str], field: str) -> dict[str, str]:
     return dict(answers)
 
 
-def check_client_type(value: str) -> ClientType:
+def check_client_type(value: str) -> GrpcClientType:
     if not value:
         return DEFAULT_CLIENT_TYPE
-    allowed: tuple[ClientType, ...] = get_args(ClientType)
-    for client_type in allowed:
+    for client_type in GRPC_CLIENT_TYPES:
         if value == client_type:
             return client_type
-    raise invalid(f"client_type {value!r} is not one of {', '.join(allowed)}")
+    raise invalid(f"client_type {value!r} is not one of {', '.join(GRPC_CLIENT_TYPES)}")
 
 
 def input_object(message: Message, field: str) -> dict[str, Any] | None:

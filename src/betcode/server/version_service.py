@@ -11,11 +11,11 @@ import grpc
 
 from betcode.server.claude_status import ClaudeCodeProvider
 from betcode.server.errors import BetCodeError, ErrorCode, handles_errors
+from betcode.server.validation import GRPC_CLIENT_TYPES
 from betcode.v1 import version_pb2
 
 API_VERSION = "v1"
 MIN_CLIENT_VERSION = "0.1.0"
-CLIENT_TYPES = frozenset({"cli", "flutter", "headless"})
 
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.+-]*)?")
 
@@ -64,8 +64,8 @@ def negotiate(
             ),
         )
     warnings: list[str] = []
-    if request.client_type and request.client_type not in CLIENT_TYPES:
-        known = ", ".join(sorted(CLIENT_TYPES))
+    if request.client_type and request.client_type not in GRPC_CLIENT_TYPES:
+        known = ", ".join(GRPC_CLIENT_TYPES)
         warnings.append(f"unknown client_type {request.client_type!r} (known: {known})")
     enabled = set(server.features)
     granted = [name for name in request.requested_features if name in enabled]

@@ -139,7 +139,9 @@ class StartConversation(_message.Message):
     then goes live. Unset: live-only (see the rule above AgentService).
     """
     client_type: _builtins.str
-    """BetCode addition: cli | flutter | headless."""
+    """BetCode addition: cli | flutter | headless (empty: cli). Anything else is refused with
+    INVALID_ARGUMENT, `web` included: the daemon lists its own web client as `web`.
+    """
     @_builtins.property
     def allowed_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property

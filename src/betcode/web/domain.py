@@ -22,9 +22,7 @@ from betcode.web.events import EventJson
 CLIENT_HEADER = "X-BetCode-Client"
 CLIENT_PARAMETER = "client"
 WEB_CLIENT_PREFIX = "web-"
-# connected_clients allows cli | flutter | headless (DIGEST STO-10); the browser is the
-# graphical remote client that `flutter` stands for. Its id (web-...) tells the two apart.
-WEB_CLIENT_TYPE: ClientType = "flutter"
+WEB_CLIENT_TYPE: ClientType = "web"
 
 
 @dataclass

@@ -98,6 +98,11 @@ REFUSED: list[tuple[str, Callable[[], object], str]] = [
         "client_type 'robot' is not one of cli, flutter, headless",
     ),
     (
+        "web client type over gRPC (only the daemon's web transport records it)",
+        lambda: check_client_type("web"),
+        "client_type 'web' is not one of cli, flutter, headless",
+    ),
+    (
         "NaN input",
         lambda: input_object(with_input(a=math.nan), "updated_input"),
         "updated_input holds a NaN",
