@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from harness.environment import Workspace
 
 from betcode.claude.supervisor import SupervisorState
 from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.subagents import limits
 from betcode.v1 import agent_pb2, agent_pb2_grpc, subagent_pb2, subagent_pb2_grpc
 
 pytestmark = pytest.mark.real_cli
@@ -120,6 +122,7 @@ async def test_auto_approve_runs_calls_within_the_rate_limit_then_denies_and_aud
     workspace: Workspace,
     stub: subagent_pb2_grpc.SubagentServiceStub,
 ) -> None:
+    """Without queue_on_rate_limit, a call over the limit is denied at once."""
     parent = await parent_session(clients, workspace)
     commands = [f"python3 -c \"print('call-{n}')\"" for n in range(1, 7)]
     spawned = await stub.SpawnSubagent(
@@ -301,3 +304,118 @@ async def test_an_exclusive_worktree_lock_refuses_or_queues_the_next_subagent_th
     await stub.CancelSubagent(subagent_pb2.CancelSubagentRequest(subagent_id=holder.subagent_id))
     events = await finished(stub, waiter.subagent_id)
     assert events[-1].completed.result_summary == "after the lock"
+
+
+class FrozenClock:
+    """A subagent delegation's clock that moves only when the test says (its rate buckets
+    refill by it), so a call over the limit stays queued until then."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def queued_sixth_call(
+    daemon: InProcessDaemon,
+    parent: Client,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[subagent_pb2.SpawnSubagentResponse, FrozenClock]:
+    """A subagent allowed 5 Bash calls per "minute", with queue_on_rate_limit, whose sixth
+    call is held back: it waits, unanswered, neither denied nor forwarded."""
+    # A minute of 3 s: a queued call asks again about every 0.6 s, and the clock decides.
+    monkeypatch.setattr(limits, "MINUTE", 3.0)
+    commands = [f"python3 -c \"print('call-{n}')\"" for n in range(1, 7)]
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps(*commands),
+            allowed_tools=["Bash(python3:*)"],
+            auto_approve=True,
+            auto_approve_config=subagent_pb2.AutoApproveConfig(
+                bash_commands_per_minute=5, queue_on_rate_limit=True
+            ),
+        )
+    )
+    assert daemon.daemon.subagents is not None
+    clock = FrozenClock()
+    daemon.daemon.subagents.manager.runs[spawned.subagent_id].delegation.clock = clock
+    asked = lambda: stored_lines(daemon, spawned.session_id, "control_request")  # noqa: E731
+    await until(lambda: len(asked()) == 6, 60)
+    await asyncio.sleep(2)  # about three more asks of the queued call
+    answered = stored_lines(daemon, spawned.session_id, "control_response")
+    assert len(answered) == 5
+    assert json.loads(asked()[-1])["request_id"] not in "".join(answered)
+    assert audit(daemon, "rate_limit_exceeded") == []
+    assert parent.of_kind("permission_request") == []
+    return spawned, clock
+
+
+def stored_lines(daemon: InProcessDaemon, session_id: str, message_type: str) -> list[str]:
+    """The NDJSON lines of one type a session's claude wrote or was sent, in order."""
+    conn = sqlite3.connect(daemon.config.data_dir / "daemon.db")
+    try:
+        query = (
+            "SELECT payload FROM messages WHERE session_id = ? AND message_type = ? "
+            "ORDER BY sequence"
+        )
+        return [payload for (payload,) in conn.execute(query, (session_id, message_type))]
+    finally:
+        conn.close()
+
+
+async def test_with_queue_on_rate_limit_a_call_over_the_limit_waits_then_runs(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned, clock = await queued_sixth_call(daemon, parent, stub, monkeypatch)
+
+    clock.now += 1  # the Bash bucket has a token again (one each 0.6 s)
+    events = await finished(stub, spawned.subagent_id)
+
+    assert "ok: call-6" in events[-1].completed.result_summary
+    approved = [
+        row
+        for row in audit(daemon, "auto_approve_tool_call")
+        if row["subagent_id"] == spawned.subagent_id
+    ]
+    assert len(approved) == 6
+    held = json.loads(approved[-1]["context"])
+    assert held["queued_for"] == "bash_commands_per_minute"
+    assert float(held["queued_seconds"]) >= 2
+    assert "queued_seconds" not in json.loads(approved[-2]["context"])
+    assert audit(daemon, "rate_limit_exceeded") == []
+
+
+async def test_a_call_queued_for_the_rate_limit_is_withdrawn_when_the_subagent_is_cancelled(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    channel: grpc.aio.Channel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned, clock = await queued_sixth_call(daemon, parent, stub, monkeypatch)
+
+    response = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(subagent_id=spawned.subagent_id, reason="enough")
+    )
+    clock.now += 1  # the limit would let it through now: it is gone, not answered
+    await asyncio.sleep(2)
+
+    assert (response.cancelled, response.tool_calls_auto_approved) == (True, 5)
+    # Nothing answered claude (that would start it again), nothing waits in the parent's inbox.
+    assert len(stored_lines(daemon, spawned.session_id, "control_response")) == 5
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    listed = await agents.ListPendingPermissions(agent_pb2.ListPendingPermissionsRequest())
+    assert list(listed.pending) == []
+    assert daemon.daemon.sessions is not None
+    session = await daemon.daemon.sessions.get(spawned.session_id)
+    assert session.supervisor.state is SupervisorState.IDLE

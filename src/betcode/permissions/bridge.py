@@ -7,7 +7,9 @@ For each request, in order (the first that applies decides):
    `orphans`) covers exactly this call → allowed at once, with the approved input;
 3. an ask rule matches → forwarded to the clients, even if an allow rule matches too;
 4. allow rules, or allow rules together with session grants, cover the call → allowed at once;
-5. a subagent's delegation (auto-approve within its limits, `delegates`) decides;
+5. a subagent's delegation (auto-approve within its limits, `delegates`) decides; a call its
+   rate limit queues is answered (or forwarded) when the limit lets it through, meanwhile
+   the session goes on reading claude;
 6. otherwise → forwarded. AskUserQuestion is always forwarded.
 
 A subagent's forwarded question says which subagent (and orchestration step) asks, and is
@@ -27,6 +29,7 @@ any client activity in the session pushes its expiry back by one TTL.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -40,7 +43,7 @@ from betcode.observability.logs import log_fields
 from betcode.permissions import orphans
 from betcode.permissions.answers import Answers
 from betcode.permissions.decisions import AnswerOutcome, ClientAnswer, auto_audit
-from betcode.permissions.delegates import Delegates
+from betcode.permissions.delegates import Delegated, Delegates, Queued
 from betcode.permissions.engine import Behavior, evaluate
 from betcode.permissions.grants import GrantAction, SessionGrant
 from betcode.permissions.live import LiveRequests
@@ -87,6 +90,7 @@ class PermissionBridge:
         self._clock = clock
         self.metrics = DecisionCounters()
         self.delegates: Delegates | None = None  # set when subagents are served
+        self._queued: dict[str, asyncio.Task[None]] = {}  # by request id: see _delegated
         self._audit = audit if audit is not None else AuditRecorder(writer, clock=clock)
         self._live = LiveRequests()
         self._notifier = (
@@ -157,6 +161,38 @@ class PermissionBridge:
         delegated = await delegates.decide(session, request, tool)
         if delegated is None:
             return False
+        if isinstance(delegated, Queued):
+            # Waited for off the session's line loop: its other lines, and a stop, go on.
+            waiting = asyncio.create_task(
+                self._answer_when_let_through(session, request, tool, delegated)
+            )
+            self._queued[request.request_id] = waiting
+            waiting.add_done_callback(lambda _: self._queued.pop(request.request_id, None))
+            return True
+        await self._answer_delegated(session, request, tool, delegated)
+        return True
+
+    async def _answer_when_let_through(
+        self, session: Session, request: ControlRequest, tool: CanUseTool, queued: Queued
+    ) -> None:
+        with log_fields(request_id=request.request_id):
+            try:
+                delegated = await queued.decision
+                if delegated is None:
+                    await self._forward(session, request, tool)
+                else:
+                    await self._answer_delegated(session, request, tool, delegated)
+            except asyncio.CancelledError:
+                log.info("session %s: queued %s withdrawn", session.id, request.request_id)
+                raise
+            except Exception:
+                log.exception(
+                    "session %s: the queued %s was not answered", session.id, request.request_id
+                )
+
+    async def _answer_delegated(
+        self, session: Session, request: ControlRequest, tool: CanUseTool, delegated: Delegated
+    ) -> None:
         kind = DecisionKind.AUTO_ALLOW if delegated.allow else DecisionKind.AUTO_DENY
         self.metrics.count(kind, tool.tool_name)
         line = (
@@ -167,7 +203,6 @@ class PermissionBridge:
             )
         )
         await session.write_control(line)
-        return True
 
     async def _auto(
         self,
@@ -260,6 +295,9 @@ class PermissionBridge:
         session.background_write(lambda c: pending_rows.mark_forwarded(c, request.request_id, now))
 
     async def on_cancel(self, session: Session, request_id: str) -> None:
+        queued = self._queued.pop(request_id, None)
+        if queued is not None:
+            queued.cancel()  # claude withdrew it: nothing is to answer it
         live = self._live.pop(session.id, request_id)
         now = self._clock()
 
@@ -366,7 +404,11 @@ class PermissionBridge:
         return await self._sweeper.sweep_once()
 
     async def close(self) -> None:
-        """Wait for notify commands still running."""
+        """Withdraw the calls still queued; wait for notify commands still running."""
+        queued = list(self._queued.values())
+        for waiting in queued:
+            waiting.cancel()
+        await asyncio.gather(*queued, return_exceptions=True)
         await self._notifier.close()
 
 

@@ -7,6 +7,7 @@ exactly as without subagents.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,14 +24,25 @@ class Delegated:
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A call the subagent's rate limit holds back (queue_on_rate_limit). `decision` ends
+    with its answer once the limit lets it through or it waited too long, with None when the
+    user is to answer it after all (auto-approve was revoked meanwhile), or is cancelled when
+    the subagent stops first: its claude is gone, and answering would start it again."""
+
+    decision: asyncio.Future[Delegated | None]
+
+
 class Delegates(Protocol):
     def asker_label(self, session_id: str) -> str | None:
         """ "subagent NAME (step ID)" for a subagent's session, shown with its questions."""
 
     async def decide(
         self, session: Session, request: ControlRequest, tool: CanUseTool
-    ) -> Delegated | None:
-        """For a call no rule decided: the delegation's decision, or None to forward it."""
+    ) -> Delegated | Queued | None:
+        """For a call no rule decided: the delegation's decision, the call queued for its
+        rate limit, or None to forward it."""
 
     async def child_session(self, parent: Session, session_id: str) -> Session | None:
         """`session_id` if it is a subagent session of `parent` (its questions are answered

@@ -6,7 +6,8 @@ auto-approve, after the permission rules found nothing (the bridge evaluates the
 call is checked in SAG-12's order: tool in `allowed_tools`? (else forward) → still one of the
 tools claude announced? (else denied: tool_validation_fail) → within the time box?
 (else the subagent is ended: subagent_timeout) → rate budget left? (else denied:
-rate_limit_exceeded) → allowed and audited (auto_approve_tool_call).
+rate_limit_exceeded; or, with `queue_on_rate_limit`, queued: asked again once the limit has
+room, for at most MAX_QUEUE_SECONDS) → allowed and audited (auto_approve_tool_call).
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from betcode.permissions.engine import Behavior, RuleSet, evaluate
 from betcode.permissions.rules import InvalidRule, RuleList, RuleSource, parse_rule
 from betcode.subagents.limits import AutoApproveLimits, RateBudget
 
+# queue_on_rate_limit: how long a call may wait for its rate limit before it is denied.
+MAX_QUEUE_SECONDS = 60.0
+
 
 class Verdict(enum.Enum):
     FORWARD = "forward"
     ALLOW = "allow"
     DENY = "deny"  # rate limit
+    QUEUE = "queue"  # rate limit with queue_on_rate_limit: ask again after retry_after_seconds
     UNKNOWN_TOOL = "unknown_tool"  # not among the tools claude announced: denied
     EXPIRED = "expired"  # the time box is over: the subagent ends
 
@@ -69,9 +74,12 @@ class Delegation:
         cwd: str,
         home: str,
         registry: Sequence[str] = (),
+        queued_seconds: float = 0.0,
     ) -> Decision:
         """SAG-12 for one call the permission rules left undecided; `registry`: the tools
-        claude announced (empty: not known yet)."""
+        claude announced (empty: not known yet); `queued_seconds`: how long the call has
+        waited for a rate limit already. A call is queued only for a limit that refills
+        within what is left of MAX_QUEUE_SECONDS (never for the lifetime budget)."""
         if not self.auto_approving:
             return Decision(Verdict.FORWARD)
         covered = evaluate(self._allowed, tool_name, dict(tool_input), cwd=cwd, home=home)
@@ -87,11 +95,16 @@ class Delegation:
             )
         exhausted = self._budget.try_take(tool_name, now)
         if exhausted is not None:
+            retry_after = self._budget.retry_after(tool_name, now)
+            queue = (
+                self.limits.queue_on_rate_limit
+                and queued_seconds + retry_after <= MAX_QUEUE_SECONDS
+            )
             return Decision(
-                Verdict.DENY,
+                Verdict.QUEUE if queue else Verdict.DENY,
                 f"auto-approve rate limit {exhausted} reached",
                 exhausted,
-                self._budget.retry_after(tool_name, now),
+                retry_after,
             )
         self.auto_approved += 1
         return Decision(Verdict.ALLOW, "auto-approved within the subagent's limits")

@@ -6,15 +6,18 @@ replay and its chat show them — each request's description already says which 
 step asks (the bridge adds `asker_label`). `SubagentInbox` is the bridge's `Delegates`: it
 names the asker, routes a parent client's answer to the subagent's session (the bridge's one
 pending store and its rules — first answer wins, TTL, restart survival — apply unchanged), and
-applies the subagent's auto-approve limits (delegation.py), auditing each decision.
+applies the subagent's auto-approve limits (delegation.py), auditing each decision. A call its
+rate limit queues waits in a task of the subagent's run (cancelled when the run ends), asked
+again each time the limit should have room.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
-from betcode.permissions.delegates import Delegated
+from betcode.permissions.delegates import Delegated, Queued
 from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions.manager import SessionManager
 from betcode.sessions.session import Session
@@ -31,8 +34,8 @@ MIRRORED = frozenset(
     {"permission_request", "user_question", "permission_resolved", "permission_reminder"}
 )
 DELEGATION_ACTOR = "subagent-delegation"
-# queue_on_rate_limit: how long a call may wait for its rate bucket before it is denied.
-MAX_QUEUE_SECONDS = 60.0
+# A queued call asks again this long after its limit should have room (clock granularity).
+QUEUE_SLACK_SECONDS = 0.05
 
 
 async def relay_questions(child: Session, parent: Session, after_seq: int) -> None:
@@ -55,6 +58,14 @@ async def relay_questions(child: Session, parent: Session, after_seq: int) -> No
             copies.append(event)
         if copies:
             parent.emit(copies)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueWait:
+    """How long a call waited in the rate limit's queue, and for which limit (audited)."""
+
+    limit: str
+    seconds: float
 
 
 class SubagentInbox:
@@ -80,34 +91,66 @@ class SubagentInbox:
 
     async def decide(
         self, session: Session, request: ControlRequest, tool: CanUseTool
-    ) -> Delegated | None:
+    ) -> Delegated | Queued | None:
         run = self._runs.get(session.id)
         if run is None:
             return None
-        delegation = run.delegation
-        cwd = session.record.working_directory
-        waited = 0.0
-        while True:
-            registry = session.translator.tools
-            decision = delegation.decide(tool.tool_name, tool.input, cwd, self._home, registry)
-            queue = delegation.limits.queue_on_rate_limit and waited < MAX_QUEUE_SECONDS
-            if decision.verdict is not Verdict.DENY or not queue:
-                break
-            pause = min(decision.retry_after_seconds + 0.05, MAX_QUEUE_SECONDS - waited)
+        decision = self._decision(run, tool)
+        if decision.verdict is Verdict.QUEUE:
+            return Queued(run.hold_back(self._when_let_through(run, request, tool, decision)))
+        return self._settle(run, request, tool, decision)
+
+    def _decision(
+        self, run: SubagentRun, tool: CanUseTool, queued_seconds: float = 0.0
+    ) -> Decision:
+        session = run.session
+        return run.delegation.decide(
+            tool.tool_name,
+            tool.input,
+            session.record.working_directory,
+            self._home,
+            session.translator.tools,
+            queued_seconds,
+        )
+
+    async def _when_let_through(
+        self, run: SubagentRun, request: ControlRequest, tool: CanUseTool, decision: Decision
+    ) -> Delegated | None:
+        """queue_on_rate_limit: the call asks again once its limit should have room, until
+        it is decided (allowed; denied after MAX_QUEUE_SECONDS; the user's after a revoke)."""
+        waited = QueueWait(decision.limit, 0.0)
+        while decision.verdict is Verdict.QUEUE:
+            pause = decision.retry_after_seconds + QUEUE_SLACK_SECONDS
             await asyncio.sleep(pause)
-            waited += pause
+            waited = QueueWait(waited.limit, waited.seconds + pause)
+            decision = self._decision(run, tool, waited.seconds)
+        return self._settle(run, request, tool, decision, waited)
+
+    def _settle(
+        self,
+        run: SubagentRun,
+        request: ControlRequest,
+        tool: CanUseTool,
+        decision: Decision,
+        waited: QueueWait | None = None,
+    ) -> Delegated | None:
         if decision.verdict is Verdict.FORWARD:
             return None
-        self._audit_decision(run, request, tool, decision)
+        self._audit_decision(run, request, tool, decision, waited)
         if decision.verdict is Verdict.ALLOW:
-            delegation.note_approved(tool.tool_use_id)
+            run.delegation.note_approved(tool.tool_use_id)
             return Delegated(True)
         if decision.verdict is Verdict.EXPIRED:
             run.terminate(decision.reason)
         return Delegated(False, f"BetCode denied this call: {decision.reason}")
 
     def _audit_decision(
-        self, run: SubagentRun, request: ControlRequest, tool: CanUseTool, decision: Decision
+        self,
+        run: SubagentRun,
+        request: ControlRequest,
+        tool: CanUseTool,
+        decision: Decision,
+        waited: QueueWait | None,
     ) -> None:
         event: EventType = {
             Verdict.ALLOW: "auto_approve_tool_call",
@@ -117,6 +160,9 @@ class SubagentInbox:
         context = {"request_id": request.request_id, "reason": decision.reason, "mode": "auto"}
         if decision.limit:
             context["limit"] = decision.limit
+        if waited is not None:
+            context["queued_for"] = waited.limit
+            context["queued_seconds"] = f"{waited.seconds:.1f}"
         self._audit.record(
             AuditEvent(
                 event_type=event,

@@ -7,6 +7,7 @@ families that steer claude or BetCode themselves are refused.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -154,4 +155,8 @@ class RateBudget:
         return None
 
     def retry_after(self, tool: str, now: float) -> float:
+        """Seconds until every bucket of `tool` has room again; infinite once the lifetime
+        budget is spent (it never refills)."""
+        if self.used >= self.limits.tool_calls_per_session:
+            return math.inf
         return max(bucket.seconds_until_token(now) for _, bucket in self._buckets(tool))

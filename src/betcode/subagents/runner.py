@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from betcode.sessions.session import Session
 from betcode.sessions.turns import TurnEnd
@@ -28,6 +29,8 @@ from betcode.subagents.delegation import Delegation
 from betcode.subagents.pool import SubagentPool
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CONTINUE_PROMPT = (
     "The BetCode daemon restarted while you were working on this task. Continue it where you "
@@ -76,6 +79,7 @@ class SubagentRun:
         self._ended_unawaited = False  # a turn ended while nothing waited for one
         self._cancel_reason: str | None = None
         self._abandoned = False  # the daemon stops: the row stays unfinished, to be resumed
+        self._held_back: set[asyncio.Task[Any]] = set()  # calls queued for the rate limit
         self.status: rows.SubagentStatus = "pending"
         self.finished: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         session.turn_listeners.append(self._on_turn_end)
@@ -105,6 +109,8 @@ class SubagentRun:
         finally:
             self.session.turn_listeners.remove(self._on_turn_end)
             self.delegation.close()
+            for call in self._held_back:
+                call.cancel()
         await self._stop_claude()
         await self._record(outcome)
 
@@ -192,6 +198,14 @@ class SubagentRun:
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         self.finished.cancel()
+
+    def hold_back(self, call: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Runs a call its rate limit queues until the limit lets it through; cancelled when
+        the run ends (claude is stopped then: nothing is to answer the call)."""
+        task = asyncio.create_task(call, name=f"subagent-{self.id}-queued-call")
+        self._held_back.add(task)
+        task.add_done_callback(self._held_back.discard)
+        return task
 
     def terminate(self, reason: str) -> None:
         """Ends the subagent as failed (a revoke with terminate_if_pending, a time box)."""

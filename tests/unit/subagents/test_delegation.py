@@ -26,14 +26,14 @@ class Clock:
         return self.now
 
 
-def delegation(clock: Clock, **limits: int) -> Delegation:
+def delegation(clock: Clock, queue_on_rate_limit: bool = False, **limits: int) -> Delegation:
     return Delegation(
         "sa-1",
         "parent",
         "helper",
         ("Bash(git:*)", "Read", "Write"),
         auto_approve=True,
-        limits=AutoApproveLimits(**limits),
+        limits=AutoApproveLimits(**limits, queue_on_rate_limit=queue_on_rate_limit),
         clock=clock,
     )
 
@@ -71,6 +71,23 @@ def test_the_lifetime_budget_and_the_time_box_end_auto_approval() -> None:
     assert d.decide("Read", {"file_path": "/w/x"}, "/w", "/home").limit == "tool_calls_per_session"
     clock.now += 60
     assert decide(d, "Read") is Verdict.EXPIRED
+
+
+def test_with_queue_on_rate_limit_a_call_over_a_refilling_limit_is_queued_not_denied() -> None:
+    clock = Clock()
+    d = delegation(clock, True, bash_commands_per_minute=5, tool_calls_per_session=6)
+    assert [decide(d, "Bash") for _ in range(5)] == [Verdict.ALLOW] * 5
+    queued = d.decide("Bash", {"command": "git log"}, "/w", "/home")
+    assert (queued.verdict, queued.limit) == (Verdict.QUEUE, "bash_commands_per_minute")
+    assert queued.retry_after_seconds == pytest.approx(12.0)
+    # Queued for so long already that the bucket would refill too late: denied.
+    late = d.decide("Bash", {"command": "git log"}, "/w", "/home", queued_seconds=50)
+    assert late.verdict is Verdict.DENY
+    clock.now += 12
+    assert decide(d, "Bash") is Verdict.ALLOW
+    # The lifetime budget never refills: denied at once, queue or not.
+    spent = d.decide("Read", {"file_path": "/w/x"}, "/w", "/home")
+    assert (spent.verdict, spent.limit) == (Verdict.DENY, "tool_calls_per_session")
 
 
 def test_after_a_revoke_every_call_is_forwarded() -> None:
