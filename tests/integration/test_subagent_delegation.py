@@ -9,6 +9,7 @@ import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,11 +17,13 @@ import pytest
 from harness.conditions import until
 from harness.daemon import Client, Decision, InProcessDaemon
 from harness.environment import Workspace
+from harness.git_repos import make_repository, sh
 
 from betcode.claude.supervisor import SupervisorState
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.subagents import limits
 from betcode.v1 import agent_pb2, agent_pb2_grpc, subagent_pb2, subagent_pb2_grpc
+from betcode.worktrees import RepoChanges
 
 pytestmark = pytest.mark.real_cli
 
@@ -224,13 +227,19 @@ async def test_cancel_stops_a_running_subagent_and_reports_its_counters(
     await until(lambda: any(e.HasField("output") and e.output.text for e in seen), 60)
 
     response = await stub.CancelSubagent(
-        subagent_pb2.CancelSubagentRequest(subagent_id=spawned.subagent_id, reason="enough")
+        subagent_pb2.CancelSubagentRequest(
+            subagent_id=spawned.subagent_id, reason="enough", cleanup_worktree=True
+        )
     )
     await asyncio.wait_for(collecting, 30)
 
     assert response.cancelled
     assert response.final_status == "cancelled"
     assert response.tool_calls_executed == 0
+    # It ran in the parent's directory, not in a worktree made for it: that stays.
+    assert not response.worktree_removed
+    assert response.worktree_kept_reason == "the daemon made no worktree for this subagent"
+    assert (workspace.repo / ".git").exists()
     assert seen[-1].WhichOneof("event") == "cancelled"
     assert daemon.daemon.sessions is not None
     session = await daemon.daemon.sessions.get(spawned.session_id)
@@ -419,3 +428,123 @@ async def test_a_call_queued_for_the_rate_limit_is_withdrawn_when_the_subagent_i
     assert daemon.daemon.sessions is not None
     session = await daemon.daemon.sessions.get(spawned.session_id)
     assert session.supervisor.state is SupervisorState.IDLE
+
+
+async def step_in_its_own_worktree(
+    daemon: InProcessDaemon,
+    parent: Client,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    root: Path,
+    step: subagent_pb2.OrchestrationStep,
+) -> tuple[Path, str, Path]:
+    """A real repository (with an origin) registered with the daemon, and a plan whose one
+    step runs in a worktree the daemon makes for it: the repository, the step's subagent and
+    its worktree."""
+    _, repo = make_repository(root)
+    assert daemon.daemon.worktrees is not None
+    await daemon.daemon.worktrees.repos.register(str(repo), RepoChanges())
+    step.working_directory = str(repo)
+    step.worktree = True
+    created = await stub.CreateOrchestration(
+        subagent_pb2.CreateOrchestrationRequest(parent_session_id=parent.session_id, steps=[step])
+    )
+    watch = stub.WatchOrchestration(
+        subagent_pb2.WatchOrchestrationRequest(orchestration_id=created.orchestration_id),
+        timeout=60,
+    )
+    async for event in watch:
+        if event.HasField("step_started"):
+            break
+    watch.cancel()
+    [subagent] = (await stub.ListSubagents(subagent_pb2.ListSubagentsRequest())).subagents
+    assert subagent.id == event.step_started.subagent_id
+    return repo.resolve(), subagent.id, Path(subagent.working_directory)
+
+
+def on_disk(repo: Path, place: Path) -> tuple[list[str], list[str] | None]:
+    """The repository's linked worktrees, and the files in `place` (None: it is gone)."""
+    listing = sh(repo, "worktree", "list", "--porcelain").splitlines()
+    linked = [line.split(" ", 1)[1] for line in listing if line.startswith("worktree ")][1:]
+    return linked, sorted(p.name for p in place.iterdir()) if place.exists() else None
+
+
+async def test_cancel_with_cleanup_worktree_removes_the_worktree_made_for_the_subagent(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    tmp_path: Path,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    repo, subagent_id, place = await step_in_its_own_worktree(
+        daemon,
+        parent,
+        stub,
+        tmp_path,
+        subagent_pb2.OrchestrationStep(
+            id="fix", prompt='SCN:slow {"words": 400, "delay": 0.05} working'
+        ),
+    )
+    watch = stub.WatchSubagent(subagent_pb2.WatchSubagentRequest(subagent_id=subagent_id))
+    async for event in watch:  # claude is in its turn, in the worktree
+        if event.HasField("output") and event.output.text:
+            break
+    watch.cancel()
+    assert on_disk(repo, place)[0] == [str(place)]
+    branch = sh(place, "branch", "--show-current").strip()
+
+    response = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(subagent_id=subagent_id, cleanup_worktree=True)
+    )
+
+    assert (response.cancelled, response.worktree_removed) == (True, True)
+    assert response.worktree_kept_reason == ""
+    assert on_disk(repo, place) == ([], None)
+    assert branch not in sh(repo, "branch", "--list")  # made for it, and nothing on it
+    assert daemon.daemon.worktrees is not None
+    assert await daemon.daemon.worktrees.manager.list_worktrees() == []
+    [row] = await audited(daemon, "subagent_cancel")
+    assert json.loads(row["context"])["worktree_removed"] == "True"
+
+
+async def test_cleanup_worktree_keeps_a_worktree_with_work_at_risk_and_says_what(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    tmp_path: Path,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    write_then_wait = (
+        "python3 -c \"import pathlib, time; pathlib.Path('notes.txt').write_text('draft'); "
+        'time.sleep(60)"'
+    )
+    repo, subagent_id, place = await step_in_its_own_worktree(
+        daemon,
+        parent,
+        stub,
+        tmp_path,
+        subagent_pb2.OrchestrationStep(
+            id="draft",
+            prompt=bash_steps(write_then_wait),
+            allowed_tools=["Bash(python3:*)"],
+            auto_approve=True,
+        ),
+    )
+    await until((place / "notes.txt").exists, 60)
+
+    response = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(subagent_id=subagent_id, cleanup_worktree=True)
+    )
+
+    assert (response.cancelled, response.worktree_removed) == (True, False)
+    assert "1 untracked file (notes.txt)" in response.worktree_kept_reason
+    linked, files = on_disk(repo, place)
+    assert linked == [str(place)]
+    assert files is not None
+    assert "notes.txt" in files
+    assert daemon.daemon.worktrees is not None
+    [kept] = await daemon.daemon.worktrees.manager.list_worktrees()
+    assert kept.record.path == str(place)
+    [row] = await audited(daemon, "subagent_cancel")
+    assert json.loads(row["context"])["worktree_kept_reason"] == response.worktree_kept_reason

@@ -128,15 +128,22 @@ class SubagentService:
     ) -> pb.CancelSubagentResponse:
         subagent_id = check_id(request.subagent_id, "subagent_id")
         cancelled = await self._manager.cancel(
-            subagent_id, request.reason, client_id_of(context), force=request.force
+            subagent_id,
+            request.reason,
+            client_id_of(context),
+            force=request.force,
+            cleanup_worktree=request.cleanup_worktree,
         )
         row = await self._manager.get(subagent_id)
-        return pb.CancelSubagentResponse(
-            cancelled=cancelled is not None,
-            final_status=row.status,
-            tool_calls_executed=cancelled.tool_calls if cancelled else 0,
-            tool_calls_auto_approved=cancelled.auto_approved if cancelled else 0,
-        )
+        response = pb.CancelSubagentResponse(final_status=row.status)
+        if cancelled is not None:
+            response.cancelled = True
+            response.tool_calls_executed = cancelled.tool_calls
+            response.tool_calls_auto_approved = cancelled.auto_approved
+            if cancelled.worktree is not None:
+                response.worktree_removed = cancelled.worktree.removed
+                response.worktree_kept_reason = cancelled.worktree.kept_reason
+        return response
 
     @serves
     async def ListSubagents(

@@ -4,6 +4,11 @@ Every check runs before anything starts (a refused spawn leaves no row, no sessi
 process): the parent session exists, the request passes admission.py, the pool has room. Then
 the subagent's session is created like any other (sessions.manager) with the subagent's claude
 flags, its row stored, and its run started (runner.py).
+
+A worktree the daemon makes for a subagent (an orchestration step's own) is named in its row's
+options; a cancel with `cleanup_worktree` removes that one only, through the WorktreeManager's
+safe removal: refused, and kept, while removing it would lose work (SAG-16 asks for
+`git checkout . && git clean -fd`, which would throw that work away).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from betcode.subagents.locks import LockMode
 from betcode.subagents.pool import SubagentPool
 from betcode.subagents.runner import SubagentRun
 from betcode.v1 import agent_pb2
+from betcode.worktrees import WorkAtRisk, WorktreeError
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +57,18 @@ class SubagentNotFound(LookupError):
 
 
 @dataclass(frozen=True, slots=True)
+class WorktreeCleanup:
+    """What a cancel's cleanup_worktree did with the subagent's own worktree."""
+
+    removed: bool
+    kept_reason: str = ""  # why not: what removing it would lose, or that there is none
+
+
+@dataclass(frozen=True, slots=True)
 class Cancelled:
     tool_calls: int  # calls its claude ran
     auto_approved: int  # of which the daemon approved automatically
+    worktree: WorktreeCleanup | None = None  # asked for with cleanup_worktree
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +150,7 @@ class SubagentManager:
             completed_at=None,
             orchestration_id=request.orchestration_id,
             step_id=request.step_id,
-            options=_options(request),
+            options=_options(request, worktree_id),
             error_message=None,
         )
 
@@ -280,11 +295,18 @@ class SubagentManager:
         return True
 
     async def cancel(
-        self, subagent_id: str, reason: str, client_id: str | None, *, force: bool = False
+        self,
+        subagent_id: str,
+        reason: str,
+        client_id: str | None,
+        *,
+        force: bool = False,
+        cleanup_worktree: bool = False,
     ) -> Cancelled | None:
         """SAG-16: auto-approve off, claude stopped (SIGTERM and the grace period, or SIGKILL
-        at once with `force`), `cancelled` recorded and audited with the call counters; None
-        when it had already finished."""
+        at once with `force`), `cancelled` recorded, its own worktree removed if asked and
+        safe, audited with the call counters; None when it had already finished (and then
+        its worktree stays, with the work it finished)."""
         row = await self.get(subagent_id)
         run = self.runs.get(subagent_id)
         if run is None:
@@ -295,20 +317,36 @@ class SubagentManager:
             run.session.supervisor.policy = dataclasses.replace(policy, kill_grace_seconds=0.0)
         await run.cancel(reason)
         await run.wait()
-        cancelled = Cancelled(await self._tool_calls(row.session_id), run.delegation.auto_approved)
-        self._audit_event(
-            "subagent_cancel",
-            row,
-            "success",
-            actor=client_id,
-            context={
-                "reason": reason,
-                "force": str(force),
-                "tool_calls_executed": str(cancelled.tool_calls),
-                "tool_calls_auto_approved": str(cancelled.auto_approved),
-            },
+        cancelled = Cancelled(
+            await self._tool_calls(row.session_id),
+            run.delegation.auto_approved,
+            await self._remove_own_worktree(row) if cleanup_worktree else None,
         )
+        context = {
+            "reason": reason,
+            "force": str(force),
+            "tool_calls_executed": str(cancelled.tool_calls),
+            "tool_calls_auto_approved": str(cancelled.auto_approved),
+        }
+        if cancelled.worktree is not None:
+            context["worktree_removed"] = str(cancelled.worktree.removed)
+            context["worktree_kept_reason"] = cancelled.worktree.kept_reason
+        self._audit_event("subagent_cancel", row, "success", actor=client_id, context=context)
         return cancelled
+
+    async def _remove_own_worktree(self, row: rows.SubagentRow) -> WorktreeCleanup:
+        worktree_id = row.options.get("worktree_id")
+        worktrees = self.admission.worktrees
+        if not isinstance(worktree_id, str) or worktrees is None:
+            return WorktreeCleanup(False, "the daemon made no worktree for this subagent")
+        try:
+            await worktrees.remove(worktree_id)
+        except WorktreeError as refused:  # WorkAtRisk above all; or removed by hand already
+            level = logging.WARNING if isinstance(refused, WorkAtRisk) else logging.INFO
+            log.log(level, "subagent %s: its worktree was kept: %s", row.id, refused.message)
+            return WorktreeCleanup(False, refused.message)
+        log.info("subagent %s: its worktree %s was removed", row.id, worktree_id)
+        return WorktreeCleanup(True)
 
     async def _tool_calls(self, session_id: str) -> int:
         """Tool calls the subagent's claude ran (their results are in its event log)."""
@@ -390,8 +428,14 @@ class SubagentManager:
         yield await self.get(subagent_id), []
 
 
-def _options(request: SpawnRequest) -> dict[str, object]:
-    return {"env": dict(request.env), "limits": dataclasses.asdict(request.limits)}
+def _options(request: SpawnRequest, worktree_id: str | None) -> dict[str, object]:
+    options: dict[str, object] = {
+        "env": dict(request.env),
+        "limits": dataclasses.asdict(request.limits),
+    }
+    if worktree_id is not None:
+        options["worktree_id"] = worktree_id  # made for this subagent: cleanup_worktree's
+    return options
 
 
 def _configure(session: Session, row: rows.SubagentRow) -> None:

@@ -300,6 +300,10 @@ class CancelSubagentRequest(_message.Message):
     reason: _builtins.str
     force: _builtins.bool
     cleanup_worktree: _builtins.bool
+    """Also remove the worktree the daemon made for the subagent (an orchestration step's own
+    worktree), as WorktreeService.RemoveWorktree without force does: refused, and kept, when
+    that would lose work. Nothing else is touched: not a directory the daemon did not make.
+    """
     def __init__(
         self,
         *,
@@ -324,10 +328,18 @@ class CancelSubagentResponse(_message.Message):
     FINAL_STATUS_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_EXECUTED_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_AUTO_APPROVED_FIELD_NUMBER: _builtins.int
+    WORKTREE_REMOVED_FIELD_NUMBER: _builtins.int
+    WORKTREE_KEPT_REASON_FIELD_NUMBER: _builtins.int
     cancelled: _builtins.bool
     final_status: _builtins.str
     tool_calls_executed: _builtins.int
     tool_calls_auto_approved: _builtins.int
+    worktree_removed: _builtins.bool
+    """BetCode addition: cleanup_worktree removed the subagent's worktree."""
+    worktree_kept_reason: _builtins.str
+    """BetCode addition: why cleanup_worktree kept it (what removing it would lose, or that the
+    daemon made no worktree for this subagent); empty when removed or not asked.
+    """
     def __init__(
         self,
         *,
@@ -335,10 +347,12 @@ class CancelSubagentResponse(_message.Message):
         final_status: _builtins.str = ...,
         tool_calls_executed: _builtins.int = ...,
         tool_calls_auto_approved: _builtins.int = ...,
+        worktree_removed: _builtins.bool = ...,
+        worktree_kept_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "final_status", b"final_status", "tool_calls_auto_approved", b"tool_calls_auto_approved", "tool_calls_executed", b"tool_calls_executed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled", "final_status", b"final_status", "tool_calls_auto_approved", b"tool_calls_auto_approved", "tool_calls_executed", b"tool_calls_executed", "worktree_kept_reason", b"worktree_kept_reason", "worktree_removed", b"worktree_removed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
