@@ -430,6 +430,31 @@ async def test_a_call_queued_for_the_rate_limit_is_withdrawn_when_the_subagent_i
     assert session.supervisor.state is SupervisorState.IDLE
 
 
+async def test_a_call_queued_for_the_rate_limit_asks_the_user_after_a_revoke(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned, _ = await queued_sixth_call(daemon, parent, stub, monkeypatch)
+
+    revoked = await stub.RevokeAutoApprove(
+        subagent_pb2.RevokeAutoApproveRequest(
+            subagent_id=spawned.subagent_id, reason="the user takes over the rest"
+        )
+    )
+
+    assert revoked.revoked
+    asked = (await parent.wait_for("permission_request")).permission_request
+    assert "call-6" in asked.input["command"]
+    parent.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    events = await finished(stub, spawned.subagent_id)
+    assert "ok: call-6" in events[-1].completed.result_summary
+    assert audit(daemon, "rate_limit_exceeded") == []
+
+
 async def step_in_its_own_worktree(
     daemon: InProcessDaemon,
     parent: Client,

@@ -118,13 +118,13 @@ class SubagentInbox:
     ) -> Delegated | None:
         """queue_on_rate_limit: the call asks again once its limit should have room, until
         it is decided (allowed; denied after MAX_QUEUE_SECONDS; the user's after a revoke)."""
-        waited = QueueWait(decision.limit, 0.0)
+        held_by, queued_seconds = decision.limit, 0.0
         while decision.verdict is Verdict.QUEUE:
             pause = decision.retry_after_seconds + QUEUE_SLACK_SECONDS
             await asyncio.sleep(pause)
-            waited = QueueWait(waited.limit, waited.seconds + pause)
-            decision = self._decision(run, tool, waited.seconds)
-        return self._settle(run, request, tool, decision, waited)
+            queued_seconds += pause
+            decision = self._decision(run, tool, queued_seconds)
+        return self._settle(run, request, tool, decision, QueueWait(held_by, queued_seconds))
 
     def _settle(
         self,
