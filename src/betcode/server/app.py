@@ -78,7 +78,7 @@ def method_handlers(service: RpcService) -> dict[str, grpc.RpcMethodHandler]:
         if not (inspect.iscoroutinefunction(behaviour) or inspect.isasyncgenfunction(behaviour)):
             raise TypeError(
                 f"{type(service.servicer).__name__}.{method.name} must be `async def` "
-                "or an async generator to serve grpc.aio"
+                "or an async generator to be served"
             )
         request_class = message_factory.GetMessageClass(method.input_type)
         response_class = message_factory.GetMessageClass(method.output_type)

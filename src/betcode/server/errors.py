@@ -194,7 +194,7 @@ def translates_errors(translate: ErrorTranslator) -> Callable[[Handler], Handler
 
             return cast(Handler, stream)
         if not inspect.iscoroutinefunction(handler):
-            raise TypeError(f"{handler.__qualname__} must be `async def` to serve grpc.aio")
+            raise TypeError(f"{handler.__qualname__} must be `async def` to be served")
         unary = cast(Callable[..., Awaitable[Any]], handler)
 
         @functools.wraps(handler)
