@@ -81,15 +81,6 @@ class Admission:
         if step.worktree:
             await self.repository_of(step.working_directory or parent_directory)
 
-    def _check(self, request: SpawnRequest) -> None:
-        _check(
-            request.prompt,
-            request.max_turns,
-            request.auto_approve,
-            request.allowed_tools,
-            request.env,
-        )
-
     def lock(
         self, cwd: str, subagent_id: str, request: SpawnRequest
     ) -> Callable[[], Awaitable[None]] | None:

@@ -361,11 +361,6 @@ class Risk:
         return found + self.busy
 
 
-async def _branch_tip(repo: Path, branch: str) -> str:
-    tip = await git_ok(repo, "rev-parse", f"refs/heads/{branch}", what="reading the branch failed")
-    return tip.strip()
-
-
 def _new_record(
     name: str, repo: rows.RepoRecord, plan: checkout.Plan, setup_script: str, setup: SetupOutcome
 ) -> rows.WorktreeRecord:
