@@ -14,7 +14,8 @@ from harness.daemon import Client, InProcessDaemon
 from harness.environment import Workspace
 
 from betcode.cli.main import cli
-from betcode.v1 import agent_pb2
+from betcode.cli.subagent_cmd import worktree_cleanup_outcome
+from betcode.v1 import agent_pb2, subagent_pb2
 
 pytestmark = pytest.mark.real_cli
 
@@ -143,3 +144,41 @@ async def test_subagent_spawn_watch_and_list(
     sent = await betcode(daemon, "subagent", "send", subagent_id, "more?")
     assert sent.exit_code == 1
     assert "is not running" in sent.stderr
+
+
+async def test_subagent_cancel_with_cleanup_worktree_says_what_became_of_its_worktree(
+    daemon: InProcessDaemon, clients: Callable[[str], Client], workspace: Workspace
+) -> None:
+    parent = await parent_id(clients, workspace)
+    spawned = await betcode(
+        daemon,
+        "subagent",
+        "spawn",
+        'SCN:slow {"words": 400, "delay": 0.05} working',
+        "--parent",
+        parent,
+        "--json",
+    )
+    assert spawned.exit_code == 0, spawned.output
+    subagent_id = json.loads(spawned.stdout)["subagent_id"]
+    cancelled = await betcode(daemon, "subagent", "cancel", subagent_id, "--cleanup-worktree")
+    assert cancelled.exit_code == 0, cancelled.output
+    assert f"{subagent_id} cancelled after" in cancelled.stdout
+    assert "worktree not removed: the daemon made no worktree for this subagent" in (
+        cancelled.stdout
+    )
+
+
+@pytest.mark.parametrize(
+    ("removed", "kept_reason", "said"),
+    [
+        (True, "", "worktree removed"),
+        (False, "would lose 1 untracked file (a.txt)", "worktree not removed: would lose 1"),
+        (False, "", "worktree not removed: no reason given"),
+    ],
+)
+def test_the_worktree_cleanup_outcome_in_words(removed: bool, kept_reason: str, said: str) -> None:
+    response = subagent_pb2.CancelSubagentResponse(
+        cancelled=True, worktree_removed=removed, worktree_kept_reason=kept_reason
+    )
+    assert worktree_cleanup_outcome(response).startswith(said)

@@ -221,11 +221,18 @@ def send(subagent_id: str, text: str, socket_path: str | None) -> None:
 @click.option(
     "--force", is_flag=True, help="SIGKILL at once instead of SIGTERM and a grace period."
 )
+@click.option(
+    "--cleanup-worktree",
+    is_flag=True,
+    help="Also remove the worktree the daemon made for it (kept if that would lose work).",
+)
 @socket_option
-def cancel(subagent_id: str, reason: str, force: bool, socket_path: str | None) -> None:
+def cancel(
+    subagent_id: str, reason: str, force: bool, cleanup_worktree: bool, socket_path: str | None
+) -> None:
     """Stop a subagent; prints the calls it ran and how many were auto-approved."""
     request = subagent_pb2.CancelSubagentRequest(
-        subagent_id=subagent_id, reason=reason, force=force
+        subagent_id=subagent_id, reason=reason, force=force, cleanup_worktree=cleanup_worktree
     )
     response = call_daemon(
         socket_path, lambda client: client.call(subagents(client).CancelSubagent, request)
@@ -237,6 +244,15 @@ def cancel(subagent_id: str, reason: str, force: bool, socket_path: str | None) 
         f"{subagent_id} cancelled after {response.tool_calls_executed} tool calls "
         f"({response.tool_calls_auto_approved} auto-approved)"
     )
+    if cleanup_worktree:
+        click.echo(worktree_cleanup_outcome(response))
+
+
+def worktree_cleanup_outcome(response: subagent_pb2.CancelSubagentResponse) -> str:
+    if response.worktree_removed:
+        return "worktree removed"
+    # The daemon says why (work at risk, or no worktree made for this subagent).
+    return f"worktree not removed: {response.worktree_kept_reason or 'no reason given'}"
 
 
 @subagent_group.command("revoke")
