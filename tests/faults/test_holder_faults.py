@@ -16,7 +16,7 @@ from harness.fake_claude import FakeClaude, resume_id
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.holder.client import HeldClaude, HolderPlace, StdoutMark
-from betcode.claude.holder.holder import CHUNK_BYTES
+from betcode.claude.holder.holder import PIPE_READ_BYTES
 from betcode.claude.locate import BinarySource, ClaudeBinary
 from betcode.claude.supervisor import ClaudeSupervisor, Holding, SupervisorState
 from betcode.protocol.framing import Line
@@ -128,9 +128,9 @@ async def test_at_its_spool_bound_the_holder_stops_reading_and_loses_nothing(
         await until(lambda: bool(marks) and marks[-1].ends[-1] >= limit)
         await asyncio.sleep(1.0)  # room for more to arrive, were the bound not kept
         taken = marks[-1].ends[-1]
-        assert limit <= taken <= limit + CHUNK_BYTES
+        assert limit <= taken <= limit + PIPE_READ_BYTES
         spool = tmp_path / "holders" / process.holder_id / "spool"
-        assert sum(f.stat().st_size for f in spool.iterdir()) <= limit * 1.25 + CHUNK_BYTES
+        assert sum(f.stat().st_size for f in spool.iterdir()) <= limit * 1.25 + PIPE_READ_BYTES
         assert not any(b'"type":"result"' in line.data for line in received)
         assert process.returncode is None
 
