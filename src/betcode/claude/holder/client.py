@@ -3,9 +3,11 @@
 `HeldClaude` does for the supervisor what `ClaudeProcess` does (same methods), with claude's
 pipes reached through the holder's socket. It frames the stdout bytes the holder sends into
 lines, and tells the session where each line ends in claude's stdout (`StdoutMark`): the
-session stores that offset in the same commit as the line (`holder_positions`), then it is
-acknowledged to the holder. A daemon that starts again attaches at the stored offset, so each
-line is ingested exactly once whatever the daemon went through.
+session stores that offset in the same commit as the line (`holder_positions`). A daemon that
+starts again attaches at the stored offset, so each line is ingested exactly once whatever the
+daemon went through. The holder is told what is committed only every ACK_STEPS_PER_SPOOL-th of
+its spool bound (and at claude's exit): it needs to hear it only to free spool segments and to
+know when to exit, and telling it per commit woke it, and cost the loop a send, for every line.
 
 Signals go to claude's process group directly (pgid = claude's pid), as for a direct child.
 A holder that goes away without reporting claude's exit is a crash of claude: what is left of
@@ -43,6 +45,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_SPOOL_LIMIT_BYTES = 64 * 1024 * 1024
 READY_TIMEOUT_SECONDS = 30.0
 MAX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with its terminating NUL
+# The holder stops reading claude at its bound of unacknowledged bytes. Told of commits in steps
+# of a sixteenth of that bound, it still spools 15/16 of it ahead of what is committed.
+ACK_STEPS_PER_SPOOL = 16
 HOLDER_LOST = "the holder of claude pid {pid} went away without its exit status; claude killed"
 
 
@@ -125,6 +130,8 @@ class HeldClaude(ProcessGroupLeader):
         self._link: HolderLink | None = None
         self._received = 0  # the offset in claude's stdout of the next byte from the holder
         self._committed = 0
+        self._told = 0  # the committed offset the holder was last told
+        self._ack_step = max(1, place.spool_limit_bytes // ACK_STEPS_PER_SPOOL)
         self._last_line_end = 0
         self._end: int | None = None  # claude's whole stdout, once it exited
         self._exited: asyncio.Future[int] | None = None
@@ -195,7 +202,7 @@ class HeldClaude(ProcessGroupLeader):
 
     def _begin(self, link: HolderLink, offset: int) -> None:
         self._link = link
-        self._received = self._committed = self._last_line_end = offset
+        self._received = self._committed = self._told = self._last_line_end = offset
         self._exited = asyncio.get_running_loop().create_future()
         link.writer.write(f"ATTACH {offset}\n".encode())
         self.last_output_at = time.monotonic()
@@ -298,6 +305,11 @@ class HeldClaude(ProcessGroupLeader):
         self._committed = max(self._committed, offset)
         if self._end is not None and self._committed >= self._last_line_end:
             self._committed = self._end
+        # Once claude exited, any progress is told: the holder waits for its end to exit.
+        step = self._ack_step if self._end is None else 1
+        if self._committed - self._told < step:
+            return
+        self._told = self._committed
         self._send(f"ACK {self._committed}\n".encode())
 
     def _send(self, frame: bytes) -> None:
