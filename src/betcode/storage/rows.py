@@ -47,9 +47,15 @@ class HolderPositionRow(NamedTuple):
         return b""
 
 
+# Updated in place: INSERT OR REPLACE would delete and re-insert the row, rewriting its primary
+# key index too, one more WAL page in every commit of a held claude's lines.
+ON_HOLDER_POSITION_CONFLICT = (
+    " ON CONFLICT (session_id) DO UPDATE SET holder_id = excluded.holder_id,"
+    " stdout_offset = excluded.stdout_offset, updated_at = excluded.updated_at"
+)
 UPSERT_HOLDER_POSITION = (
-    "INSERT OR REPLACE INTO holder_positions (session_id, holder_id, stdout_offset, updated_at) "
-    "VALUES (?, ?, ?, ?)"
+    "INSERT INTO holder_positions (session_id, holder_id, stdout_offset, updated_at) "
+    "VALUES (?, ?, ?, ?)" + ON_HOLDER_POSITION_CONFLICT
 )
 
 

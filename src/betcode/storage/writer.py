@@ -30,6 +30,7 @@ from betcode.storage.errors import StoreClosed
 from betcode.storage.rows import (
     INSERT_EVENT,
     INSERT_MESSAGE,
+    ON_HOLDER_POSITION_CONFLICT,
     UPSERT_HOLDER_POSITION,
     EventRow,
     HolderPositionRow,
@@ -59,7 +60,7 @@ SINGLE_STATEMENT_ROWS = 32
 # trip into SQLite instead of four (BEGIN, two INSERTs, COMMIT). Every trip gives the GIL away
 # and must win it back from a busy event loop, which made commits slow exactly when clients
 # were being served. The view and trigger live in the writer connection's TEMP schema only.
-_LOG_ROWS_SCHEMA = """
+_LOG_ROWS_SCHEMA = f"""
 CREATE TEMP VIEW log_rows (
     row_kind, session_id, sequence, direction_or_source, type_or_kind, payload, created_at
 ) AS SELECT 0, '', 0, NULL, '', NULL, 0 WHERE 0;
@@ -73,9 +74,9 @@ BEGIN
         SELECT NEW.session_id, NEW.sequence, NEW.direction_or_source, NEW.type_or_kind,
                NEW.payload, NEW.created_at
         WHERE NEW.row_kind = 0;
-    INSERT OR REPLACE INTO holder_positions (session_id, holder_id, stdout_offset, updated_at)
+    INSERT INTO holder_positions (session_id, holder_id, stdout_offset, updated_at)
         SELECT NEW.session_id, NEW.type_or_kind, NEW.sequence, NEW.created_at
-        WHERE NEW.row_kind = 2;
+        WHERE NEW.row_kind = 2{ON_HOLDER_POSITION_CONFLICT};
 END;
 """
 _INSERT_LOG_ROW = (
