@@ -16,9 +16,18 @@ Frame = tuple[int, bytes]
 
 
 class Subscriber:
-    """One client's bounded live queue."""
+    """One client's bounded live queue, read by one consumer."""
 
-    __slots__ = ("_frames", "_wakeup", "capacity", "client_id", "closed", "lag_count", "lagging")
+    __slots__ = (
+        "_frames",
+        "_loop",
+        "_waiter",
+        "capacity",
+        "client_id",
+        "closed",
+        "lag_count",
+        "lagging",
+    )
 
     def __init__(self, client_id: str, capacity: int) -> None:
         self.client_id = client_id
@@ -27,7 +36,10 @@ class Subscriber:
         self.lag_count = 0
         self.closed = False
         self._frames: deque[Frame] = deque()
-        self._wakeup = asyncio.Event()
+        # A bare future, not an asyncio.Event: an Event looks the running loop up for every
+        # wait, which is a getpid() system call, once per delivered event and client.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     def offer(self, frames: Sequence[Frame]) -> None:
         if self.lagging or self.closed:
@@ -40,11 +52,16 @@ class Subscriber:
             self.lag_count += 1
         else:
             self._frames.extend(frames)
-        self._wakeup.set()
+        self._wake()
 
     def close(self) -> None:
         self.closed = True
-        self._wakeup.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def take(self, max_count: int, max_bytes: int) -> list[Frame]:
         """Removes up to ``max_count`` frames / about ``max_bytes`` bytes (always at least one)."""
@@ -58,8 +75,6 @@ class Subscriber:
             frames.popleft()
             taken.append(frame)
             size += len(frame[1])
-        if not frames and not self.lagging and not self.closed:
-            self._wakeup.clear()
         return taken
 
     def resume_after_lag(self) -> None:
@@ -68,7 +83,16 @@ class Subscriber:
         self._frames.clear()
 
     async def wait(self) -> None:
-        await self._wakeup.wait()
+        """Returns once frames are queued, the queue overflowed or the subscriber closed."""
+        if self._frames or self.lagging or self.closed:
+            return
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        self._waiter = self._loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
 
     def __len__(self) -> int:
         return len(self._frames)
