@@ -19,6 +19,8 @@ A turn is sent over Converse, which is closed as soon as the daemon has recorded
 * latency_p50_ms / p99_ms: 1,000 lines/s with 10 per-event clients; each line carries the fake's
   CLOCK_MONOTONIC write time, matched to the event via events.message_sequence
   (latency_line_read_*: from that write until the daemon read the line);
+  latency_holder_cpu_us_per_line: the CPU of claude's holder process per line (a process of its
+  own, outside the daemon's figures, on the same cores);
 * replay_100k_s: a 100,000-event session replayed from 0 on the batched stream (scaled from the
   20,000 events of --quick);
 * rss_mb: the daemon's RSS with 20 sessions (one claude each) and 100 attached clients;
@@ -58,12 +60,14 @@ from typing import Any
 import grpc
 import psutil
 
+from betcode.claude.holder import holder as holder_script
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 
 CLIENTS_SCRIPT = Path(__file__).with_name("bench_clients.py")
 DAEMON_SCRIPT = Path(__file__).with_name("bench_daemon.py")
 CLIENT_PROCESSES = 2
+HOLDER_SCRIPT = holder_script.__file__
 LIVE_EDGE = 2**62  # a from_sequence beyond the log: only what comes next
 WARM_UP_TURN = [{"do": "text", "text": "ready"}]
 START_TIMEOUT_S = 30.0
@@ -291,6 +295,12 @@ def loop_thread_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def holder_processes(daemon_pid: int) -> list[int]:
+    """The daemon's holders (claude/holder/holder.py): processes of their own on the path."""
+    children = psutil.Process(daemon_pid).children(recursive=True)
+    return [child.pid for child in children if HOLDER_SCRIPT in child.cmdline()]
+
+
 def cpu_seconds(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()
     return float(times.user + times.system)
@@ -360,13 +370,16 @@ async def latency(
         after, _ = await driver.turn(session_id)
         job = {"op": "watch", "session": session_id, "after": after, "batched": False}
         await clients.attach({**job, "stamps": True}, clients_count)
+        holders = holder_processes(daemon.pid)
         cpu = cpu_seconds(daemon.pid)
         loop_cpu = loop_thread_cpu_seconds(daemon.pid)
+        holder_cpu = sum(cpu_seconds(pid) for pid in holders)
         started = time.perf_counter()
         await driver.send(session_id)
         results = await clients.results()
         cpu = cpu_seconds(daemon.pid) - cpu
         loop_cpu = loop_thread_cpu_seconds(daemon.pid) - loop_cpu
+        holder_cpu = sum(cpu_seconds(pid) for pid in holders) - holder_cpu
         elapsed = time.perf_counter() - started
         db_path = daemon.root / "data" / "daemon.db"
         written = line_write_times(db_path, session_id)
@@ -391,6 +404,7 @@ async def latency(
         "latency_daemon_cpu_percent": 100 * cpu / elapsed,
         "latency_daemon_cpu_us_per_delivery": 1e6 * cpu / deliveries,
         "latency_daemon_loop_thread_cpu_percent": 100 * loop_cpu / elapsed,
+        "latency_holder_cpu_us_per_line": 1e6 * holder_cpu / lines,
     }
 
 
