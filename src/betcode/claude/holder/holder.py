@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -49,6 +50,7 @@ SEGMENT_BYTES = 4 * 1024 * 1024
 STDERR_KEEP_BYTES = 64 * 1024  # claude's stderr kept while no daemon is attached
 DRAIN_SECONDS = 2.0
 MAX_HEADER_BYTES = 128
+CHUNK_FROM_DAEMON_BYTES = 64 * 1024
 
 
 class Spool:
@@ -218,8 +220,8 @@ class Holder:
         with self.state:
             state = "running" if self.returncode is None else "exited"
         conn.sendall(f"HELLO {os.getpid()} {self.claude.pid} {state}\n".encode())
-        stream = conn.makefile("rb")  # buffered: a header is one recv, not one per byte
-        while header := stream.readline(MAX_HEADER_BYTES):
+        stream = Requests(conn)
+        while header := stream.readline():
             kind, *args = header.decode().split()
             if kind == "ATTACH":
                 self._attach(conn, int(args[0]))
@@ -229,7 +231,7 @@ class Holder:
                     self.state.notify_all()
                     self._finish_if_done()
             elif kind == "IN":
-                self._to_claude(_read_exactly(stream, int(args[0])))
+                self._to_claude(stream.read_exactly(int(args[0])))
             elif kind == "EOF":
                 self._close_stdin()
             else:
@@ -270,16 +272,44 @@ class Holder:
             self.claude.stdin.close()
 
 
-def _read_exactly(stream: object, size: int) -> bytes:
-    read = stream.read  # type: ignore[attr-defined]
-    parts, left = [], size
-    while left:
-        part = read(left)
-        if not part:
-            raise ValueError("the daemon went away in the middle of a frame")
-        parts.append(part)
-        left -= len(part)
-    return b"".join(parts)
+class Requests:
+    """What the daemon sends on `conn`, read by the main thread, buffered (a header is one recv,
+    not one per byte). It waits in poll() for input, never in recv(): the kernel wakes every
+    thread blocked in recv() on this socket each time the daemon has read what pump_stdout sent
+    (the socket has room again), which cost a wake-up and a context switch per line of claude's;
+    poll() is woken for input only."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self._input = select.poll()
+        self._input.register(conn, select.POLLIN)
+        self._buffer = bytearray()
+
+    def readline(self) -> bytes:
+        """The next header line, with its newline; b"" once the daemon closed the connection."""
+        while (newline := self._buffer.find(b"\n")) < 0:
+            if len(self._buffer) >= MAX_HEADER_BYTES:
+                raise ValueError(f"no request header in {bytes(self._buffer)!r}")
+            if not self._receive():
+                return b""
+        return self._take(newline + 1)
+
+    def read_exactly(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            if not self._receive():
+                raise ValueError("the daemon went away in the middle of a frame")
+        return self._take(size)
+
+    def _receive(self) -> bool:
+        self._input.poll()
+        chunk = self._conn.recv(CHUNK_FROM_DAEMON_BYTES)
+        self._buffer += chunk
+        return bool(chunk)
+
+    def _take(self, size: int) -> bytes:
+        taken = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return taken
 
 
 def log(message: str) -> None:
