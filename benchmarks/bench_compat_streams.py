@@ -23,10 +23,15 @@ Two more replays of the same events, to show where the limit is:
 
 * grpc_aio_replay_events_per_s: the same client against a bare grpc.aio server (uvloop, no
   daemon, no SQLite) yielding the session's stored events, the transport the daemon used
-  before its own (one write per message);
-* replay_one_cpu_client_events_per_s: the same client against the daemon, with the client
-  process confined to one CPU (sched_setaffinity), so its threads hand messages to one another
-  on one core instead of waking the other one.
+  before its own (one write per message); with --grpc-js also
+  grpc_aio_to_grpc_js_replay_events_per_s, that server read by the grpc-js client;
+* replay_one_cpu_events_per_s: the same client against the daemon, with the client process
+  confined to one CPU (sched_setaffinity), so its threads hand messages to one another on one
+  core instead of waking the other one.
+
+`--grpc-js` adds the same replay and fan-out with clients on another gRPC stack, @grpc/grpc-js
+(benchmarks/grpc_js_client/, pinned by its lock file; Node's HTTP/2, one thread per client):
+grpc_js_replay_* and grpc_js_fanout_*.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import os
 import resource
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +58,8 @@ from betcode import event_loop
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 
 SCRIPT = str(Path(__file__).resolve())
+GRPC_JS_CLIENT = Path(__file__).resolve().parent / "grpc_js_client"
+PROTO_ROOT = Path(__file__).resolve().parents[1] / "proto"
 FANOUT_CLIENTS = 5
 
 
@@ -157,6 +165,34 @@ async def spawn(*args: str) -> asyncio.subprocess.Process:
     )
 
 
+async def spawn_grpc_js(role: str, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        "node",
+        str(GRPC_JS_CLIENT / "client.js"),
+        role,
+        str(PROTO_ROOT),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+    )
+
+
+def install_grpc_js_client() -> None:
+    """The pinned @grpc/grpc-js client, from its lock file (once)."""
+    if not (GRPC_JS_CLIENT / "node_modules").is_dir():
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=GRPC_JS_CLIENT,
+            check=True,
+        )
+
+
+async def final_reply(process: asyncio.subprocess.Process) -> dict[str, Any]:
+    """A client's one answer, once it has exited."""
+    answer = await reply(process)
+    await process.wait()
+    return answer
+
+
 async def reply(process: asyncio.subprocess.Process) -> dict[str, Any]:
     assert process.stdout is not None
     line = await process.stdout.readline()
@@ -168,9 +204,7 @@ async def reply(process: asyncio.subprocess.Process) -> dict[str, Any]:
 
 async def replay(daemon: DaemonProcess, session_id: str, role: str = "replay") -> dict[str, float]:
     cpu = cpu_seconds(daemon.pid)
-    client = await spawn(role, f"unix:{daemon.socket}", session_id)
-    result = await reply(client)
-    await client.wait()
+    result = await final_reply(await spawn(role, f"unix:{daemon.socket}", session_id))
     daemon_cpu = cpu_seconds(daemon.pid) - cpu
     events = result["events"]
     name = role.replace("-", "_")
@@ -183,10 +217,22 @@ async def replay(daemon: DaemonProcess, session_id: str, role: str = "replay") -
     }
 
 
+async def grpc_js_replay(daemon: DaemonProcess, session_id: str) -> dict[str, float]:
+    cpu = cpu_seconds(daemon.pid)
+    result = await final_reply(await spawn_grpc_js("replay", f"unix:{daemon.socket}", session_id))
+    daemon_cpu = cpu_seconds(daemon.pid) - cpu
+    events = result["events"]
+    return {
+        "grpc_js_replay_events_per_s": events / result["seconds"],
+        "grpc_js_replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / events,
+        "grpc_js_replay_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
+    }
+
+
 async def grpc_aio_replay(
-    scratch: Path, db_path: Path, session_id: str, count: int
+    scratch: Path, db_path: Path, session_id: str, count: int, *, grpc_js: bool
 ) -> dict[str, float]:
-    """The replay client against a bare grpc.aio server of the same `count` stored events."""
+    """The replay clients against a bare grpc.aio server of the same `count` stored events."""
     with contextlib.closing(sqlite3.connect(db_path)) as db:
         rows = db.execute(
             "SELECT payload FROM events WHERE session_id = ? ORDER BY sequence LIMIT ?",
@@ -196,25 +242,32 @@ async def grpc_aio_replay(
     blob.write_bytes(b"".join(len(row[0]).to_bytes(4, "little") + row[0] for row in rows))
     address = f"unix:{scratch / 'grpc-aio.sock'}"
     server = await spawn("grpc-aio", address, str(blob))
+    figures: dict[str, float] = {}
     try:
         await reply(server)
-        client = await spawn("replay", address, session_id)
-        result = await reply(client)
-        await client.wait()
+        result = await final_reply(await spawn("replay", address, session_id))
+        figures = {
+            "grpc_aio_replay_events_per_s": result["events"] / result["seconds"],
+            "grpc_aio_replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / result["events"],
+            "grpc_aio_replay_client_switches_per_event": result["switches"] / result["events"],
+        }
+        if grpc_js:
+            result = await final_reply(await spawn_grpc_js("replay", address, session_id))
+            rate = result["events"] / result["seconds"]
+            figures["grpc_aio_to_grpc_js_replay_events_per_s"] = rate
     finally:
         server.terminate()
         await server.wait()
-    return {
-        "grpc_aio_replay_events_per_s": result["events"] / result["seconds"],
-        "grpc_aio_replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / result["events"],
-        "grpc_aio_replay_client_switches_per_event": result["switches"] / result["events"],
-    }
+    return figures
 
 
-async def fan_out(daemon: DaemonProcess, driver: Driver, session_id: str) -> dict[str, float]:
+async def fan_out(
+    daemon: DaemonProcess, driver: Driver, session_id: str, *, grpc_js: bool = False
+) -> dict[str, float]:
     after, _ = await driver.turn(session_id)  # the previous turn's end
+    arguments = ("watch", f"unix:{daemon.socket}", session_id, str(after))
     clients = [
-        await spawn("watch", f"unix:{daemon.socket}", session_id, str(after))
+        await (spawn_grpc_js(*arguments) if grpc_js else spawn(*arguments))
         for _ in range(FANOUT_CLIENTS)
     ]
     for client in clients:
@@ -228,16 +281,20 @@ async def fan_out(daemon: DaemonProcess, driver: Driver, session_id: str) -> dic
     daemon_cpu = cpu_seconds(daemon.pid) - cpu
     events = sum(result["events"] for result in results)
     seconds = (max(result["done_ns"] for result in results) - started) / 1e9
-    return {
-        "fanout_events": events,
-        "fanout_events_per_s": events / seconds,
-        "fanout_client_cpu_us_per_event": 1e6 * sum(r["cpu_s"] for r in results) / events,
-        "fanout_client_switches_per_event": sum(r["switches"] for r in results) / events,
-        "fanout_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
+    name = "grpc_js_fanout" if grpc_js else "fanout"
+    figures = {
+        f"{name}_events": events,
+        f"{name}_events_per_s": events / seconds,
+        f"{name}_client_cpu_us_per_event": 1e6 * sum(r["cpu_s"] for r in results) / events,
+        f"{name}_daemon_cpu_us_per_event": 1e6 * daemon_cpu / events,
     }
+    if not grpc_js:
+        switches = sum(r["switches"] for r in results)
+        figures[f"{name}_client_switches_per_event"] = switches / events
+    return figures
 
 
-async def run_once(lines: int, options: DaemonOptions) -> dict[str, float]:
+async def run_once(lines: int, options: DaemonOptions, grpc_js: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="betcode-compat-") as scratch:
         turn = [{"do": "flood", "lines": lines, "text": "x" * 40}]
         daemon = DaemonProcess(Path(scratch) / "daemon", turn, options)
@@ -250,12 +307,17 @@ async def run_once(lines: int, options: DaemonOptions) -> dict[str, float]:
             figures = await replay(daemon, session_id)
             figures.update(await replay(daemon, session_id, "replay-one-cpu"))
             figures.update(await fan_out(daemon, driver, session_id))
+            if grpc_js:
+                figures.update(await grpc_js_replay(daemon, session_id))
+                figures.update(await fan_out(daemon, driver, session_id, grpc_js=True))
         finally:
             await driver.channel.close()
             await daemon.stop()
         db_path = Path(scratch) / "daemon" / "data" / "daemon.db"
         count = int(figures["replay_events"])
-        figures.update(await grpc_aio_replay(Path(scratch), db_path, session_id, count))
+        figures.update(
+            await grpc_aio_replay(Path(scratch), db_path, session_id, count, grpc_js=grpc_js)
+        )
         return figures
 
 
@@ -270,10 +332,17 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="run the daemon under cProfile: DIR/daemon.prof"
     )
+    parser.add_argument(
+        "--grpc-js",
+        action="store_true",
+        help="also replay and fan out to @grpc/grpc-js clients (Node; npm ci on first use)",
+    )
     args = parser.parse_args()
     lines = 10_000 if args.quick else 50_000
     options = DaemonOptions(profile=args.profile)
-    runs = [asyncio.run(run_once(lines, options)) for _ in range(args.repeat)]
+    if args.grpc_js:
+        install_grpc_js_client()
+    runs = [asyncio.run(run_once(lines, options, args.grpc_js)) for _ in range(args.repeat)]
     if args.json:
         print(json.dumps({"lines": lines, "runs": runs}, indent=2))
         return
@@ -281,7 +350,7 @@ def main() -> None:
         values = [run[name] for run in runs]
         shown = " / ".join(f"{value:,.1f}" for value in values)
         median = f"  (median {statistics.median(values):,.1f})" if len(values) > 1 else ""
-        print(f"{name:<34} {shown}{median}")
+        print(f"{name:<44} {shown}{median}")
 
 
 if __name__ == "__main__":
