@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -85,7 +86,7 @@ class ServerCall:
         self._handler = handler
         self._max_bytes = max_message_bytes
         self._decompress = decompress
-        deadline = None if timeout is None else loop.time() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         self.context = CallContext(self, metadata, peer, deadline)
         self.requests = RequestStream(self._consumed)
         self._deserialize = handler.request_deserializer

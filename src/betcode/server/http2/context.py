@@ -4,23 +4,32 @@ run unchanged on this transport."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, NoReturn, Protocol
 
 import grpc
 import grpc.aio
 
 from betcode.server.http2.wire import Metadata
 
-if TYPE_CHECKING:
-    from betcode.server.http2.call import ServerCall
-
 MetadataItems = Sequence[tuple[str, str | bytes]]
+
+
+class ContextCall(Protocol):
+    """What the context needs of its call (call.ServerCall)."""
+
+    requests: AsyncIterator[Any]
+    cancelled: bool
+    finished: bool
+
+    async def send_message(self, message: Any) -> None: ...
+
+    def send_initial_metadata(self, metadata: MetadataItems) -> None: ...
 
 
 class CallContext(grpc.aio.ServicerContext):  # type: ignore[misc]  # grpc.aio is untyped
     def __init__(
-        self, call: ServerCall, metadata: Metadata, peer: str, deadline: float | None
+        self, call: ContextCall, metadata: Metadata, peer: str, deadline: float | None
     ) -> None:
         self._call = call
         self._metadata = metadata
