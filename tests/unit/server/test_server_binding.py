@@ -188,6 +188,25 @@ async def test_loopback_tcp_serves_alongside_the_socket(socket_path: Path) -> No
         await server.stop(grace_s=0)
 
 
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this host has no IPv6 loopback (::1)")
+async def test_the_ipv6_loopback_serves(socket_path: Path) -> None:
+    server = make_daemon()
+    await server.start(socket_path, listen="[::1]:0")
+    try:
+        assert await _serving(f"[::1]:{server.tcp_port}")
+    finally:
+        await server.stop(grace_s=0)
+
+
 async def test_a_busy_tcp_port_fails_cleanly(socket_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
