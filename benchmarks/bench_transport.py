@@ -1,6 +1,7 @@
-"""The floor under the daemon's latency figure: bare grpc.aio fan-out, no daemon at all.
+"""The floor under the daemon's latency figure: the bare gRPC transport fan-out, no daemon.
 
     .venv/bin/python benchmarks/bench_transport.py [--quick] [--repeat N] [--json]
+        [--server http2|grpc-aio]
 
 A server process (uvloop, like the daemon) publishes one small message per millisecond to 10
 server-streaming calls on a Unix socket, one message per stream message, as the per-event
@@ -8,6 +9,9 @@ stream does; two client processes (5 calls each, one channel per call, as benchm
 clients) stamp each arrival. Latency is publish → arrival, p50 / p99 over all deliveries. Run
 next to `run.py --latency-only`, it tells how much of the daemon's tail is the transport and the
 machine: the daemon adds claude's pipe, SQLite and the session to this path.
+
+`--server http2` (the default) is the daemon's own transport (betcode.server.http2);
+`--server grpc-aio` is grpc.aio's server, the daemon's transport until round 5.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from typing import Any
 import grpc
 
 from betcode import event_loop
+from betcode.server.app import DEFAULT_MAX_MESSAGE_BYTES, KEEPALIVE_TIME_S, KEEPALIVE_TIMEOUT_S
+from betcode.server.http2.connection import TransportSettings
+from betcode.server.http2.server import GrpcServer
 
 METHOD = "/bench.Transport/Watch"
 STREAMS = 10
@@ -40,7 +47,7 @@ def _identity(data: bytes) -> bytes:
     return data
 
 
-async def serve(socket: str, messages: int) -> None:
+async def serve(socket: str, messages: int, kind: str) -> None:
     """Waits for STREAMS calls, publishes `messages` paced messages to each, then ends them."""
     queues: list[asyncio.Queue[bytes | None]] = []
     all_attached = asyncio.Event()
@@ -58,9 +65,21 @@ async def serve(socket: str, messages: int) -> None:
         "bench.Transport",
         {"Watch": grpc.unary_stream_rpc_method_handler(watch, _identity, _identity)},
     )
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port(f"unix:{socket}")
+    server: Any
+    if kind == "http2":
+        server = GrpcServer(
+            TransportSettings(
+                max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES,
+                keepalive_time_s=KEEPALIVE_TIME_S,
+                keepalive_timeout_s=KEEPALIVE_TIMEOUT_S,
+            )
+        )
+        server.add_generic_rpc_handlers((handler,))
+        server.bind_unix(Path(socket))
+    else:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port(f"unix:{socket}")
     await server.start()
     await all_attached.wait()
     started = time.monotonic()
@@ -95,11 +114,11 @@ async def watch(socket: str, streams: int) -> None:
     print(json.dumps([delay for delays in results for delay in delays]))
 
 
-async def measure(messages: int) -> dict[str, float]:
+async def measure(messages: int, kind: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         socket = Path(tmp) / "transport.sock"
         server = await asyncio.create_subprocess_exec(
-            sys.executable, SCRIPT, "--serve", str(socket), str(messages)
+            sys.executable, SCRIPT, "--serve", str(socket), str(messages), kind
         )
         await wait_for_socket(socket)
         clients = [
@@ -138,18 +157,22 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2,000 messages instead of 5,000")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="end with one JSON object")
-    parser.add_argument("--serve", nargs=2, metavar=("SOCKET", "MESSAGES"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--server", choices=("http2", "grpc-aio"), default="http2", help="which server transport"
+    )
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--watch", nargs=2, metavar=("SOCKET", "STREAMS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        event_loop.run(serve(args.serve[0], int(args.serve[1])), event_loop.chosen_event_loop())
+        socket, messages, kind = args.serve
+        event_loop.run(serve(socket, int(messages), kind), event_loop.chosen_event_loop())
         return
     if args.watch:
         asyncio.run(watch(args.watch[0], int(args.watch[1])))
         return
     runs = []
     for run_index in range(args.repeat):
-        figures = asyncio.run(measure(2_000 if args.quick else 5_000))
+        figures = asyncio.run(measure(2_000 if args.quick else 5_000, args.server))
         print(f"run {run_index + 1}: " + " ".join(f"{k}={v}" for k, v in figures.items()))
         runs.append(figures)
     if args.json:
