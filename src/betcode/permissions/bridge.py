@@ -16,57 +16,41 @@ A subagent's forwarded question says which subagent (and orchestration step) ask
 answered from its own session or from its parent's (one inbox; subagents.inbox shows it in the
 parent's stream).
 
-Automatic decisions produce no client event. Every decision is audited (`decisions.*_audit`),
-an answer or expiry in the transaction that stores it. A forwarded request is stored in
-`pending_permissions` BEFORE any client sees it, then shown to every client of the session; an
-unanswered request for the same call whose process is gone (claude asks again after a restart)
-is withdrawn at the same time, so the user never answers one question twice.
-A client's answer is applied by `answers`: the first answer wins (a compare-and-swap in
-SQLite); a duplicate answer succeeds and changes nothing. The stored row outlives clients,
+Steps 1, 2, 4 and 5 are `automatic`'s: no client event. Every decision is audited
+(`decisions.*_audit`), an answer or expiry in the transaction that stores it. `forwarding`
+stores a forwarded request BEFORE any client sees it; `withdrawals` settles the ones claude
+withdraws. A client's answer is applied by `answers`: the first answer wins (a compare-and-swap
+in SQLite); a duplicate answer succeeds and changes nothing. The stored row outlives clients,
 claude processes and the daemon itself; `sweeper` reminds about it and finally expires it, and
 any client activity in the session pushes its expiry back by one TTL.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import sqlite3
 import time
-from collections.abc import Sequence
-
-import msgspec
 
 from betcode.config.settings import PermissionSettings
 from betcode.observability.logs import log_fields
-from betcode.permissions import orphans
 from betcode.permissions.answers import Answers
-from betcode.permissions.decisions import AnswerOutcome, ClientAnswer, auto_audit
-from betcode.permissions.delegates import Delegated, Delegates, Queued
-from betcode.permissions.engine import Behavior, evaluate
-from betcode.permissions.grants import GrantAction, SessionGrant
+from betcode.permissions.automatic import AutomaticDecisions
+from betcode.permissions.decisions import AnswerOutcome, ClientAnswer
+from betcode.permissions.delegates import Delegates
+from betcode.permissions.forwarding import ASK_USER_QUESTION, Forwarding
 from betcode.permissions.live import LiveRequests
-from betcode.permissions.metrics import DecisionCounters, DecisionKind
+from betcode.permissions.metrics import DecisionCounters
 from betcode.permissions.notifier import Notifier
 from betcode.permissions.rulebook import RuleBook
 from betcode.permissions.sweeper import Clock, PermissionSweeper, SweepReport
+from betcode.permissions.withdrawals import Withdrawals
 from betcode.protocol import writer as stdin
-from betcode.protocol.messages import CanUseTool, ControlRequest, Dialect
-from betcode.sessions import translate
+from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
-from betcode.storage import grants as grant_rows
 from betcode.storage import pending as pending_rows
 from betcode.storage.audit import AuditRecorder
 from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
-from betcode.v1 import agent_pb2, common_pb2
-
-log = logging.getLogger(__name__)
-
-ASK_USER_QUESTION = "AskUserQuestion"
 
 
 class PermissionBridge:
@@ -90,12 +74,23 @@ class PermissionBridge:
         self._clock = clock
         self.metrics = DecisionCounters()
         self.delegates: Delegates | None = None  # set when subagents are served
-        self._queued: dict[str, asyncio.Task[None]] = {}  # by request id: see _delegated
         self._audit = audit if audit is not None else AuditRecorder(writer, clock=clock)
         self._live = LiveRequests()
         self._notifier = (
             notifier if notifier is not None else Notifier(self.settings.notify_command)
         )
+        self._automatic = AutomaticDecisions(
+            writer,
+            reader,
+            rules,
+            self.metrics,
+            self._audit,
+            self.settings,
+            clock,
+            forward=self._forward,
+        )
+        self._forwarding = Forwarding(writer, reader, self._live, self.settings, clock)
+        self._withdrawals = Withdrawals(writer, self._live, clock)
         self._answers = Answers(
             writer, reader, self._live, self.metrics, self.settings, clock, self._audit
         )
@@ -118,196 +113,18 @@ class PermissionBridge:
                 stdin.control_error(request.request_id, "not supported by BetCode", request.dialect)
             )
             return
-        if tool.tool_name == ASK_USER_QUESTION or not await self._decided(session, request, tool):
+        if tool.tool_name == ASK_USER_QUESTION or not await self._automatic.decide(
+            session, request, tool, self.delegates
+        ):
             await self._forward(session, request, tool)
 
-    async def _decided(self, session: Session, request: ControlRequest, tool: CanUseTool) -> bool:
-        """Answer at once if a rule, a grant or a one-shot approval decides; False to forward."""
-        ruleset = await self.rules.ruleset_for(session.record.working_directory)
-        grants, undelivered = await self._reader.read(
-            lambda c: (
-                grant_rows.list_grants(c, session.id),
-                pending_rows.list_undelivered(c, session.id),
-            )
-        )
-        decision = evaluate(
-            ruleset,
-            tool.tool_name,
-            tool.input,
-            cwd=session.record.working_directory,
-            home=self.rules.home,
-            grants=[SessionGrant(g.tool_name, g.pattern, GrantAction(g.action)) for g in grants],
-        )
-        rules = "; ".join(rule.describe() for rule in decision.rules)
-        if decision.behavior is Behavior.DENY:
-            line = stdin.permission_deny(
-                request.request_id, decision.message, dialect=request.dialect
-            )
-            await self._auto(session, request, tool, line, DecisionKind.AUTO_DENY, rules)
-            return True
-        if await self._use_one_shot(session, request, tool, undelivered):
-            return True
-        if decision.behavior is Behavior.ALLOW:
-            line = stdin.permission_allow(request.request_id, dialect=request.dialect)
-            await self._auto(session, request, tool, line, DecisionKind.AUTO_ALLOW, rules)
-            return True
-        if decision.behavior is Behavior.UNDECIDED and self.delegates is not None:
-            return await self._delegated(session, request, tool, self.delegates)
-        return False
-
-    async def _delegated(
-        self, session: Session, request: ControlRequest, tool: CanUseTool, delegates: Delegates
-    ) -> bool:
-        delegated = await delegates.decide(session, request, tool)
-        if delegated is None:
-            return False
-        if isinstance(delegated, Queued):
-            # Waited for off the session's line loop: its other lines, and a stop, go on.
-            waiting = asyncio.create_task(
-                self._answer_when_let_through(session, request, tool, delegated)
-            )
-            self._queued[request.request_id] = waiting
-            waiting.add_done_callback(lambda _: self._queued.pop(request.request_id, None))
-            return True
-        await self._answer_delegated(session, request, tool, delegated)
-        return True
-
-    async def _answer_when_let_through(
-        self, session: Session, request: ControlRequest, tool: CanUseTool, queued: Queued
-    ) -> None:
-        with log_fields(request_id=request.request_id):
-            try:
-                delegated = await queued.decision
-                if delegated is None:
-                    await self._forward(session, request, tool)
-                else:
-                    await self._answer_delegated(session, request, tool, delegated)
-            except asyncio.CancelledError:
-                log.info("session %s: queued %s withdrawn", session.id, request.request_id)
-                raise
-            except Exception:
-                log.exception(
-                    "session %s: the queued %s was not answered", session.id, request.request_id
-                )
-
-    async def _answer_delegated(
-        self, session: Session, request: ControlRequest, tool: CanUseTool, delegated: Delegated
-    ) -> None:
-        kind = DecisionKind.AUTO_ALLOW if delegated.allow else DecisionKind.AUTO_DENY
-        self.metrics.count(kind, tool.tool_name)
-        line = (
-            stdin.permission_allow(request.request_id, dialect=request.dialect)
-            if delegated.allow
-            else stdin.permission_deny(
-                request.request_id, delegated.message, dialect=request.dialect
-            )
-        )
-        await session.write_control(line)
-
-    async def _auto(
-        self,
-        session: Session,
-        request: ControlRequest,
-        tool: CanUseTool,
-        line: bytes,
-        kind: DecisionKind,
-        reason: str,
-    ) -> None:
-        self.metrics.count(kind, tool.tool_name)
-        log.info("session %s: %s %s by %s", session.id, request.request_id, kind.value, reason)
-        allowed = kind is DecisionKind.AUTO_ALLOW
-        self._audit.record(auto_audit(session.id, request.request_id, tool, allowed, reason))
-        await session.write_control(line)
-
-    async def _use_one_shot(
-        self,
-        session: Session,
-        request: ControlRequest,
-        tool: CanUseTool,
-        undelivered: Sequence[PendingPermission],
-    ) -> bool:
-        grant = orphans.one_shot_for(
-            undelivered,
-            tool.tool_name,
-            tool.input,
-            now=self._clock(),
-            lifetime=self.settings.ttl_seconds,
-        )
-        if grant is None:
-            return False
-        if not await self._writer.call(lambda c: orphans.claim_delivery(c, grant.request_id)):
-            return False  # consumed by a concurrent identical call
-        line = stdin.permission_allow(
-            request.request_id, updated_input=orphans.approved_input(grant), dialect=request.dialect
-        )
-        # Counted once already, as the user's answer; audited again as the call it let run.
-        reason = f"the user's approval of {grant.request_id} (one-shot, now used)"
-        log.info("session %s: %s allowed by %s", session.id, request.request_id, reason)
-        self._audit.record(auto_audit(session.id, request.request_id, tool, True, reason))
-        await session.write_control(line)
-        return True
-
     async def _forward(self, session: Session, request: ControlRequest, tool: CanUseTool) -> None:
-        label = self.delegates.asker_label(session.id) if self.delegates is not None else None
-        if label is not None:
-            said = tool.description or tool.decision_reason
-            asks = f"{label} asks" + (f": {said}" if said else "")
-            tool = msgspec.structs.replace(tool, description=asks)
-        now = self._clock()
-        expires_at = now + self.settings.ttl_seconds
-        is_question = tool.tool_name == ASK_USER_QUESTION
-        waiting = self._live.waiting_ids(session)
-
-        def store(conn: sqlite3.Connection) -> list[str]:
-            superseded = _supersede(conn, session.id, tool, waiting, now)
-            pending_rows.insert_pending(
-                conn,
-                request_id=request.request_id,
-                session_id=session.id,
-                tool_name=tool.tool_name,
-                input_json=json.dumps(tool.input),
-                dialect=str(request.dialect),
-                received_at=now,
-                expires_at=expires_at,
-                tool_description=tool.description or tool.decision_reason,
-                tool_use_id=tool.tool_use_id,
-                is_question=is_question,
-            )
-            return superseded
-
-        superseded = await self._writer.call(store)
-        self._live.add(session, request, tool)
-        again = f"asked again as {request.request_id}"
-        events = [
-            translate.permission_resolved_event(old, "cancelled", message=again)
-            for old in superseded
-        ]
-        parent = session.translator.parent_tool_use_id_of(tool.tool_use_id)
-        events.append(
-            translate.user_question_event(request.request_id, tool, parent_tool_use_id=parent)
-            if is_question
-            else translate.permission_request_event(
-                request.request_id, tool, expires_at=int(expires_at), parent_tool_use_id=parent
-            )
-        )
-        events.append(translate.status_event(common_pb2.AgentStatus.AGENT_STATUS_WAITING_FOR_USER))
-        session.emit(events)
-        session.background_write(lambda c: pending_rows.mark_forwarded(c, request.request_id, now))
+        asker = self.delegates.asker_label(session.id) if self.delegates is not None else None
+        await self._forwarding.forward(session, request, tool, asker)
 
     async def on_cancel(self, session: Session, request_id: str) -> None:
-        queued = self._queued.pop(request_id, None)
-        if queued is not None:
-            queued.cancel()  # claude withdrew it: nothing is to answer it
-        live = self._live.pop(session.id, request_id)
-        now = self._clock()
-
-        def record(conn: sqlite3.Connection) -> bool:
-            won = pending_rows.answer(conn, request_id, decision="cancelled", payload="{}", now=now)
-            return won and pending_rows.mark_delivered(conn, request_id)
-
-        won = await self._writer.call(record)
-        if live is not None or won:
-            session.emit([translate.permission_resolved_event(request_id, "cancelled")])
+        self._automatic.withdraw_queued(request_id)
+        await self._withdrawals.on_cancel(session, request_id)
 
     async def on_session_activity(self, session: Session) -> None:
         """Client activity (a user message, an attach, an answer) pushes back the expiry of the
@@ -318,40 +135,21 @@ class PermissionBridge:
             await self._writer.call(lambda c: pending_rows.extend_ttl(c, session.id, now, ttl))
 
     async def reattached(self, session: Session, claude_started_at: float) -> None:
-        """After a daemon restart the session's claude still runs (under its holder): the
-        requests it made, unanswered, wait on it again, so an answer goes to the process that
-        asked (no resume note). Those made before it started are a gone process's (orphans)."""
-        rows = await self._reader.read(lambda c: pending_rows.list_unanswered(c, session.id))
-        for row in rows:
-            if row.received_at < claude_started_at:
-                continue
-            tool = _tool_of(row)
-            request = ControlRequest(
-                request_id=row.request_id, request=tool, dialect=Dialect(row.dialect)
-            )
-            self._live.add(session, request, tool)
-            log.info("session %s: %s waits on the same claude again", session.id, row.request_id)
+        """After a daemon restart: the requests the session's still-running claude made wait
+        on it again (`forwarding`)."""
+        await self._forwarding.reattached(session, claude_started_at)
 
     def has_pending(self, session_id: str) -> bool:
         return self._live.has_pending(session_id)
 
     async def replay_frames(self, session: Session, last_seq: int) -> list[Frame]:
-        """Every still-pending request, flagged is_replay, for a client that just caught up."""
+        """Every still-pending request, flagged is_replay, for a client that just caught up
+        (its subagents' too: one inbox)."""
         await self.on_session_activity(session)
         asking = [session.id]
         if self.delegates is not None:
             asking += await self.delegates.child_session_ids(session.id)
-        rows = await self._reader.read(
-            lambda c: [row for s in asking for row in pending_rows.list_unanswered(c, s)]
-        )
-        frames: list[Frame] = []
-        for row in rows:
-            event = _event_for_row(row, is_replay=True)
-            # A replayed request reuses the latest seq the client has seen: it is a reminder of
-            # state, not a new event, and clients handle it idempotently by request id.
-            event.sequence = last_seq
-            frames.append((last_seq, event.SerializeToString()))
-        return frames
+        return await self._forwarding.replay_frames(asking, last_seq)
 
     # ---- from clients ----
 
@@ -392,6 +190,8 @@ class PermissionBridge:
         reminders, expiry and the sweep interval follow from the next sweep."""
         self.settings = settings
         self._notifier.command = settings.notify_command
+        self._automatic.apply_settings(settings)
+        self._forwarding.apply_settings(settings)
         self._answers.apply_settings(settings)
         self._sweeper.apply_settings(settings)
 
@@ -405,48 +205,5 @@ class PermissionBridge:
 
     async def close(self) -> None:
         """Withdraw the calls still queued; wait for notify commands still running."""
-        queued = list(self._queued.values())
-        for waiting in queued:
-            waiting.cancel()
-        await asyncio.gather(*queued, return_exceptions=True)
+        await self._automatic.close()
         await self._notifier.close()
-
-
-def _supersede(
-    conn: sqlite3.Connection,
-    session_id: str,
-    tool: CanUseTool,
-    waiting: frozenset[str],
-    now: float,
-) -> list[str]:
-    """Withdraw unanswered requests for this same call whose process is gone: claude asks
-    again after a restart, and one question must not be shown (and answered) twice."""
-    stale = [
-        row.request_id
-        for row in pending_rows.list_unanswered(conn, session_id)
-        if row.request_id not in waiting
-        and row.tool_name == tool.tool_name
-        and orphans.same_call(json.loads(row.input), tool.input)
-    ]
-    for request_id in stale:
-        pending_rows.answer(conn, request_id, decision="cancelled", payload="{}", now=now)
-        pending_rows.mark_delivered(conn, request_id)
-    return stale
-
-
-def _tool_of(row: PendingPermission) -> CanUseTool:
-    return CanUseTool(
-        tool_name=row.tool_name,
-        input=json.loads(row.input),
-        tool_use_id=row.tool_use_id,
-        description=row.tool_description,
-    )
-
-
-def _event_for_row(row: PendingPermission, *, is_replay: bool) -> agent_pb2.AgentEvent:
-    tool = _tool_of(row)
-    if row.is_question:
-        return translate.user_question_event(row.request_id, tool, is_replay=is_replay)
-    return translate.permission_request_event(
-        row.request_id, tool, is_replay=is_replay, expires_at=int(row.expires_at)
-    )
