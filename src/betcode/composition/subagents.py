@@ -10,6 +10,8 @@ from betcode.composition.core import Core
 from betcode.daemon_config import DaemonConfig
 from betcode.server.app import RpcService
 from betcode.server.subagent_service import SubagentService
+from betcode.storage.reader import StoreReader
+from betcode.subagents.control import SubagentControl
 from betcode.subagents.inbox import SubagentInbox
 from betcode.subagents.manager import SubagentManager
 from betcode.subagents.orchestrations import Orchestrations
@@ -20,7 +22,9 @@ from betcode.worktrees import WorktreeManager
 @dataclass(frozen=True)
 class SubagentCapability:
     manager: SubagentManager
+    control: SubagentControl
     orchestrations: Orchestrations
+    reader: StoreReader
 
     @classmethod
     def open(
@@ -33,10 +37,15 @@ class SubagentCapability:
         core.bridge.delegates = SubagentInbox(
             manager.by_session, core.sessions, core.reader, core.audit, str(core.bridge.rules.home)
         )
-        return cls(manager, Orchestrations(manager, core.writer, core.reader))
+        return cls(
+            manager,
+            SubagentControl(manager, core.reader, core.audit),
+            Orchestrations(manager, core.writer, core.reader),
+            core.reader,
+        )
 
     def services(self) -> list[RpcService]:
-        service = SubagentService(self.manager, self.orchestrations)
+        service = SubagentService(self.manager, self.control, self.orchestrations, self.reader)
         return [RpcService(subagent_pb2.DESCRIPTOR.services_by_name["SubagentService"], service)]
 
     def apply(self, config: DaemonConfig) -> None:

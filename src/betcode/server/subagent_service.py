@@ -1,6 +1,6 @@
 """SubagentService (subagent.proto): request checks and conversions around `betcode.subagents`.
 
-Thin: every decision is the domain's (manager, orchestrator, delegation); a domain refusal
+Thin: every decision is the domain's (manager, control, orchestrator, delegation); a domain refusal
 becomes its wire error here (`subagent_error`, then `validation.domain_error`).
 """
 
@@ -16,14 +16,16 @@ from betcode.server.agent_service import client_id_of
 from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
 from betcode.server.validation import check_id, domain_error, invalid
 from betcode.storage import subagents as rows
+from betcode.storage.reader import StoreReader
 from betcode.subagents.admission import SpawnRequest, SubagentRefused
+from betcode.subagents.control import SubagentControl
 from betcode.subagents.limits import AutoApproveLimits, DelegationError, limits_from
 from betcode.subagents.locks import LockMode
 from betcode.subagents.manager import SubagentManager, SubagentNotFound
 from betcode.subagents.orchestrations import OrchestrationNotFound, Orchestrations
 from betcode.subagents.plan import PlanError, StepSpec, Strategy
 from betcode.subagents.pool import PoolExhausted
-from betcode.subagents.watch import subagent_events
+from betcode.subagents.watch import subagent_events, watch_frames
 from betcode.v1 import subagent_pb2 as pb
 
 STATUS = {
@@ -70,9 +72,17 @@ serves = translates_errors(subagent_error)
 
 
 class SubagentService:
-    def __init__(self, manager: SubagentManager, orchestrations: Orchestrations) -> None:
+    def __init__(
+        self,
+        manager: SubagentManager,
+        control: SubagentControl,
+        orchestrations: Orchestrations,
+        reader: StoreReader,
+    ) -> None:
         self._manager = manager
+        self._control = control
         self._orchestrations = orchestrations
+        self._reader = reader  # WatchSubagent reads the session's log
 
     @serves
     async def SpawnSubagent(
@@ -105,8 +115,12 @@ class SubagentService:
         self, request: pb.WatchSubagentRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SubagentEvent]:
         subagent_id = check_id(request.subagent_id, "subagent_id")
-        frames = self._manager.watch_frames(
-            subagent_id, request.from_sequence, f"watch-{uuid.uuid4().hex[:12]}"
+        frames = watch_frames(
+            self._manager,
+            self._reader,
+            subagent_id,
+            request.from_sequence,
+            f"watch-{uuid.uuid4().hex[:12]}",
         )
         async for event in subagent_events(frames):
             yield event
@@ -127,7 +141,7 @@ class SubagentService:
         self, request: pb.CancelSubagentRequest, context: grpc.aio.ServicerContext
     ) -> pb.CancelSubagentResponse:
         subagent_id = check_id(request.subagent_id, "subagent_id")
-        cancelled = await self._manager.cancel(
+        cancelled = await self._control.cancel(
             subagent_id,
             request.reason,
             client_id_of(context),
@@ -160,7 +174,7 @@ class SubagentService:
     ) -> pb.RevokeAutoApproveResponse:
         if len(request.reason.strip()) < 10:
             raise invalid("reason must be at least 10 characters (it is audited)")
-        revoked = await self._manager.revoke(
+        revoked = await self._control.revoke(
             check_id(request.subagent_id, "subagent_id"),
             request.reason,
             request.terminate_if_pending,

@@ -1,14 +1,10 @@
-"""SubagentManager: spawn, list, send to, cancel, revoke and watch subagents (SAG-02..07, 15, 16).
+"""SubagentManager: the daemon's live subagents — spawn, resume, find, send to (SAG-02..07).
 
 Every check runs before anything starts (a refused spawn leaves no row, no session, no
 process): the parent session exists, the request passes admission.py, the pool has room. Then
 the subagent's session is created like any other (sessions.manager) with the subagent's claude
-flags, its row stored, and its run started (runner.py).
-
-A worktree the daemon makes for a subagent (an orchestration step's own) is named in its row's
-options; a cancel with `cleanup_worktree` removes that one only, through the WorktreeManager's
-safe removal: refused, and kept, while removing it would lose work (SAG-16 asks for
-`git checkout . && git clean -fd`, which would throw that work away).
+flags, its row stored, and its run started (runner.py), its questions relayed to the parent
+(inbox.py) until it ends. Cancel and revoke are control.py's; watching is watch.py's.
 """
 
 from __future__ import annotations
@@ -18,9 +14,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from betcode.claude.command import CommandOptions
 from betcode.config.settings import SubagentSettings
@@ -28,11 +22,11 @@ from betcode.sessions.manager import SessionManager, validate_working_directory
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage import subagents as rows
-from betcode.storage.audit import AuditEvent, AuditRecorder, EventType
-from betcode.storage.audit import Outcome as AuditOutcome
+from betcode.storage.audit import AuditRecorder
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
 from betcode.subagents.admission import Admission, SpawnRequest
+from betcode.subagents.audit import subagent_audit
 from betcode.subagents.delegation import Delegation
 from betcode.subagents.inbox import relay_questions
 from betcode.subagents.limits import (
@@ -42,40 +36,15 @@ from betcode.subagents.limits import (
 from betcode.subagents.locks import LockMode
 from betcode.subagents.pool import SubagentPool
 from betcode.subagents.runner import SubagentRun
-from betcode.v1 import agent_pb2
-from betcode.worktrees import WorkAtRisk, WorktreeError
 
 log = logging.getLogger(__name__)
 
 FROM_NOW_ON = 1 << 62  # an attach after this sequence sees only what comes next
-DAEMON_ACTOR = "subagent-manager"
 
 
 class SubagentNotFound(LookupError):
     def __init__(self, subagent_id: str) -> None:
         super().__init__(f"no subagent with id {subagent_id!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class WorktreeCleanup:
-    """What a cancel's cleanup_worktree did with the subagent's own worktree."""
-
-    removed: bool
-    kept_reason: str = ""  # why not: what removing it would lose, or that there is none
-
-
-@dataclass(frozen=True, slots=True)
-class Cancelled:
-    tool_calls: int  # calls its claude ran
-    auto_approved: int  # of which the daemon approved automatically
-    worktree: WorktreeCleanup | None = None  # asked for with cleanup_worktree
-
-
-@dataclass(frozen=True, slots=True)
-class Revoked:
-    revoked: bool
-    pending_tool_calls: int
-    status: str
 
 
 class SubagentManager:
@@ -160,7 +129,9 @@ class SubagentManager:
                 grant_rows.copy_grants(conn, parent.id, session.id)  # type: ignore[arg-type]
 
         await self._writer.call(store)
-        self._audit_event("subagent_spawn", row, "success", actor=request.client_id)
+        self._audit.record(
+            subagent_audit("subagent_spawn", row, "success", actor=request.client_id)
+        )
         return self._start(row, session, gate=gate)
 
     async def abandon_all(self) -> None:
@@ -226,14 +197,16 @@ class SubagentManager:
 
     def _finished(self, run: SubagentRun) -> None:
         outcome = run.finished.result()
-        # A cancel is audited by `cancel`, with who asked and the call counters.
+        # A cancel is audited by control.py, with who asked and the call counters.
         if outcome.status != "cancelled":
             completed = outcome.status == "completed"
-            self._audit_event(
-                "subagent_complete" if completed else "subagent_fail",
-                run.row,
-                "success" if completed else "failure",
-                error=outcome.error,
+            self._audit.record(
+                subagent_audit(
+                    "subagent_complete" if completed else "subagent_fail",
+                    run.row,
+                    "success" if completed else "failure",
+                    error=outcome.error,
+                )
             )
         self.runs.pop(run.id, None)
         self.by_session.pop(run.session.id, None)
@@ -241,30 +214,6 @@ class SubagentManager:
         relay = self._relays.pop(run.id, None)
         if relay is not None:
             relay.cancel()
-
-    def _audit_event(
-        self,
-        event_type: EventType,
-        row: rows.SubagentRow,
-        outcome: AuditOutcome,
-        *,
-        actor: str | None = None,
-        error: str = "",
-        context: Mapping[str, str] | None = None,
-    ) -> None:
-        self._audit.record(
-            AuditEvent(
-                event_type=event_type,
-                actor_type="user" if actor else "daemon",
-                actor_id=actor or DAEMON_ACTOR,
-                outcome=outcome,
-                session_id=row.session_id,
-                subagent_id=row.id,
-                parent_session_id=row.parent_session_id,
-                error_message=error or None,
-                context=dict(context or {}),
-            )
-        )
 
     # ---- lookups ----
 
@@ -284,7 +233,7 @@ class SubagentManager:
             lambda c: rows.list_subagents(c, parent_session_id or None, status or None)
         )
 
-    # ---- control ----
+    # ---- input ----
 
     async def send(self, subagent_id: str, text: str) -> bool:
         run = self.runs.get(subagent_id)
@@ -293,139 +242,6 @@ class SubagentManager:
             return False
         await run.send(text)
         return True
-
-    async def cancel(
-        self,
-        subagent_id: str,
-        reason: str,
-        client_id: str | None,
-        *,
-        force: bool = False,
-        cleanup_worktree: bool = False,
-    ) -> Cancelled | None:
-        """SAG-16: auto-approve off, claude stopped (SIGTERM and the grace period, or SIGKILL
-        at once with `force`), `cancelled` recorded, its own worktree removed if asked and
-        safe, audited with the call counters; None when it had already finished (and then
-        its worktree stays, with the work it finished)."""
-        row = await self.get(subagent_id)
-        run = self.runs.get(subagent_id)
-        if run is None:
-            return None
-        run.delegation.revoke(reason or "cancelled")
-        if force:
-            policy = run.session.supervisor.policy
-            run.session.supervisor.policy = dataclasses.replace(policy, kill_grace_seconds=0.0)
-        await run.cancel(reason)
-        await run.wait()
-        cancelled = Cancelled(
-            await self._tool_calls(row.session_id),
-            run.delegation.auto_approved,
-            await self._remove_own_worktree(row) if cleanup_worktree else None,
-        )
-        context = {
-            "reason": reason,
-            "force": str(force),
-            "tool_calls_executed": str(cancelled.tool_calls),
-            "tool_calls_auto_approved": str(cancelled.auto_approved),
-        }
-        if cancelled.worktree is not None:
-            context["worktree_removed"] = str(cancelled.worktree.removed)
-            context["worktree_kept_reason"] = cancelled.worktree.kept_reason
-        self._audit_event("subagent_cancel", row, "success", actor=client_id, context=context)
-        return cancelled
-
-    async def _remove_own_worktree(self, row: rows.SubagentRow) -> WorktreeCleanup:
-        worktree_id = row.options.get("worktree_id")
-        worktrees = self.admission.worktrees
-        if not isinstance(worktree_id, str) or worktrees is None:
-            return WorktreeCleanup(False, "the daemon made no worktree for this subagent")
-        try:
-            await worktrees.remove(worktree_id)
-        except WorktreeError as refused:  # WorkAtRisk above all; or removed by hand already
-            level = logging.WARNING if isinstance(refused, WorkAtRisk) else logging.INFO
-            log.log(level, "subagent %s: its worktree was kept: %s", row.id, refused.message)
-            return WorktreeCleanup(False, refused.message)
-        log.info("subagent %s: its worktree %s was removed", row.id, worktree_id)
-        return WorktreeCleanup(True)
-
-    async def _tool_calls(self, session_id: str) -> int:
-        """Tool calls the subagent's claude ran (their results are in its event log)."""
-        count, after = 0, 0
-        while page := await self._reader.read_events(session_id, after, 1000):
-            after = page[-1][0]
-            for _, payload in page:
-                if agent_pb2.AgentEvent.FromString(payload).HasField("tool_call_result"):
-                    count += 1
-        return count
-
-    async def revoke(
-        self, subagent_id: str, reason: str, terminate_if_pending: bool, client_id: str | None
-    ) -> Revoked:
-        """SAG-15: auto-approve off without killing. A call already approved and running
-        finishes (or, with `terminate_if_pending`, the subagent is ended); the next call asks."""
-        row = await self.get(subagent_id)
-        run = self.runs.get(subagent_id)
-        if run is None or not run.delegation.auto_approving:
-            return Revoked(False, 0, row.status if run is None else run.status)
-        run.delegation.revoke(reason)
-        in_flight = [
-            tool_id
-            for tool_id in run.delegation.approved_ids
-            if run.session.translator.tool_unfinished(tool_id)
-        ]
-        if in_flight and terminate_if_pending:
-            run.terminate(f"auto-approve revoked with a call in flight: {reason}")
-        self._audit_event(
-            "permission_revoke",
-            row,
-            "success",
-            actor=client_id,
-            context={
-                "reason": reason,
-                "pending_tool_calls": str(len(in_flight)),
-                "terminate_if_pending": str(terminate_if_pending),
-            },
-        )
-        return Revoked(True, len(in_flight), run.status)
-
-    async def watch_frames(
-        self, subagent_id: str, after_seq: int, watcher_id: str
-    ) -> AsyncIterator[tuple[rows.SubagentRow, list[tuple[int, bytes]]]]:
-        """The subagent session's events after `after_seq` (replay, then live) until it has
-        finished and everything it wrote was delivered; then one last empty batch with the
-        settled row."""
-        row = await self.get(subagent_id)
-        run = self.runs.get(subagent_id)
-        session = await self.sessions.get(row.session_id)
-        last = after_seq
-        if run is not None:
-            stream = session.attach(
-                watcher_id, after_seq, max_count=256, max_bytes=1 << 20, takes_input=False
-            )
-            try:
-                while True:
-                    batch_next: asyncio.Future[list[tuple[int, bytes]]] = asyncio.ensure_future(
-                        anext(stream)
-                    )
-                    either: list[asyncio.Future[Any]] = [batch_next, run.finished]
-                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-                    if not batch_next.done():
-                        batch_next.cancel()
-                        await asyncio.gather(batch_next, return_exceptions=True)
-                        break
-                    batch = batch_next.result()
-                    if batch:
-                        last = max(last, batch[-1][0])
-                        yield row, batch
-            finally:
-                await stream.aclose()
-        while True:  # whatever was committed until the end
-            page = await self._reader.read_events(session.id, last, 500)
-            if not page:
-                break
-            last = page[-1][0]
-            yield row, page
-        yield await self.get(subagent_id), []
 
 
 def _options(request: SpawnRequest, worktree_id: str | None) -> dict[str, object]:

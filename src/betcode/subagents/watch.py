@@ -1,4 +1,5 @@
-"""WatchSubagent's events: the subagent session's AgentEvents told as SubagentEvents.
+"""WatchSubagent: the subagent session's AgentEvents (`watch_frames`), told as SubagentEvents
+(`subagent_events`).
 
 The session's own log is the source (replayed like any session's, then live), so a watcher
 that reconnects with `from_sequence` misses nothing and sees nothing twice; the stream ends
@@ -7,15 +8,63 @@ with the subagent's settled end (completed, failed or cancelled).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from betcode.storage import subagents as rows
+from betcode.storage.reader import StoreReader
+from betcode.subagents.manager import SubagentManager
 from betcode.v1 import agent_pb2
 from betcode.v1 import subagent_pb2 as pb
 
 Frames = AsyncIterator[tuple[rows.SubagentRow, list[tuple[int, bytes]]]]
+
+
+async def watch_frames(
+    subagents: SubagentManager,
+    reader: StoreReader,
+    subagent_id: str,
+    after_seq: int,
+    watcher_id: str,
+) -> Frames:
+    """The subagent session's events after `after_seq` (replay, then live) until it has
+    finished and everything it wrote was delivered; then one last empty batch with the
+    settled row."""
+    row = await subagents.get(subagent_id)
+    run = subagents.runs.get(subagent_id)
+    session = await subagents.sessions.get(row.session_id)
+    last = after_seq
+    if run is not None:
+        stream = session.attach(
+            watcher_id, after_seq, max_count=256, max_bytes=1 << 20, takes_input=False
+        )
+        try:
+            while True:
+                batch_next: asyncio.Future[list[tuple[int, bytes]]] = asyncio.ensure_future(
+                    anext(stream)
+                )
+                either: list[asyncio.Future[Any]] = [batch_next, run.finished]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                if not batch_next.done():
+                    batch_next.cancel()
+                    await asyncio.gather(batch_next, return_exceptions=True)
+                    break
+                batch = batch_next.result()
+                if batch:
+                    last = max(last, batch[-1][0])
+                    yield row, batch
+        finally:
+            await stream.aclose()
+    while True:  # whatever was committed until the end
+        page = await reader.read_events(session.id, last, 500)
+        if not page:
+            break
+        last = page[-1][0]
+        yield row, page
+    yield await subagents.get(subagent_id), []
 
 
 async def subagent_events(frames: Frames) -> AsyncIterator[pb.SubagentEvent]:
