@@ -217,9 +217,6 @@ class SubagentManager:
 
     # ---- lookups ----
 
-    def run_of_session(self, session_id: str) -> SubagentRun | None:
-        return self.by_session.get(session_id)
-
     async def get(self, subagent_id: str) -> rows.SubagentRow:
         row = await self._reader.read(lambda c: rows.get_subagent(c, subagent_id))
         if row is None:
