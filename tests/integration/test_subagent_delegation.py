@@ -253,6 +253,63 @@ async def test_cancel_stops_a_running_subagent_and_reports_its_counters(
     assert late.final_status == "cancelled"
 
 
+async def test_cancel_withdraws_the_subagents_unanswered_question_without_starting_it_again(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    channel: grpc.aio.Channel,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps('python3 -c "print(6 * 7)"'),
+            name="helper",
+        )
+    )
+    asked = (await parent.wait_for("permission_request")).permission_request
+
+    response = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(
+            subagent_id=spawned.subagent_id, reason="not needed any more"
+        )
+    )
+
+    assert response.cancelled
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    listed = await agents.ListPendingPermissions(agent_pb2.ListPendingPermissionsRequest())
+    assert list(listed.pending) == []
+    resolved = (await parent.wait_for("permission_resolved")).permission_resolved
+    assert (resolved.request_id, resolved.outcome) == (asked.request_id, "cancelled")
+    assert resolved.message == "subagent cancelled: not needed any more"
+    [denied] = await audited(daemon, "permission_deny")
+    assert (denied["subagent_id"], denied["parent_session_id"]) == (
+        spawned.subagent_id,
+        parent.session_id,
+    )
+    assert (denied["session_id"], denied["tool_name"]) == (spawned.session_id, "Bash")
+    assert json.loads(denied["context"]) == {
+        "request_id": asked.request_id,
+        "decision": "cancelled",
+        "reason": "subagent cancelled: not needed any more",
+    }
+    [cancel] = await audited(daemon, "subagent_cancel")
+    assert json.loads(cancel["context"])["permission_requests_withdrawn"] == "1"
+    # A late answer is a duplicate: nothing reaches claude, so nothing starts it again.
+    late = await agents.AnswerPermission(
+        agent_pb2.AnswerPermissionRequest(
+            request_id=asked.request_id, decision=Decision.PERMISSION_DECISION_ALLOW_ONCE
+        )
+    )
+    assert (late.duplicate, late.outcome) == (True, "cancelled")
+    assert stored_lines(daemon, spawned.session_id, "control_response") == []
+    assert len(stored_lines(daemon, spawned.session_id, "user")) == 1  # the prompt only
+    assert daemon.daemon.sessions is not None
+    session = await daemon.daemon.sessions.get(spawned.session_id)
+    assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
+
+
 async def test_a_subagent_past_its_wall_clock_limit_is_stopped_and_failed(
     daemon: InProcessDaemon,
     clients: Callable[[str], Client],
@@ -573,3 +630,31 @@ async def test_cleanup_worktree_keeps_a_worktree_with_work_at_risk_and_says_what
     assert kept.record.path == str(place)
     [row] = await audited(daemon, "subagent_cancel")
     assert json.loads(row["context"])["worktree_kept_reason"] == response.worktree_kept_reason
+
+
+async def test_cleanup_worktree_is_not_held_back_by_the_cancelled_subagents_own_question(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    tmp_path: Path,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    repo, subagent_id, place = await step_in_its_own_worktree(
+        daemon,
+        parent,
+        stub,
+        tmp_path,
+        subagent_pb2.OrchestrationStep(id="ask", prompt=bash_steps('python3 -c "print(1)"')),
+    )
+    asked = (await parent.wait_for("permission_request")).permission_request
+
+    response = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(subagent_id=subagent_id, cleanup_worktree=True)
+    )
+
+    assert (response.cancelled, response.worktree_removed) == (True, True)
+    assert response.worktree_kept_reason == ""
+    assert on_disk(repo, place) == ([], None)
+    resolved = (await parent.wait_for("permission_resolved")).permission_resolved
+    assert (resolved.request_id, resolved.outcome) == (asked.request_id, "cancelled")

@@ -39,7 +39,7 @@ class SubagentCapability:
         )
         return cls(
             manager,
-            SubagentControl(manager, core.reader, core.audit),
+            SubagentControl(manager, core.reader, core.audit, core.bridge),
             Orchestrations(manager, core.writer, core.reader),
             core.reader,
         )

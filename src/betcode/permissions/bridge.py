@@ -28,6 +28,7 @@ any client activity in the session pushes its expiry back by one TTL.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from betcode.config.settings import PermissionSettings
 from betcode.observability.logs import log_fields
@@ -47,7 +48,7 @@ from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
 from betcode.storage import pending as pending_rows
-from betcode.storage.audit import AuditRecorder
+from betcode.storage.audit import AuditEvent, AuditRecorder
 from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
@@ -90,7 +91,7 @@ class PermissionBridge:
             forward=self._forward,
         )
         self._forwarding = Forwarding(writer, reader, self._live, self.settings, clock)
-        self._withdrawals = Withdrawals(writer, self._live, clock)
+        self._withdrawals = Withdrawals(writer, self._live, clock, self._audit)
         self._answers = Answers(
             writer, reader, self._live, self.metrics, self.settings, clock, self._audit
         )
@@ -138,6 +139,16 @@ class PermissionBridge:
         """After a daemon restart: the requests the session's still-running claude made wait
         on it again (`forwarding`)."""
         await self._forwarding.reattached(session, claude_started_at)
+
+    async def withdraw_all(
+        self,
+        session: Session,
+        message: str,
+        audit_of: Callable[[PendingPermission], AuditEvent],
+    ) -> list[Frame]:
+        """The session's claude is stopped for good (a cancelled subagent): its unanswered
+        requests are settled `cancelled`, never answered (`withdrawals`)."""
+        return await self._withdrawals.withdraw_all(session, message, audit_of)
 
     def has_pending(self, session_id: str) -> bool:
         return self._live.has_pending(session_id)

@@ -1,9 +1,10 @@
 """One approval inbox: a subagent's questions reach its parent session's clients.
 
 Two halves. `relay_questions` copies every permission event of a subagent's session (request,
-question, reminder, resolution) into its parent session's log, so the parent's stream, its
-replay and its chat show them — each request's description already says which subagent and
-step asks (the bridge adds `asker_label`). `SubagentInbox` is the bridge's `Delegates`: it
+question, reminder, resolution) into its parent session's log (`show_in_parent`, which a
+cancel also uses once the relay has stopped), so the parent's stream, its replay and its chat
+show them — each request's description already says which subagent and step asks (the bridge
+adds `asker_label`). `SubagentInbox` is the bridge's `Delegates`: it
 names the asker, routes a parent client's answer to the subagent's session (the bridge's one
 pending store and its rules — first answer wins, TTL, restart survival — apply unchanged), and
 applies the subagent's auto-approve limits (delegation.py), auditing each decision. A call its
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from betcode.permissions.delegates import Delegated, Queued
 from betcode.protocol.messages import CanUseTool, ControlRequest
+from betcode.sessions.fanout import Frame
 from betcode.sessions.manager import SessionManager
 from betcode.sessions.session import Session
 from betcode.storage import subagents as rows
@@ -45,19 +48,25 @@ async def relay_questions(child: Session, parent: Session, after_seq: int) -> No
         f"inbox-{child.id}", after_seq, max_count=256, max_bytes=1 << 20, takes_input=False
     )
     async for batch in stream:
-        copies = []
-        for _, payload in batch:
-            event = agent_pb2.AgentEvent.FromString(payload)
-            kind = event.WhichOneof("event")
-            if kind not in MIRRORED:
-                continue
-            if kind in ("permission_request", "user_question") and getattr(event, kind).is_replay:
-                continue  # a reminder to a client that just attached, not news
-            event.sequence = 0
-            event.ClearField("timestamp")
-            copies.append(event)
-        if copies:
-            parent.emit(copies)
+        show_in_parent(batch, parent)
+
+
+def show_in_parent(frames: Sequence[Frame], parent: Session) -> None:
+    """Copies the permission events among the child's `frames` into the parent's log (the
+    relay's work, and the resolutions of a cancel, which come after the relay stopped)."""
+    copies = []
+    for _, payload in frames:
+        event = agent_pb2.AgentEvent.FromString(payload)
+        kind = event.WhichOneof("event")
+        if kind not in MIRRORED:
+            continue
+        if kind in ("permission_request", "user_question") and getattr(event, kind).is_replay:
+            continue  # a reminder to a client that just attached, not news
+        event.sequence = 0
+        event.ClearField("timestamp")
+        copies.append(event)
+    if copies:
+        parent.emit(copies)
 
 
 @dataclass(frozen=True, slots=True)

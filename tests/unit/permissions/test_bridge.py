@@ -17,7 +17,9 @@ from bridge_world import World, WorldFactory, permission
 from google.protobuf.json_format import MessageToDict
 
 from betcode.permissions.decisions import AnswerError, ClientAnswer
+from betcode.storage.audit import AuditEvent
 from betcode.storage.grants import add_grant
+from betcode.storage.pending import PendingPermission
 from betcode.v1 import agent_pb2, common_pb2
 
 Decision = common_pb2.PermissionDecision
@@ -370,6 +372,35 @@ async def test_cancel_from_claude_withdraws_the_request_and_tells_the_clients(
     assert (late.duplicate, late.outcome) == (True, "cancelled")
     assert w.answers_to(session.id, "r1") == []
     assert not w.bridge.has_pending(session.id)
+
+
+async def test_withdraw_all_settles_the_unanswered_requests_and_never_answers_claude(
+    world: WorldFactory,
+) -> None:
+    w = await world(one_turn(permission("Bash", ECHO, "r1")))
+    session = await w.new_session()
+    await session.send_user_message(None, "say hi")
+    await forwarded(w, session.id, "r1")
+
+    def audit_of(row: PendingPermission) -> AuditEvent:
+        context = {"request_id": row.request_id}
+        return AuditEvent("permission_deny", "daemon", "tester", "denied", context=context)
+
+    frames = await w.bridge.withdraw_all(session, "stopped for good", audit_of)
+
+    [(_, payload)] = frames  # what the session's clients were shown, as stored
+    resolved = agent_pb2.AgentEvent.FromString(payload).permission_resolved
+    assert (resolved.request_id, resolved.outcome) == ("r1", "cancelled")
+    assert resolved.message == "stopped for good"
+    [stored] = await w.until("stored", lambda: w.events(session.id, "permission_resolved"))
+    assert stored.permission_resolved == resolved
+    assert (w.stored("r1").response_decision, w.stored("r1").delivered) == ("cancelled", True)
+    query = "SELECT actor_id, context FROM audit_log WHERE event_type = 'permission_deny'"
+    [(actor, context)] = w.sql(query)
+    assert (actor, json.loads(context)) == ("tester", {"request_id": "r1"})
+    assert not w.bridge.has_pending(session.id)
+    assert w.answers_to(session.id, "r1") == []  # claude still waits: nothing was written
+    assert await w.bridge.withdraw_all(session, "once more", audit_of) == []
 
 
 async def test_a_client_catching_up_gets_every_pending_request_flagged_as_replay(
