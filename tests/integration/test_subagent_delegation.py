@@ -296,13 +296,19 @@ async def test_cancel_withdraws_the_subagents_unanswered_question_without_starti
     }
     [cancel] = await audited(daemon, "subagent_cancel")
     assert json.loads(cancel["context"])["permission_requests_withdrawn"] == "1"
-    # A late answer is a duplicate: nothing reaches claude, so nothing starts it again.
-    late = await agents.AnswerPermission(
-        agent_pb2.AnswerPermissionRequest(
-            request_id=asked.request_id, decision=Decision.PERMISSION_DECISION_ALLOW_ONCE
+    # A late answer is refused: nothing reaches claude, so nothing starts it again.
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        await agents.AnswerPermission(
+            agent_pb2.AnswerPermissionRequest(
+                request_id=asked.request_id, decision=Decision.PERMISSION_DECISION_ALLOW_ONCE
+            )
         )
+    assert late.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert dict(late.value.trailing_metadata())["betcode-error-code"] == "PERMISSION_WITHDRAWN"
+    assert late.value.details() == (
+        f"permission request {asked.request_id!r} was withdrawn: "
+        "subagent cancelled: not needed any more"
     )
-    assert (late.duplicate, late.outcome) == (True, "cancelled")
     assert stored_lines(daemon, spawned.session_id, "control_response") == []
     assert len(stored_lines(daemon, spawned.session_id, "user")) == 1  # the prompt only
     assert daemon.daemon.sessions is not None

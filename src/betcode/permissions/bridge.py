@@ -14,7 +14,9 @@ For each request, in order (the first that applies decides):
 
 A subagent's forwarded question says which subagent (and orchestration step) asks, and is
 answered from its own session or from its parent's (one inbox; subagents.inbox shows it in the
-parent's stream).
+parent's stream). Once its run has ended, the delegates say its questions are withdrawn: an
+answer is refused (PERMISSION_WITHDRAWN), since it would start the subagent's stopped claude
+again.
 
 Steps 1, 2, 4 and 5 are `automatic`'s: no client event. Every decision is audited
 (`decisions.*_audit`), an answer or expiry in the transaction that stores it. `forwarding`
@@ -34,7 +36,7 @@ from betcode.config.settings import PermissionSettings
 from betcode.observability.logs import log_fields
 from betcode.permissions.answers import Answers
 from betcode.permissions.automatic import AutomaticDecisions
-from betcode.permissions.decisions import AnswerOutcome, ClientAnswer
+from betcode.permissions.decisions import AnswerError, AnswerOutcome, ClientAnswer
 from betcode.permissions.delegates import Delegates
 from betcode.permissions.forwarding import ASK_USER_QUESTION, Forwarding
 from betcode.permissions.live import LiveRequests
@@ -42,7 +44,7 @@ from betcode.permissions.metrics import DecisionCounters
 from betcode.permissions.notifier import Notifier
 from betcode.permissions.rulebook import RuleBook
 from betcode.permissions.sweeper import Clock, PermissionSweeper, SweepReport
-from betcode.permissions.withdrawals import Withdrawals
+from betcode.permissions.withdrawals import CANCELLED, Withdrawals
 from betcode.protocol import writer as stdin
 from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions.fanout import Frame
@@ -146,8 +148,8 @@ class PermissionBridge:
         message: str,
         audit_of: Callable[[PendingPermission], AuditEvent],
     ) -> list[Frame]:
-        """The session's claude is stopped for good (a cancelled subagent): its unanswered
-        requests are settled `cancelled`, never answered (`withdrawals`)."""
+        """The session's claude is stopped for good (a subagent whose run ended): its
+        unanswered requests are settled `cancelled`, never answered (`withdrawals`)."""
         return await self._withdrawals.withdraw_all(session, message, audit_of)
 
     def has_pending(self, session_id: str) -> bool:
@@ -169,7 +171,26 @@ class PermissionBridge:
         even if the process that asked is gone (see `orphans`)."""
         self._live.remember(session)
         with log_fields(request_id=answer.request_id):
-            return await self._answers.apply(await self._asking_session(session, answer), answer)
+            asking = await self._asking_session(session, answer)
+            await self._refuse_if_withdrawn(asking, answer.request_id)
+            return await self._answers.apply(asking, answer)
+
+    async def _refuse_if_withdrawn(self, asking: Session, request_id: str) -> None:
+        """PERMISSION_WITHDRAWN for a request of a subagent whose run has ended, unless it was
+        answered before (a repeat of that answer stays a duplicate)."""
+        if self.delegates is None:
+            return
+        why = await self.delegates.withdrawn(asking.id)
+        if why is None:
+            return
+        row = await self.find_request(request_id)
+        if row is None or row.session_id != asking.id:
+            return  # not found: the answer says so
+        if row.response_received and row.response_decision != CANCELLED:
+            return
+        raise AnswerError(
+            "PERMISSION_WITHDRAWN", f"permission request {request_id!r} was withdrawn: {why}"
+        )
 
     async def _asking_session(self, session: Session, answer: ClientAnswer) -> Session:
         """The session whose claude asked: `session`, or one of its subagents' sessions when

@@ -50,3 +50,7 @@ class Delegates(Protocol):
 
     async def child_session_ids(self, parent_session_id: str) -> list[str]:
         """The sessions of the parent's subagents whose questions it may still be shown."""
+
+    async def withdrawn(self, session_id: str) -> str | None:
+        """Why the questions of `session_id` are withdrawn (a subagent whose run has ended: an
+        answer would start its stopped claude again), or None."""

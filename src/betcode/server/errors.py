@@ -62,6 +62,9 @@ class ErrorCode(enum.StrEnum):
     SUBAGENT_NOT_FOUND = "SUBAGENT_NOT_FOUND"
     ORCHESTRATION_NOT_FOUND = "ORCHESTRATION_NOT_FOUND"
     WORKTREE_UNAVAILABLE = "WORKTREE_UNAVAILABLE"
+    # An answer to a subagent's question withdrawn at the end of its run (the message says
+    # how it ended); answering would start its stopped claude again.
+    PERMISSION_WITHDRAWN = "PERMISSION_WITHDRAWN"
     # Repositories and worktrees (issue 13).
     ALREADY_EXISTS = "ALREADY_EXISTS"
     NOT_FOUND = "NOT_FOUND"
@@ -105,6 +108,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.SUBAGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.ORCHESTRATION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.WORKTREE_UNAVAILABLE: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.PERMISSION_WITHDRAWN: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
     ErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.WORK_AT_RISK: grpc.StatusCode.FAILED_PRECONDITION,

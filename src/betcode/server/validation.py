@@ -64,6 +64,7 @@ def domain_error(exc: Exception) -> BetCodeError | None:
         code = {
             "PERMISSION_NOT_FOUND": ErrorCode.PERMISSION_NOT_FOUND,
             "PERMISSION_STALE": ErrorCode.PERMISSION_STALE,
+            "PERMISSION_WITHDRAWN": ErrorCode.PERMISSION_WITHDRAWN,
         }.get(exc.code, ErrorCode.INVALID_REQUEST)
         return BetCodeError(code, str(exc))
     if isinstance(exc, SupervisorCrashed):

@@ -4,12 +4,13 @@ Two halves. `relay_questions` copies every permission event of a subagent's sess
 question, reminder, resolution) into its parent session's log (`show_in_parent`, which a
 cancel also uses once the relay has stopped), so the parent's stream, its replay and its chat
 show them — each request's description already says which subagent and step asks (the bridge
-adds `asker_label`). `SubagentInbox` is the bridge's `Delegates`: it
-names the asker, routes a parent client's answer to the subagent's session (the bridge's one
-pending store and its rules — first answer wins, TTL, restart survival — apply unchanged), and
-applies the subagent's auto-approve limits (delegation.py), auditing each decision. A call its
-rate limit queues waits in a task of the subagent's run (cancelled when the run ends), asked
-again each time the limit should have room.
+adds `asker_label`). `SubagentInbox` is the bridge's `Delegates`: it names the asker, routes a
+parent client's answer to the subagent's session (the bridge's one pending store and its rules
+— first answer wins, TTL, restart survival — apply unchanged), says when a subagent's questions
+are withdrawn (its run has ended: an answer would start its stopped claude again, and nothing
+restarts a finished subagent, SAG-20), and applies the subagent's auto-approve limits
+(delegation.py), auditing each decision. A call its rate limit queues waits in a task of the
+subagent's run (cancelled when the run ends), asked again each time the limit should have room.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from betcode.storage import subagents as rows
 from betcode.storage.audit import AuditEvent, AuditRecorder, EventType
 from betcode.storage.reader import StoreReader
 from betcode.subagents.delegation import Decision, Verdict
-from betcode.subagents.runner import SubagentRun
+from betcode.subagents.runner import SubagentRun, why_ended
 from betcode.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
@@ -197,3 +198,11 @@ class SubagentInbox:
     async def child_session_ids(self, parent_session_id: str) -> list[str]:
         children = await self._reader.read(lambda c: rows.list_subagents(c, parent_session_id))
         return [child.session_id for child in children if child.status in rows.UNFINISHED]
+
+    async def withdrawn(self, session_id: str) -> str | None:
+        if session_id in self._runs:
+            return None  # running: its row is not final yet
+        row = await self._reader.read(lambda c: rows.parent_of_session(c, session_id))
+        if row is None or row.status in rows.UNFINISHED:
+            return None  # not a subagent's, or one of a plan waiting to be resumed
+        return why_ended(row.status, row.error_message)

@@ -49,6 +49,12 @@ class Outcome:
         return "" if self.status == "completed" else self.summary
 
 
+def why_ended(status: rows.SubagentStatus, error: str | None) -> str:
+    """What a subagent's withdrawn questions say: "subagent cancelled: <reason>"."""
+    # A cancel without a reason records its status as its error.
+    return f"subagent {status}: {error}" if error and error != status else f"subagent {status}"
+
+
 class SubagentRun:
     """The live part of a subagent (its row holds the rest)."""
 

@@ -17,6 +17,8 @@ from bridge_world import World, WorldFactory, permission
 from google.protobuf.json_format import MessageToDict
 
 from betcode.permissions.decisions import AnswerError, ClientAnswer
+from betcode.protocol.messages import CanUseTool, ControlRequest
+from betcode.sessions.session import Session
 from betcode.storage.audit import AuditEvent
 from betcode.storage.grants import add_grant
 from betcode.storage.pending import PendingPermission
@@ -374,6 +376,12 @@ async def test_cancel_from_claude_withdraws_the_request_and_tells_the_clients(
     assert not w.bridge.has_pending(session.id)
 
 
+def denied_by_tester(row: PendingPermission) -> AuditEvent:
+    """The audit row of a request withdrawn in these tests."""
+    context = {"request_id": row.request_id}
+    return AuditEvent("permission_deny", "daemon", "tester", "denied", context=context)
+
+
 async def test_withdraw_all_settles_the_unanswered_requests_and_never_answers_claude(
     world: WorldFactory,
 ) -> None:
@@ -382,11 +390,7 @@ async def test_withdraw_all_settles_the_unanswered_requests_and_never_answers_cl
     await session.send_user_message(None, "say hi")
     await forwarded(w, session.id, "r1")
 
-    def audit_of(row: PendingPermission) -> AuditEvent:
-        context = {"request_id": row.request_id}
-        return AuditEvent("permission_deny", "daemon", "tester", "denied", context=context)
-
-    frames = await w.bridge.withdraw_all(session, "stopped for good", audit_of)
+    frames = await w.bridge.withdraw_all(session, "stopped for good", denied_by_tester)
 
     [(_, payload)] = frames  # what the session's clients were shown, as stored
     resolved = agent_pb2.AgentEvent.FromString(payload).permission_resolved
@@ -400,7 +404,60 @@ async def test_withdraw_all_settles_the_unanswered_requests_and_never_answers_cl
     assert (actor, json.loads(context)) == ("tester", {"request_id": "r1"})
     assert not w.bridge.has_pending(session.id)
     assert w.answers_to(session.id, "r1") == []  # claude still waits: nothing was written
-    assert await w.bridge.withdraw_all(session, "once more", audit_of) == []
+    assert await w.bridge.withdraw_all(session, "once more", denied_by_tester) == []
+
+
+class EndingSubagents:
+    """The bridge's delegates for sessions that stand for subagents: `ending` holds why the
+    questions of a session whose run ended (or is ending) are withdrawn."""
+
+    def __init__(self) -> None:
+        self.ending: dict[str, str] = {}
+        self.asked: list[str] = []  # the sessions `withdrawn` was asked about, in order
+
+    def asker_label(self, session_id: str) -> str | None:
+        return None
+
+    async def decide(self, session: Session, request: ControlRequest, tool: CanUseTool) -> None:
+        return None
+
+    async def child_session(self, parent: Session, session_id: str) -> Session | None:
+        return None
+
+    async def child_session_ids(self, parent_session_id: str) -> list[str]:
+        return []
+
+    async def withdrawn(self, session_id: str) -> str | None:
+        self.asked.append(session_id)
+        return self.ending.get(session_id)
+
+
+async def test_an_answer_to_a_withdrawn_question_is_refused_and_never_reaches_claude(
+    world: WorldFactory,
+) -> None:
+    w = await world(one_turn(permission("Bash", ECHO, "r1")))
+    session = await w.new_session()
+    await session.send_user_message(None, "say hi")
+    await forwarded(w, session.id, "r1")
+    subagents = EndingSubagents()
+    w.bridge.delegates = subagents
+    subagents.ending[session.id] = "subagent failed: claude was killed"
+    allow = ClientAnswer("r1", Decision.PERMISSION_DECISION_ALLOW_ONCE)
+
+    with pytest.raises(AnswerError) as refused:
+        await w.bridge.answer(session, allow)
+
+    assert refused.value.code == "PERMISSION_WITHDRAWN"
+    assert str(refused.value) == (
+        "permission request 'r1' was withdrawn: subagent failed: claude was killed"
+    )
+    assert not w.stored("r1").response_received  # the withdrawal settles it, not the answer
+    assert w.answers_to(session.id, "r1") == []
+    await w.bridge.withdraw_all(session, "subagent failed", denied_by_tester)
+    with pytest.raises(AnswerError) as again:  # settled by the withdrawal: still refused
+        await w.bridge.answer(session, allow)
+    assert again.value.code == "PERMISSION_WITHDRAWN"
+    assert w.answers_to(session.id, "r1") == []
 
 
 async def test_a_client_catching_up_gets_every_pending_request_flagged_as_replay(

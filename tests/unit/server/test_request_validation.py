@@ -161,6 +161,7 @@ def test_an_empty_value_is_json_null() -> None:
         (NoInputLock("me", "you"), ErrorCode.NO_INPUT_LOCK, {"holder_client_id": "you"}),
         (AnswerError.not_found("r1"), ErrorCode.PERMISSION_NOT_FOUND, {}),
         (AnswerError.stale("r1"), ErrorCode.PERMISSION_STALE, {}),
+        (AnswerError("PERMISSION_WITHDRAWN", "gone"), ErrorCode.PERMISSION_WITHDRAWN, {}),
         (AnswerError.invalid("no"), ErrorCode.INVALID_REQUEST, {}),
     ],
     ids=lambda value: type(value).__name__ if isinstance(value, Exception) else None,
