@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import signal
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -313,6 +315,142 @@ async def test_cancel_withdraws_the_subagents_unanswered_question_without_starti
     assert len(stored_lines(daemon, spawned.session_id, "user")) == 1  # the prompt only
     assert daemon.daemon.sessions is not None
     session = await daemon.daemon.sessions.get(spawned.session_id)
+    assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
+
+
+async def test_an_answer_racing_a_cancel_is_refused_and_the_cancel_alone_settles_the_question(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    channel: grpc.aio.Channel,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps('python3 -c "print(6 * 7)"'),
+            name="helper",
+        )
+    )
+    asked = (await parent.wait_for("permission_request")).permission_request
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    bridge = daemon.daemon.bridge
+    assert bridge is not None
+    withdraw_all = bridge.withdraw_all
+    raced: list[agent_pb2.AnswerPermissionResponse | grpc.aio.AioRpcError] = []
+
+    async def answer_in_the_window(*args: Any) -> list[Any]:
+        """The answer lands where the cancel has stopped claude and not yet settled the
+        question."""
+        try:
+            raced.append(
+                await agents.AnswerPermission(
+                    agent_pb2.AnswerPermissionRequest(
+                        request_id=asked.request_id,
+                        decision=Decision.PERMISSION_DECISION_ALLOW_ONCE,
+                    )
+                )
+            )
+        except grpc.aio.AioRpcError as refused:
+            raced.append(refused)
+        return await withdraw_all(*args)
+
+    monkeypatch.setattr(bridge, "withdraw_all", answer_in_the_window)
+    response = await stub.CancelSubagent(
+        subagent_pb2.CancelSubagentRequest(
+            subagent_id=spawned.subagent_id, reason="not needed any more"
+        )
+    )
+
+    assert response.cancelled
+    [refused] = raced
+    assert isinstance(refused, grpc.aio.AioRpcError), refused
+    assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert dict(refused.trailing_metadata())["betcode-error-code"] == "PERMISSION_WITHDRAWN"
+    assert refused.details() == (
+        f"permission request {asked.request_id!r} was withdrawn: "
+        "subagent cancelled: not needed any more"
+    )
+    # One outcome, recorded once: the cancel's.
+    [decided] = [
+        row
+        for row in audit(daemon, "permission_grant") + await audited(daemon, "permission_deny")
+        if json.loads(row["context"])["request_id"] == asked.request_id
+    ]
+    assert json.loads(decided["context"])["decision"] == "cancelled"
+    [cancel] = await audited(daemon, "subagent_cancel")
+    assert json.loads(cancel["context"])["permission_requests_withdrawn"] == "1"
+    resolved = (await parent.wait_for("permission_resolved")).permission_resolved
+    assert (resolved.request_id, resolved.outcome) == (asked.request_id, "cancelled")
+    # Nothing reached claude, and nothing started it again.
+    assert stored_lines(daemon, spawned.session_id, "control_response") == []
+    assert len(stored_lines(daemon, spawned.session_id, "user")) == 1  # the prompt only
+    assert daemon.daemon.sessions is not None
+    session = await daemon.daemon.sessions.get(spawned.session_id)
+    assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
+
+
+async def test_a_subagent_that_fails_withdraws_its_unanswered_question_and_never_starts_again(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    channel: grpc.aio.Channel,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps('python3 -c "print(6 * 7)"'),
+            name="helper",
+        )
+    )
+    asked = (await parent.wait_for("permission_request")).permission_request
+    assert daemon.daemon.sessions is not None
+    session = await daemon.daemon.sessions.get(spawned.session_id)
+    assert session.supervisor.pid is not None
+
+    os.kill(session.supervisor.pid, signal.SIGKILL)  # claude dies waiting for the answer
+    events = await finished(stub, spawned.subagent_id)
+
+    assert events[-1].WhichOneof("event") == "failed"
+    why = f"subagent failed: {events[-1].failed.error_message}"
+    resolved = (await parent.wait_for("permission_resolved")).permission_resolved
+    assert (resolved.request_id, resolved.outcome, resolved.message) == (
+        asked.request_id,
+        "cancelled",
+        why,
+    )
+    agents = agent_pb2_grpc.AgentServiceStub(channel)
+    listed = await agents.ListPendingPermissions(agent_pb2.ListPendingPermissionsRequest())
+    assert list(listed.pending) == []
+    [denied] = [
+        row
+        for row in await audited(daemon, "permission_deny")
+        if json.loads(row["context"])["request_id"] == asked.request_id
+    ]
+    assert (denied["actor_type"], denied["actor_id"]) == ("daemon", "subagent-manager")
+    assert (denied["subagent_id"], denied["session_id"]) == (
+        spawned.subagent_id,
+        spawned.session_id,
+    )
+    assert json.loads(denied["context"])["reason"] == why
+    prompts = stored_lines(daemon, spawned.session_id, "user")
+    # Answering it now would start that claude again: refused, and nothing is written.
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await agents.AnswerPermission(
+            agent_pb2.AnswerPermissionRequest(
+                request_id=asked.request_id, decision=Decision.PERMISSION_DECISION_ALLOW_ONCE
+            )
+        )
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert refused.value.details() == (
+        f"permission request {asked.request_id!r} was withdrawn: {why}"
+    )
+    assert stored_lines(daemon, spawned.session_id, "control_response") == []
+    assert stored_lines(daemon, spawned.session_id, "user") == prompts
     assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
 
 

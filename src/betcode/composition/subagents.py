@@ -31,7 +31,12 @@ class SubagentCapability:
         cls, config: DaemonConfig, core: Core, worktrees: WorktreeManager
     ) -> SubagentCapability:
         manager = SubagentManager(
-            core.sessions, core.writer, core.reader, config.settings.subagent, core.audit
+            core.sessions,
+            core.writer,
+            core.reader,
+            config.settings.subagent,
+            core.audit,
+            core.bridge,
         )
         manager.admission.worktrees = worktrees
         core.bridge.delegates = SubagentInbox(
@@ -39,7 +44,7 @@ class SubagentCapability:
         )
         return cls(
             manager,
-            SubagentControl(manager, core.reader, core.audit, core.bridge),
+            SubagentControl(manager, core.reader, core.audit),
             Orchestrations(manager, core.writer, core.reader),
             core.reader,
         )

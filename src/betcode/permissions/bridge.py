@@ -14,9 +14,10 @@ For each request, in order (the first that applies decides):
 
 A subagent's forwarded question says which subagent (and orchestration step) asks, and is
 answered from its own session or from its parent's (one inbox; subagents.inbox shows it in the
-parent's stream). Once its run has ended, the delegates say its questions are withdrawn: an
-answer is refused (PERMISSION_WITHDRAWN), since it would start the subagent's stopped claude
-again.
+parent's stream). Once its run ends, or starts ending, the delegates say its questions are
+withdrawn: an answer is refused (PERMISSION_WITHDRAWN), since it would start the subagent's
+stopped claude again. Answers to one session are applied one at a time, so `drain_answers` can
+wait out those already past that check before the run stops its claude.
 
 Steps 1, 2, 4 and 5 are `automatic`'s: no client event. Every decision is audited
 (`decisions.*_audit`), an answer or expiry in the transaction that stores it. `forwarding`
@@ -29,7 +30,9 @@ any client activity in the session pushes its expiry back by one TTL.
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 from collections.abc import Callable
 
 from betcode.config.settings import PermissionSettings
@@ -79,6 +82,10 @@ class PermissionBridge:
         self.delegates: Delegates | None = None  # set when subagents are served
         self._audit = audit if audit is not None else AuditRecorder(writer, clock=clock)
         self._live = LiveRequests()
+        # One lock per session whose requests are being answered (weak: gone once unused).
+        self._answering: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self._notifier = (
             notifier if notifier is not None else Notifier(self.settings.notify_command)
         )
@@ -152,6 +159,12 @@ class PermissionBridge:
         unanswered requests are settled `cancelled`, never answered (`withdrawals`)."""
         return await self._withdrawals.withdraw_all(session, message, audit_of)
 
+    async def drain_answers(self, session_id: str) -> None:
+        """Returns once no answer to the session's requests is being applied. With the
+        delegates already saying its questions are withdrawn, none is applied after it."""
+        async with self._answer_lock(session_id):
+            pass
+
     def has_pending(self, session_id: str) -> bool:
         return self._live.has_pending(session_id)
 
@@ -172,12 +185,19 @@ class PermissionBridge:
         self._live.remember(session)
         with log_fields(request_id=answer.request_id):
             asking = await self._asking_session(session, answer)
-            await self._refuse_if_withdrawn(asking, answer.request_id)
-            return await self._answers.apply(asking, answer)
+            async with self._answer_lock(asking.id):
+                await self._refuse_if_withdrawn(asking, answer.request_id)
+                return await self._answers.apply(asking, answer)
+
+    def _answer_lock(self, session_id: str) -> asyncio.Lock:
+        lock = self._answering.get(session_id)
+        if lock is None:
+            lock = self._answering[session_id] = asyncio.Lock()
+        return lock
 
     async def _refuse_if_withdrawn(self, asking: Session, request_id: str) -> None:
-        """PERMISSION_WITHDRAWN for a request of a subagent whose run has ended, unless it was
-        answered before (a repeat of that answer stays a duplicate)."""
+        """PERMISSION_WITHDRAWN for a request of a subagent whose run ended or is ending,
+        unless it was answered before (a repeat of that answer stays a duplicate)."""
         if self.delegates is None:
             return
         why = await self.delegates.withdrawn(asking.id)

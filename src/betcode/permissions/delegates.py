@@ -52,5 +52,5 @@ class Delegates(Protocol):
         """The sessions of the parent's subagents whose questions it may still be shown."""
 
     async def withdrawn(self, session_id: str) -> str | None:
-        """Why the questions of `session_id` are withdrawn (a subagent whose run has ended: an
-        answer would start its stopped claude again), or None."""
+        """Why the questions of `session_id` are withdrawn (a subagent whose run ended or is
+        ending: an answer would start its stopped claude again), or None."""

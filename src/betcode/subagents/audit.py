@@ -1,5 +1,5 @@
 """The audit events of a subagent's life (spawn, complete, fail, cancel, revoke, and each
-question of it a cancel withdrew): pure.
+question of it withdrawn when it ended): pure.
 
 Each names the subagent, its session and its parent session; the actor is the client that
 asked (a user) or, for what the daemon does on its own, the subagent manager.
@@ -49,8 +49,8 @@ def subagent_audit(
 def withdrawn_request_audit(
     row: rows.SubagentRow, request: PendingPermission, reason: str, actor: str | None
 ) -> AuditEvent:
-    """A question of the subagent that nobody answered before it was cancelled: denied (its
-    call never ran), by whoever cancelled it."""
+    """A question of the subagent that nobody answered before its run ended: denied (its call
+    never ran), by whoever cancelled it, or by the daemon when it ended on its own."""
     return subagent_audit(
         "permission_deny",
         row,

@@ -1,10 +1,8 @@
 """Taking a running subagent back in hand: RevokeAutoApprove (SAG-15) and CancelSubagent
 (SAG-16), each audited with what the subagent had done.
 
-Once a cancelled subagent's claude has stopped, its questions still waiting in the parent's
-inbox are withdrawn through the bridge (settled `cancelled`, each audited, never answered:
-an answer would start that claude again) and shown resolved in the subagent's session and its
-parent's (the relay that copied its questions there has stopped with the run).
+A cancelled subagent's questions still waiting in the parent's inbox are withdrawn as at the
+end of any run (inbox.ParentInbox), each audited as denied by whoever cancelled it.
 
 A worktree the daemon makes for a subagent (an orchestration step's own) is named in its row's
 options; a cancel with `cleanup_worktree` removes that one only, through the WorktreeManager's
@@ -18,15 +16,11 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from betcode.permissions.bridge import PermissionBridge
-from betcode.sessions.manager import SessionNotFound
 from betcode.storage import subagents as rows
 from betcode.storage.audit import AuditRecorder
 from betcode.storage.reader import StoreReader
-from betcode.subagents.audit import subagent_audit, withdrawn_request_audit
-from betcode.subagents.inbox import show_in_parent
+from betcode.subagents.audit import subagent_audit
 from betcode.subagents.manager import SubagentManager
-from betcode.subagents.runner import SubagentRun
 from betcode.v1 import agent_pb2
 from betcode.worktrees import WorkAtRisk, WorktreeError
 
@@ -58,17 +52,10 @@ class Revoked:
 class SubagentControl:
     """Cancel and revoke on the manager's live runs."""
 
-    def __init__(
-        self,
-        manager: SubagentManager,
-        reader: StoreReader,
-        audit: AuditRecorder,
-        bridge: PermissionBridge,
-    ) -> None:
+    def __init__(self, manager: SubagentManager, reader: StoreReader, audit: AuditRecorder) -> None:
         self._manager = manager
         self._reader = reader
         self._audit = audit
-        self._bridge = bridge  # the one pending store: a cancel withdraws the questions there
 
     async def cancel(
         self,
@@ -82,7 +69,8 @@ class SubagentControl:
         """SAG-16: auto-approve off, claude stopped (SIGTERM and the grace period, or SIGKILL
         at once with `force`), `cancelled` recorded, its unanswered questions withdrawn, its
         own worktree removed if asked and safe, audited with the call counters; None when it
-        had already finished (and then its worktree stays, with the work it finished)."""
+        had already finished, or was ending on its own (and then its worktree stays, with the
+        work it finished)."""
         row = await self._manager.get(subagent_id)
         run = self._manager.runs.get(subagent_id)
         if run is None:
@@ -91,9 +79,9 @@ class SubagentControl:
         if force:
             policy = run.session.supervisor.policy
             run.session.supervisor.policy = dataclasses.replace(policy, kill_grace_seconds=0.0)
-        await run.cancel(reason)
-        await run.wait()
-        withdrawn = await self._withdraw_questions(row, run, reason, client_id)
+        await run.cancel(reason, client_id)
+        if (await run.wait()).status != "cancelled":
+            return None
         cancelled = Cancelled(
             await self._tool_calls(row.session_id),
             run.delegation.auto_approved,
@@ -104,7 +92,7 @@ class SubagentControl:
             "force": str(force),
             "tool_calls_executed": str(cancelled.tool_calls),
             "tool_calls_auto_approved": str(cancelled.auto_approved),
-            "permission_requests_withdrawn": str(withdrawn),
+            "permission_requests_withdrawn": str(run.questions_withdrawn),
         }
         if cancelled.worktree is not None:
             context["worktree_removed"] = str(cancelled.worktree.removed)
@@ -113,25 +101,6 @@ class SubagentControl:
             subagent_audit("subagent_cancel", row, "success", actor=client_id, context=context)
         )
         return cancelled
-
-    async def _withdraw_questions(
-        self, row: rows.SubagentRow, run: SubagentRun, reason: str, client_id: str | None
-    ) -> int:
-        """Settles the stopped subagent's unanswered questions; how many there were."""
-        message = f"subagent cancelled: {reason}" if reason else "subagent cancelled"
-        resolved = await self._bridge.withdraw_all(
-            run.session,
-            message,
-            lambda request: withdrawn_request_audit(row, request, message, client_id),
-        )
-        if resolved:
-            try:
-                parent = await self._manager.sessions.get(row.parent_session_id)
-            except SessionNotFound:
-                log.info("subagent %s: its parent session is gone", row.id)
-            else:
-                show_in_parent(resolved, parent)
-        return len(resolved)
 
     async def _remove_own_worktree(self, row: rows.SubagentRow) -> WorktreeCleanup:
         worktree_id = row.options.get("worktree_id")

@@ -1,16 +1,20 @@
 """One approval inbox: a subagent's questions reach its parent session's clients.
 
-Two halves. `relay_questions` copies every permission event of a subagent's session (request,
-question, reminder, resolution) into its parent session's log (`show_in_parent`, which a
-cancel also uses once the relay has stopped), so the parent's stream, its replay and its chat
-show them — each request's description already says which subagent and step asks (the bridge
-adds `asker_label`). `SubagentInbox` is the bridge's `Delegates`: it names the asker, routes a
-parent client's answer to the subagent's session (the bridge's one pending store and its rules
-— first answer wins, TTL, restart survival — apply unchanged), says when a subagent's questions
-are withdrawn (its run has ended: an answer would start its stopped claude again, and nothing
-restarts a finished subagent, SAG-20), and applies the subagent's auto-approve limits
-(delegation.py), auditing each decision. A call its rate limit queues waits in a task of the
-subagent's run (cancelled when the run ends), asked again each time the limit should have room.
+Two halves. `ParentInbox` follows each run: while it runs, `relay_questions` copies every
+permission event of its session (request, question, reminder, resolution) into its parent
+session's log (`show_in_parent`), so the parent's stream, its replay and its chat show them —
+each request's description already says which subagent and step asks (the bridge adds
+`asker_label`). When the run ends (completed, failed or cancelled), its questions are closed to
+answers and, once its claude has stopped, the ones nobody answered are withdrawn through the
+bridge (settled `cancelled`, each audited, shown resolved in both sessions): an answer would
+start that claude again, and nothing restarts a finished subagent (SAG-20).
+
+`SubagentInbox` is the bridge's `Delegates`: it names the asker, routes a parent client's
+answer to the subagent's session (the bridge's one pending store and its rules — first answer
+wins, TTL, restart survival — apply unchanged), says when a subagent's questions are withdrawn,
+and applies the subagent's auto-approve limits (delegation.py), auditing each decision. A call
+its rate limit queues waits in a task of the subagent's run (cancelled when the run ends), asked
+again each time the limit should have room.
 """
 
 from __future__ import annotations
@@ -20,16 +24,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.delegates import Delegated, Queued
 from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions.fanout import Frame
-from betcode.sessions.manager import SessionManager
+from betcode.sessions.manager import SessionManager, SessionNotFound
 from betcode.sessions.session import Session
 from betcode.storage import subagents as rows
 from betcode.storage.audit import AuditEvent, AuditRecorder, EventType
 from betcode.storage.reader import StoreReader
+from betcode.subagents.audit import withdrawn_request_audit
 from betcode.subagents.delegation import Decision, Verdict
-from betcode.subagents.runner import SubagentRun, why_ended
+from betcode.subagents.runner import Outcome, SubagentRun, why_ended
 from betcode.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
@@ -54,7 +60,7 @@ async def relay_questions(child: Session, parent: Session, after_seq: int) -> No
 
 def show_in_parent(frames: Sequence[Frame], parent: Session) -> None:
     """Copies the permission events among the child's `frames` into the parent's log (the
-    relay's work, and the resolutions of a cancel, which come after the relay stopped)."""
+    relay's work, and the resolutions of a run's end, which come after the relay stopped)."""
     copies = []
     for _, payload in frames:
         event = agent_pb2.AgentEvent.FromString(payload)
@@ -68,6 +74,62 @@ def show_in_parent(frames: Sequence[Frame], parent: Session) -> None:
         copies.append(event)
     if copies:
         parent.emit(copies)
+
+
+class ParentInbox:
+    """Each run's questions in its parent's inbox, from its start to its end (the runs'
+    `RunQuestions`)."""
+
+    def __init__(self, sessions: SessionManager, bridge: PermissionBridge) -> None:
+        self._sessions = sessions
+        self._bridge = bridge
+        self._relays: dict[str, asyncio.Task[None]] = {}
+
+    def relay(self, run: SubagentRun, after_seq: int) -> None:
+        """Copies the run's questions after `after_seq` to its parent until the run ends."""
+        self._relays[run.id] = asyncio.create_task(
+            self._relay(run, after_seq), name=f"inbox-{run.id}"
+        )
+
+    async def _relay(self, run: SubagentRun, after_seq: int) -> None:
+        try:
+            parent = await self._sessions.get(run.row.parent_session_id)
+            await relay_questions(run.session, parent, after_seq)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("subagent %s: its questions no longer reach the parent", run.id)
+
+    async def close(self, run: SubagentRun) -> None:
+        await self._bridge.drain_answers(run.session.id)
+
+    async def withdraw(self, run: SubagentRun, outcome: Outcome) -> int:
+        await self._stop_relay(run.id)  # the resolutions below reach the parent directly
+        message = why_ended(outcome.status, outcome.error)
+        resolved = await self._bridge.withdraw_all(
+            run.session,
+            message,
+            lambda request: withdrawn_request_audit(run.row, request, message, outcome.ended_by),
+        )
+        if resolved:
+            try:
+                parent = await self._sessions.get(run.row.parent_session_id)
+            except SessionNotFound:
+                log.info("subagent %s: its parent session is gone", run.id)
+            else:
+                show_in_parent(resolved, parent)
+        return len(resolved)
+
+    async def stop_relays(self) -> None:
+        """Daemon stop: the runs stop unrecorded, their questions wait for the next daemon."""
+        for run_id in list(self._relays):
+            await self._stop_relay(run_id)
+
+    async def _stop_relay(self, run_id: str) -> None:
+        relay = self._relays.pop(run_id, None)
+        if relay is not None:
+            relay.cancel()
+            await asyncio.gather(relay, return_exceptions=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +262,9 @@ class SubagentInbox:
         return [child.session_id for child in children if child.status in rows.UNFINISHED]
 
     async def withdrawn(self, session_id: str) -> str | None:
-        if session_id in self._runs:
-            return None  # running: its row is not final yet
+        run = self._runs.get(session_id)
+        if run is not None:  # live, or ending: its row is not final yet
+            return None if run.ending is None else why_ended(run.ending.status, run.ending.error)
         row = await self._reader.read(lambda c: rows.parent_of_session(c, session_id))
         if row is None or row.status in rows.UNFINISHED:
             return None  # not a subagent's, or one of a plan waiting to be resumed

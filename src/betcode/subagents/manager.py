@@ -4,20 +4,21 @@ Every check runs before anything starts (a refused spawn leaves no row, no sessi
 process): the parent session exists, the request passes admission.py, the pool has room. Then
 the subagent's session is created like any other (sessions.manager) with the subagent's claude
 flags, its row stored, and its run started (runner.py), its questions relayed to the parent
-(inbox.py) until it ends. Cancel and revoke are control.py's; watching is watch.py's.
+(inbox.py) until it ends, when those nobody answered are withdrawn. Cancel and revoke are
+control.py's; watching is watch.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 
 from betcode.claude.command import CommandOptions
 from betcode.config.settings import SubagentSettings
+from betcode.permissions.bridge import PermissionBridge
 from betcode.sessions.manager import SessionManager, validate_working_directory
 from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
@@ -28,7 +29,7 @@ from betcode.storage.writer import StoreWriter
 from betcode.subagents.admission import Admission, SpawnRequest
 from betcode.subagents.audit import subagent_audit
 from betcode.subagents.delegation import Delegation
-from betcode.subagents.inbox import relay_questions
+from betcode.subagents.inbox import ParentInbox
 from betcode.subagents.limits import (
     AutoApproveLimits,
     tool_names,
@@ -36,8 +37,6 @@ from betcode.subagents.limits import (
 from betcode.subagents.locks import LockMode
 from betcode.subagents.pool import SubagentPool
 from betcode.subagents.runner import SubagentRun
-
-log = logging.getLogger(__name__)
 
 FROM_NOW_ON = 1 << 62  # an attach after this sequence sees only what comes next
 
@@ -55,6 +54,7 @@ class SubagentManager:
         reader: StoreReader,
         settings: SubagentSettings,
         audit: AuditRecorder,
+        bridge: PermissionBridge,
     ) -> None:
         self.sessions = sessions
         self._writer = writer
@@ -64,7 +64,7 @@ class SubagentManager:
         self._audit = audit
         self.runs: dict[str, SubagentRun] = {}
         self.by_session: dict[str, SubagentRun] = {}  # the inbox finds the asker by session
-        self._relays: dict[str, asyncio.Task[None]] = {}
+        self._inbox = ParentInbox(sessions, bridge)
         self.admission = Admission(reader, settings)
 
     def apply_settings(self, settings: SubagentSettings) -> None:
@@ -138,10 +138,7 @@ class SubagentManager:
         """Daemon stop (orchestrator.Orchestrations.shutdown): every run stops unrecorded."""
         runs = list(self.runs.values())
         await asyncio.gather(*(run.abandon() for run in runs), return_exceptions=True)
-        relays = list(self._relays.values())
-        for relay in relays:
-            relay.cancel()
-        await asyncio.gather(*relays, return_exceptions=True)
+        await self._inbox.stop_relays()
 
     def _start(
         self,
@@ -168,6 +165,7 @@ class SubagentManager:
             self._writer,
             self.pool,
             delegation,
+            self._inbox,
             timeout_seconds=self.settings.timeout_seconds,
             resume=resume,
             gate=gate,
@@ -176,18 +174,8 @@ class SubagentManager:
         self.runs[row.id] = run
         self.by_session[session.id] = run
         # A resumed subagent's earlier questions are in the parent's log already.
-        after = FROM_NOW_ON if resume else 0
-        self._relays[row.id] = asyncio.create_task(self._relay(run, after), name=f"inbox-{row.id}")
+        self._inbox.relay(run, FROM_NOW_ON if resume else 0)
         return run
-
-    async def _relay(self, run: SubagentRun, after_seq: int) -> None:
-        try:
-            parent = await self.sessions.get(run.row.parent_session_id)
-            await relay_questions(run.session, parent, after_seq)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("subagent %s: its questions no longer reach the parent", run.id)
 
     async def resume(self, row: rows.SubagentRow) -> SubagentRun:
         """A subagent of an orchestration the daemon was restarted in: its session goes on."""
@@ -211,9 +199,6 @@ class SubagentManager:
         self.runs.pop(run.id, None)
         self.by_session.pop(run.session.id, None)
         self.admission.locks.release(run.id)
-        relay = self._relays.pop(run.id, None)
-        if relay is not None:
-            relay.cancel()
 
     # ---- lookups ----
 

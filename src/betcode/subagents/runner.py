@@ -4,7 +4,9 @@ A subagent is a session (sessions.manager) whose claude gets the subagent's flag
 runner sends the prompt as an ordinary user message and waits for the turn to end (the
 session's turn listeners): a `result` that is not an error → completed with that text as the
 result summary; an error result, claude exiting mid-turn, or the wall-clock timeout → failed;
-CancelSubagent → cancelled. Its claude is then stopped; nothing restarts it (SAG-20). The final
+CancelSubagent → cancelled. Its claude is then stopped; nothing restarts it (SAG-20): from the
+moment the run starts ending (`ending`), its questions in the parent's inbox take no answer, and
+once claude has stopped the ones nobody answered are withdrawn (`RunQuestions`). The final
 status is stored before `finished` resolves, so whoever waits on it reads a settled row.
 
 Resumed after a daemon restart, the stored session decides: a `result` after the prompt is the
@@ -19,7 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from betcode.sessions.session import Session
 from betcode.sessions.turns import TurnEnd
@@ -43,6 +45,7 @@ class Outcome:
     status: rows.SubagentStatus  # completed | failed | cancelled
     summary: str = ""
     exit_code: int = 0
+    ended_by: str | None = None  # the client that cancelled it; None: the daemon ended it
 
     @property
     def error(self) -> str:
@@ -55,6 +58,17 @@ def why_ended(status: rows.SubagentStatus, error: str | None) -> str:
     return f"subagent {status}: {error}" if error and error != status else f"subagent {status}"
 
 
+class RunQuestions(Protocol):
+    """The run's questions in its parent's inbox, which end with it (inbox.ParentInbox)."""
+
+    async def close(self, run: SubagentRun) -> None:
+        """No answer is applied from now on (`run.ending` is set): returns once those
+        already being applied are done, while its claude still runs."""
+
+    async def withdraw(self, run: SubagentRun, outcome: Outcome) -> int:
+        """Its claude has stopped: the questions nobody answered are withdrawn; how many."""
+
+
 class SubagentRun:
     """The live part of a subagent (its row holds the rest)."""
 
@@ -65,6 +79,7 @@ class SubagentRun:
         writer: StoreWriter,
         pool: SubagentPool,
         delegation: Delegation,
+        questions: RunQuestions,
         *,
         timeout_seconds: float,
         resume: bool = False,
@@ -76,6 +91,7 @@ class SubagentRun:
         self.delegation = delegation
         self._writer = writer
         self._pool = pool
+        self._questions = questions
         self._timeout = timeout_seconds
         self._resume = resume
         self._gate = gate  # waited for before a pool place: the worktree lock it asked to wait for
@@ -84,9 +100,12 @@ class SubagentRun:
         self._turn_over: asyncio.Future[TurnEnd] | None = None
         self._ended_unawaited = False  # a turn ended while nothing waited for one
         self._cancel_reason: str | None = None
+        self._cancelled_by: str | None = None
         self._abandoned = False  # the daemon stops: the row stays unfinished, to be resumed
         self._held_back: set[asyncio.Task[Any]] = set()  # calls queued for the rate limit
         self.status: rows.SubagentStatus = "pending"
+        self.ending: Outcome | None = None  # set once it ends: its questions take no answer
+        self.questions_withdrawn = 0
         self.finished: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         session.turn_listeners.append(self._on_turn_end)
         self._task = asyncio.create_task(self._run(), name=f"subagent-{row.id}")
@@ -108,7 +127,8 @@ class SubagentRun:
         except asyncio.CancelledError:
             if self._abandoned:
                 raise
-            outcome = Outcome("cancelled", self._cancel_reason or "cancelled", -1)
+            reason = self._cancel_reason or "cancelled"
+            outcome = Outcome("cancelled", reason, -1, ended_by=self._cancelled_by)
         except Exception as error:
             log.exception("subagent %s failed to run", self.id)
             outcome = Outcome("failed", f"the subagent could not run: {error}", -1)
@@ -117,7 +137,7 @@ class SubagentRun:
             self.delegation.close()
             for call in self._held_back:
                 call.cancel()
-        await self._stop_claude()
+        await self._stop(outcome)
         await self._record(outcome)
 
     async def _run_in_pool(self) -> Outcome:
@@ -190,12 +210,13 @@ class SubagentRun:
         if not end.ok or self._outstanding == 0:
             waiting.set_result(end)
 
-    async def cancel(self, reason: str) -> None:
-        """CancelSubagent: stop claude (SIGTERM, grace, SIGKILL) and record `cancelled`."""
-        if self._task.done():
-            return
-        self._cancel_reason = reason or "cancelled"
-        self._task.cancel()
+    async def cancel(self, reason: str, by: str | None = None) -> None:
+        """CancelSubagent (by client `by`): stop claude (SIGTERM, grace, SIGKILL) and record
+        `cancelled`. A run already ending is left to end as it does."""
+        if self.ending is None:
+            self._cancel_reason = reason or "cancelled"
+            self._cancelled_by = by
+            self._task.cancel()
         await asyncio.wait({self._task})
 
     async def abandon(self) -> None:
@@ -218,6 +239,21 @@ class SubagentRun:
         waiting = self._turn_over
         if waiting is not None and not waiting.done():
             waiting.set_result(TurnEnd(False, reason, -1))
+
+    async def _stop(self, outcome: Outcome) -> None:
+        """Its questions closed to answers, then its claude stopped, then those nobody
+        answered withdrawn (in this order: an answer never reaches a stopped claude, which it
+        would start again). A failure is logged; the run ends all the same."""
+        self.ending = outcome
+        try:
+            await self._questions.close(self)
+        except Exception:
+            log.exception("subagent %s: closing its questions failed", self.id)
+        await self._stop_claude()
+        try:
+            self.questions_withdrawn = await self._questions.withdraw(self, outcome)
+        except Exception:
+            log.exception("subagent %s: withdrawing its questions failed", self.id)
 
     async def _stop_claude(self) -> None:
         try:

@@ -8,12 +8,14 @@ what it did with them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 import time
 
 import pytest
-from bridge_world import World, WorldFactory, permission
+from bridge_world import WAIT_SECONDS, World, WorldFactory, permission
 from google.protobuf.json_format import MessageToDict
 
 from betcode.permissions.decisions import AnswerError, ClientAnswer
@@ -458,6 +460,40 @@ async def test_an_answer_to_a_withdrawn_question_is_refused_and_never_reaches_cl
         await w.bridge.answer(session, allow)
     assert again.value.code == "PERMISSION_WITHDRAWN"
     assert w.answers_to(session.id, "r1") == []
+
+
+async def test_drain_answers_waits_for_an_answer_being_applied_which_wins_and_reaches_claude(
+    world: WorldFactory,
+) -> None:
+    w = await world(one_turn(permission("Bash", ECHO, "r1")))
+    session = await w.new_session()
+    await session.send_user_message(None, "say hi")
+    await forwarded(w, session.id, "r1")
+    subagents = EndingSubagents()
+    w.bridge.delegates = subagents
+    writer_free = threading.Event()
+    busy = w.writer.submit(lambda c: writer_free.wait(WAIT_SECONDS))  # the answer queues behind
+    allow = ClientAnswer("r1", Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    answering = asyncio.create_task(w.bridge.answer(session, allow))
+    await w.until("the answer past the check", lambda: subagents.asked)
+
+    subagents.ending[session.id] = "subagent cancelled"  # the run starts ending now
+    draining = asyncio.create_task(w.bridge.drain_answers(session.id))
+    await asyncio.sleep(0.2)
+    assert not draining.done()  # the answer already applied goes first
+    writer_free.set()
+    await busy
+
+    outcome = await answering
+    await draining
+    assert (outcome.duplicate, outcome.outcome) == (False, "allowed")
+    # Written to claude while it still waited (before the drain returned): the call ran.
+    [answer] = await w.until("the answer stored", lambda: w.answers_to(session.id, "r1"))
+    assert answer["response"]["behavior"] == "allow"
+    assert await w.until("the tool result", lambda: w.tool_results(session.id)) == ["Bash ran"]
+    assert await w.bridge.withdraw_all(session, "too late", denied_by_tester) == []
+    repeat = await w.bridge.answer(session, allow)  # a repeat of a recorded answer
+    assert (repeat.duplicate, repeat.outcome) == (True, "allowed")
 
 
 async def test_a_client_catching_up_gets_every_pending_request_flagged_as_replay(
