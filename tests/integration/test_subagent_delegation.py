@@ -103,6 +103,11 @@ async def test_a_subagents_question_waits_in_the_parents_inbox_and_the_parent_an
     assert [(p.request_id, p.session_id) for p in pending] == [
         (asked.request_id, spawned.session_id)
     ]
+    # And in the parent session's own list: its clients answer it (one inbox).
+    of_parent = await agents.ListPendingPermissions(
+        agent_pb2.ListPendingPermissionsRequest(session_id=parent.session_id)
+    )
+    assert list(of_parent.pending) == list(pending)
 
     parent.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
     events = await finished(stub, spawned.subagent_id)

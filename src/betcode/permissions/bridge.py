@@ -14,7 +14,8 @@ For each request, in order (the first that applies decides):
 
 A subagent's forwarded question says which subagent (and orchestration step) asks, and is
 answered from its own session or from its parent's (one inbox; subagents.inbox shows it in the
-parent's stream). Once its run ends, or starts ending, the delegates say its questions are
+parent's stream, and `list_pending` lists it with the parent's). Once its run ends, or starts
+ending, the delegates say its questions are
 withdrawn: an answer is refused (PERMISSION_WITHDRAWN), since it would start the subagent's
 stopped claude again. Answers to one session are applied one at a time, so `drain_answers` can
 wait out those already past that check before the run stops its claude.
@@ -31,6 +32,7 @@ any client activity in the session pushes its expiry back by one TTL.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 import weakref
 from collections.abc import Callable
@@ -224,8 +226,20 @@ class PermissionBridge:
         return session if child is None else child
 
     async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
-        """Unanswered requests of one session, or of every session (None)."""
-        return await self._reader.read(lambda c: pending_rows.list_unanswered(c, session_id))
+        """Unanswered requests of every session (None), or of one session and its running
+        subagents (one inbox: its clients answer them; each row names its own session), in
+        the order they were received."""
+        if session_id is None:
+            return await self._reader.read(pending_rows.list_unanswered)
+        asking = [session_id]
+        if self.delegates is not None:
+            asking += await self.delegates.child_session_ids(session_id)
+
+        def read(conn: sqlite3.Connection) -> list[PendingPermission]:
+            rows = [row for one in asking for row in pending_rows.list_unanswered(conn, one)]
+            return sorted(rows, key=lambda row: row.received_at)
+
+        return await self._reader.read(read)
 
     async def find_request(self, request_id: str) -> PendingPermission | None:
         """A stored request in any state (to tell a duplicate answer from an unknown id)."""

@@ -1541,7 +1541,9 @@ class ListPendingPermissionsRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
-    """Empty = every session."""
+    """Empty = every session. A session's list includes the requests of its running subagents
+    (its clients answer them too); each names its own session in `session_id`.
+    """
     def __init__(
         self,
         *,
