@@ -10,7 +10,7 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -323,6 +323,22 @@ async def test_cancel_withdraws_the_subagents_unanswered_question_without_starti
     assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
 
 
+def in_the_cancels_window(
+    daemon: InProcessDaemon, monkeypatch: pytest.MonkeyPatch, act: Callable[[], Awaitable[None]]
+) -> None:
+    """Runs `act` where a cancel has stopped the subagent's claude and not yet settled its
+    questions (right before the bridge withdraws them)."""
+    bridge = daemon.daemon.bridge
+    assert bridge is not None
+    withdraw_all = bridge.withdraw_all
+
+    async def act_first(*args: Any) -> list[Any]:
+        await act()
+        return await withdraw_all(*args)
+
+    monkeypatch.setattr(bridge, "withdraw_all", act_first)
+
+
 async def test_an_answer_racing_a_cancel_is_refused_and_the_cancel_alone_settles_the_question(
     daemon: InProcessDaemon,
     clients: Callable[[str], Client],
@@ -341,14 +357,9 @@ async def test_an_answer_racing_a_cancel_is_refused_and_the_cancel_alone_settles
     )
     asked = (await parent.wait_for("permission_request")).permission_request
     agents = agent_pb2_grpc.AgentServiceStub(channel)
-    bridge = daemon.daemon.bridge
-    assert bridge is not None
-    withdraw_all = bridge.withdraw_all
     raced: list[agent_pb2.AnswerPermissionResponse | grpc.aio.AioRpcError] = []
 
-    async def answer_in_the_window(*args: Any) -> list[Any]:
-        """The answer lands where the cancel has stopped claude and not yet settled the
-        question."""
+    async def answer() -> None:
         try:
             raced.append(
                 await agents.AnswerPermission(
@@ -360,9 +371,8 @@ async def test_an_answer_racing_a_cancel_is_refused_and_the_cancel_alone_settles
             )
         except grpc.aio.AioRpcError as refused:
             raced.append(refused)
-        return await withdraw_all(*args)
 
-    monkeypatch.setattr(bridge, "withdraw_all", answer_in_the_window)
+    in_the_cancels_window(daemon, monkeypatch, answer)
     response = await stub.CancelSubagent(
         subagent_pb2.CancelSubagentRequest(
             subagent_id=spawned.subagent_id, reason="not needed any more"
@@ -391,6 +401,43 @@ async def test_an_answer_racing_a_cancel_is_refused_and_the_cancel_alone_settles
     assert (resolved.request_id, resolved.outcome) == (asked.request_id, "cancelled")
     # Nothing reached claude, and nothing started it again.
     assert stored_lines(daemon, spawned.session_id, "control_response") == []
+    assert len(stored_lines(daemon, spawned.session_id, "user")) == 1  # the prompt only
+    assert daemon.daemon.sessions is not None
+    session = await daemon.daemon.sessions.get(spawned.session_id)
+    assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
+
+
+async def test_a_message_racing_a_cancel_is_not_delivered_and_starts_nothing(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps('python3 -c "print(6 * 7)"'),
+            name="helper",
+        )
+    )
+    await parent.wait_for("permission_request")
+    sent: list[subagent_pb2.SendToSubagentResponse] = []
+
+    async def send() -> None:
+        sent.append(
+            await stub.SendToSubagent(
+                subagent_pb2.SendToSubagentRequest(
+                    subagent_id=spawned.subagent_id, content="one more thing"
+                )
+            )
+        )
+
+    in_the_cancels_window(daemon, monkeypatch, send)
+    await stub.CancelSubagent(subagent_pb2.CancelSubagentRequest(subagent_id=spawned.subagent_id))
+
+    assert [response.delivered for response in sent] == [False]
     assert len(stored_lines(daemon, spawned.session_id, "user")) == 1  # the prompt only
     assert daemon.daemon.sessions is not None
     session = await daemon.daemon.sessions.get(spawned.session_id)

@@ -218,8 +218,9 @@ class SubagentManager:
     # ---- input ----
 
     async def send(self, subagent_id: str, text: str) -> bool:
+        """Not delivered once the run is ending: it would start its stopped claude again."""
         run = self.runs.get(subagent_id)
-        if run is None or run.status != "running":
+        if run is None or run.status != "running" or run.ending is not None:
             await self.get(subagent_id)  # NOT_FOUND for an unknown id
             return False
         await run.send(text)
