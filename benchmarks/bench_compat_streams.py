@@ -27,7 +27,11 @@ Two more replays of the same events, to show where the limit is:
   grpc_aio_to_grpc_js_replay_events_per_s, that server read by the grpc-js client;
 * replay_one_cpu_events_per_s: the same client against the daemon, with the client process
   confined to one CPU (sched_setaffinity), so its threads hand messages to one another on one
-  core instead of waking the other one.
+  core instead of waking the other one;
+* preframed_replay_events_per_s: the same client against the fastest a server can send these
+  events: a bare HTTP/2 server (h2, one process, no gRPC library) that holds the whole answer
+  framed in advance and sends it as fast as the client's flow-control window opens. What the
+  client reaches here is its own ceiling, whatever server it reads.
 
 `--grpc-js` adds the same replay and fan-out with clients on another gRPC stack, @grpc/grpc-js
 (benchmarks/grpc_js_client/, pinned by its lock file; Node's HTTP/2, one thread per client):
@@ -49,9 +53,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 from run import DaemonOptions, DaemonProcess, Driver, cpu_seconds
 
 from betcode import event_loop
@@ -136,16 +143,83 @@ async def serve_grpc_aio(address: str, frames: list[bytes]) -> None:
     await server.wait_for_termination()
 
 
+class PreframedReplay(asyncio.Protocol):
+    """One HTTP/2 connection that answers every call with `body`, gRPC messages framed in
+    advance, sent as fast as flow control lets them go, then an OK status."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.h2 = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=False, header_encoding=None)
+        )
+        self.unsent: dict[int, memoryview] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        self.h2.initiate_connection()
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        for event in self.h2.receive_data(data):
+            if isinstance(event, h2.events.RequestReceived):
+                headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+                self.h2.send_headers(event.stream_id, headers)
+                self.unsent[event.stream_id] = memoryview(self.body)
+            elif isinstance(event, h2.events.DataReceived):
+                self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        self.send_what_the_windows_allow()
+        self.flush()
+
+    def send_what_the_windows_allow(self) -> None:
+        for stream_id, rest in list(self.unsent.items()):
+            while rest:
+                size = min(
+                    len(rest),
+                    self.h2.local_flow_control_window(stream_id),
+                    self.h2.max_outbound_frame_size,
+                )
+                if size <= 0:
+                    break
+                self.h2.send_data(stream_id, rest[:size].tobytes())
+                rest = rest[size:]
+            self.unsent[stream_id] = rest
+            if not rest:
+                del self.unsent[stream_id]
+                self.h2.send_headers(stream_id, [(b"grpc-status", b"0")], end_stream=True)
+
+    def flush(self) -> None:
+        self.transport.write(self.h2.data_to_send())
+
+
+async def serve_preframed(path: str, body: bytes) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_unix_server(lambda: PreframedReplay(body), path)
+    print(json.dumps({"ready": True}), flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def read_frames(path: str) -> list[bytes]:
+    """The events of a file of length-prefixed frames (bare_server_replays writes it)."""
+    blob = Path(path).read_bytes()
+    frames, at = [], 0
+    while at < len(blob):
+        size = int.from_bytes(blob[at : at + 4], "little")
+        frames.append(blob[at + 4 : at + 4 + size])
+        at += 4 + size
+    return frames
+
+
 def client_main(argv: list[str]) -> None:
     role, address, session_id, *rest = argv
     if role == "grpc-aio":  # session_id: the file of length-prefixed frames to serve
-        blob = Path(session_id).read_bytes()
-        frames, at = [], 0
-        while at < len(blob):
-            size = int.from_bytes(blob[at : at + 4], "little")
-            frames.append(blob[at + 4 : at + 4 + size])
-            at += 4 + size
-        event_loop.run(serve_grpc_aio(address, frames), "uvloop")
+        event_loop.run(serve_grpc_aio(address, read_frames(session_id)), "uvloop")
+        return
+    if role == "preframed":
+        body = b"".join(
+            b"\0" + len(frame).to_bytes(4, "big") + frame for frame in read_frames(session_id)
+        )
+        event_loop.run(serve_preframed(address.removeprefix("unix:"), body), "uvloop")
         return
     if role in ("replay", "replay-one-cpu"):
         if role == "replay-one-cpu":
@@ -229,10 +303,11 @@ async def grpc_js_replay(daemon: DaemonProcess, session_id: str) -> dict[str, fl
     }
 
 
-async def grpc_aio_replay(
+async def bare_server_replays(
     scratch: Path, db_path: Path, session_id: str, count: int, *, grpc_js: bool
 ) -> dict[str, float]:
-    """The replay clients against a bare grpc.aio server of the same `count` stored events."""
+    """The replay clients against a bare grpc.aio server, then the pre-framed HTTP/2 server,
+    of the same `count` stored events."""
     with contextlib.closing(sqlite3.connect(db_path)) as db:
         rows = db.execute(
             "SELECT payload FROM events WHERE session_id = ? ORDER BY sequence LIMIT ?",
@@ -240,24 +315,25 @@ async def grpc_aio_replay(
         ).fetchall()
     blob = scratch / "frames.bin"
     blob.write_bytes(b"".join(len(row[0]).to_bytes(4, "little") + row[0] for row in rows))
-    address = f"unix:{scratch / 'grpc-aio.sock'}"
-    server = await spawn("grpc-aio", address, str(blob))
     figures: dict[str, float] = {}
-    try:
-        await reply(server)
-        result = await final_reply(await spawn("replay", address, session_id))
-        figures = {
-            "grpc_aio_replay_events_per_s": result["events"] / result["seconds"],
-            "grpc_aio_replay_client_cpu_us_per_event": 1e6 * result["cpu_s"] / result["events"],
-            "grpc_aio_replay_client_switches_per_event": result["switches"] / result["events"],
-        }
-        if grpc_js:
-            result = await final_reply(await spawn_grpc_js("replay", address, session_id))
-            rate = result["events"] / result["seconds"]
-            figures["grpc_aio_to_grpc_js_replay_events_per_s"] = rate
-    finally:
-        server.terminate()
-        await server.wait()
+    for server_role in ("grpc-aio", "preframed"):
+        address = f"unix:{scratch / (server_role + '.sock')}"
+        server = await spawn(server_role, address, str(blob))
+        name = server_role.replace("-", "_")
+        try:
+            await reply(server)
+            result = await final_reply(await spawn("replay", address, session_id))
+            events = result["events"]
+            figures[f"{name}_replay_events_per_s"] = events / result["seconds"]
+            figures[f"{name}_replay_client_cpu_us_per_event"] = 1e6 * result["cpu_s"] / events
+            figures[f"{name}_replay_client_switches_per_event"] = result["switches"] / events
+            if grpc_js:
+                result = await final_reply(await spawn_grpc_js("replay", address, session_id))
+                rate = result["events"] / result["seconds"]
+                figures[f"{name}_to_grpc_js_replay_events_per_s"] = rate
+        finally:
+            server.terminate()
+            await server.wait()
     return figures
 
 
@@ -316,7 +392,7 @@ async def run_once(lines: int, options: DaemonOptions, grpc_js: bool) -> dict[st
         db_path = Path(scratch) / "daemon" / "data" / "daemon.db"
         count = int(figures["replay_events"])
         figures.update(
-            await grpc_aio_replay(Path(scratch), db_path, session_id, count, grpc_js=grpc_js)
+            await bare_server_replays(Path(scratch), db_path, session_id, count, grpc_js=grpc_js)
         )
         return figures
 
