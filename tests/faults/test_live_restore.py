@@ -5,25 +5,22 @@ re-attaches and ingests what claude printed meanwhile, in order, exactly once.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 from harness.conditions import until
-from harness.daemon import Client, DaemonProcess, daemon_process_env
+from harness.daemon import Client
 from harness.environment import Workspace
 from harness.fake_claude import FakeClaude
+from harness.restarts import Restarts, gone, spooled_end
 
 from betcode.daemon import KEEP_SESSIONS_SIGNAL
 from betcode.devtools.mock_anthropic import MockAnthropic
@@ -31,58 +28,6 @@ from betcode.permissions.orphans import NOTE_PREFIX
 from betcode.v1 import agent_pb2, common_pb2
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-
-
-class Restarts:
-    """One daemon (restarted at will) on tmp_path/daemon and its clients; at teardown the
-    clients close, the daemon stops and whatever it left running is killed."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.root = tmp_path / "daemon"
-        self.root.mkdir()
-        self.clients: list[Client] = []
-        self.daemon: DaemonProcess | None = None
-
-    async def start(self, claude_bin: Path, environ: dict[str, str]) -> DaemonProcess:
-        self.daemon = DaemonProcess(self.root, daemon_process_env(self.root, claude_bin, environ))
-        await asyncio.to_thread(self.daemon.start)
-        return self.daemon
-
-    def client(self, client_id: str) -> Client:
-        client = Client(self.root / "sock" / "daemon.sock", client_id)
-        self.clients.append(client)
-        return client
-
-    @property
-    def database(self) -> Path:
-        return self.root / "data" / "daemon.db"
-
-    def holders(self) -> list[dict[str, Any]]:
-        """holder.json of every holder alive or not yet collected, plus its folder."""
-        found = []
-        for facts in sorted((self.root / "data" / "holders").glob("*/holder.json")):
-            found.append({**json.loads(facts.read_text()), "dir": facts.parent})
-        return found
-
-    async def close(self) -> None:
-        for client in self.clients:
-            await client.close()
-        if self.daemon is not None:
-            await asyncio.to_thread(self.daemon.stop)
-        for holder in self.holders():  # left by a test that failed half-way
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(holder["claude_pid"], signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(holder["holder_pid"], signal.SIGKILL)
-
-
-@pytest.fixture
-async def restarts(tmp_path: Path) -> AsyncIterator[Restarts]:
-    made = Restarts(tmp_path)
-    try:
-        yield made
-    finally:
-        await made.close()
 
 
 @dataclass(frozen=True)
@@ -122,22 +67,6 @@ def resumes_audited(database: Path, session_id: str) -> int:
             (session_id,),
         ).fetchone()
     return int(count)
-
-
-def spooled_end(holder_dir: Path) -> int:
-    """How many bytes of claude's stdout the holder has taken in (its spool's end)."""
-    segments = sorted((holder_dir / "spool").iterdir())
-    if not segments:
-        return 0
-    return int(segments[-1].name) + segments[-1].stat().st_size
-
-
-def gone(pid: int) -> bool:
-    """Exited (a zombie nobody reaped yet counts: an orphan's parent here may never reap)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def contiguous(seqs: list[int]) -> bool:
@@ -216,14 +145,7 @@ async def test_a_permission_pending_across_a_daemon_sigkill_is_answered_to_the_s
 
     await asyncio.to_thread(daemon.kill9)
     await asyncio.to_thread(daemon.start)
-    answered = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "betcode.cli.main", "permissions", "allow", request.request_id],
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    answered = await restarts.cli("permissions", "allow", request.request_id)
     assert answered.returncode == 0, answered.stderr
 
     observer = restarts.client("observer")

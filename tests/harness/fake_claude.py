@@ -15,16 +15,24 @@ class FakeClaude:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.log = root / "starts.jsonl"
+        self.stdin_log = root / "stdin.jsonl"
 
     def binary(self, runs: list[dict[str, Any]], name: str = "fake") -> Path:
         """A `claude` whose n-th start plays runs[n] (the last one repeats)."""
-        return make_fake_claude(self.root / name, {"log": str(self.log), "runs": runs})
+        script = {"log": str(self.log), "stdin_log": str(self.stdin_log), "runs": runs}
+        return make_fake_claude(self.root / name, script)
 
     def starts(self) -> list[list[str]]:
         """The argv of every start so far (`--version` probes are not starts)."""
         if not self.log.exists():
             return []
         return [json.loads(line)["argv"] for line in self.log.read_text().splitlines()]
+
+    def stdin_messages(self) -> list[dict[str, Any]]:
+        """Every line any of its processes read on stdin, in order (one file for all)."""
+        if not self.stdin_log.exists():
+            return []
+        return [json.loads(line) for line in self.stdin_log.read_bytes().splitlines() if line]
 
 
 def resume_id(argv: list[str]) -> str | None:

@@ -8,6 +8,7 @@ as `python -m betcode.devtools.fake_claude ...`, or through the `claude` wrapper
 The script is a JSON file named by $BETCODE_FAKE_CLAUDE_SCRIPT:
 
     {"log": "/path/invocations.jsonl",   # optional: one {"argv","pid","run"} line per start
+     "stdin_log": "/path/stdin.jsonl",   # optional: every line read on stdin, as read
      "runs": [RUN, RUN, ...]}            # start number i plays runs[i] (the last one repeats);
                                          # without "runs" the whole script is the single RUN
     RUN = {"version": "2.1.330 (Claude Code)",  # what --version prints
@@ -31,6 +32,8 @@ STEP is an object with "do":
     stderr {text}               a line on stderr
     sleep {seconds}
     hang                        stop all output (control requests unanswered) forever
+    deaf {until_file}           stop reading stdin (after at most one more read of up to 64 KiB:
+                                what a pipe holds) until that file exists; the turn goes on
     exit {code}                 exit at once with that code
     kill                        SIGKILL itself
     grandchild {seconds, pid_file}
@@ -65,6 +68,7 @@ DEFAULT_VERSION = "2.1.330 (Claude Code)"
 DEFAULT_MODEL = "claude-opus-5-5"
 DEFAULT_TURN: list[dict[str, Any]] = [{"do": "text", "text": "Hello from the fake claude."}]
 _END_OF_INPUT = object()
+STDIN_READ_BYTES = 64 * 1024
 
 
 def write_fake_claude_wrapper(directory: Path, script: Path | None = None) -> Path:
@@ -146,8 +150,10 @@ class Output:
 
 
 class FakeClaude:
-    def __init__(self, run: Json, argv: list[str]) -> None:
+    def __init__(self, run: Json, argv: list[str], stdin_log: str | None = None) -> None:
         self.run = run
+        self.stdin_log = None if stdin_log is None else open(stdin_log, "ab")  # noqa: SIM115
+        self.deaf_until: Path | None = None  # stdin is not read until this file exists
         self.out = Output()
         self.version = str(run.get("version", DEFAULT_VERSION))
         self.session_id = str(run.get("session_id") or _option(argv, "--resume") or uuid.uuid4())
@@ -178,10 +184,33 @@ class FakeClaude:
         os._exit(1)
 
     def read_stdin(self) -> None:
-        for raw in sys.stdin.buffer:
-            text = raw.strip()
-            if not text:
-                continue
+        # os.read, not sys.stdin's buffered lines: a deaf step must stop the reading itself,
+        # so that the pipe fills as it does behind a claude that stopped reading.
+        pending = bytearray()
+        while chunk := os.read(0, STDIN_READ_BYTES):
+            pending += chunk
+            *lines, rest = pending.split(b"\n")
+            pending = bytearray(rest)
+            for raw in lines:
+                self.take_input(bytes(raw))
+            self.wait_while_deaf()
+        if pending:
+            self.take_input(bytes(pending))
+        self.inbox.put(_END_OF_INPUT)
+
+    def wait_while_deaf(self) -> None:
+        deaf = self.deaf_until
+        if deaf is not None:
+            while not deaf.exists():
+                time.sleep(0.02)
+            self.deaf_until = None
+
+    def take_input(self, raw: bytes) -> None:
+        if self.stdin_log is not None:
+            self.stdin_log.write(raw + b"\n")
+            self.stdin_log.flush()
+        text = raw.strip()
+        if text:
             try:
                 message = json.loads(text)
             except ValueError:
@@ -193,7 +222,6 @@ class FakeClaude:
                 self.fatal("Error parsing streaming input line (type=unknown, 4 chars): TypeError")
             if isinstance(message, dict):
                 self.dispatch_input(message)
-        self.inbox.put(_END_OF_INPUT)
 
     def dispatch_input(self, message: Json) -> None:
         kind = message.get("type")
@@ -207,7 +235,8 @@ class FakeClaude:
             self.answer_control(message.get("request_id"), message.get("request") or {})
         elif kind == "control_response":
             response = message.get("response") or {}
-            waiter = self.answers.get(str(response.get("request_id")))
+            # Taken once: a second answer to the same request is dropped, as the CLI does.
+            waiter = self.answers.pop(str(response.get("request_id")), None)
             if waiter is not None:
                 waiter.put(response)
 
@@ -329,6 +358,8 @@ class FakeClaude:
             self.step_fault(action, step)
         elif action == "sleep":
             time.sleep(float(step.get("seconds", 0)))
+        elif action == "deaf":
+            self.deaf_until = Path(step["until_file"])
         elif action == "grandchild":
             child = subprocess.Popen(["sleep", str(step.get("seconds", 300))])
             Path(step["pid_file"]).write_text(str(child.pid))
@@ -394,7 +425,8 @@ def main(argv: list[str]) -> int:
         print(flag_error, file=sys.stderr)
         return 1
     start_number = _record_start(script["log"], argv) if script.get("log") else 0
-    return FakeClaude(_select_run(script, start_number), argv).serve()
+    run = _select_run(script, start_number)
+    return FakeClaude(run, argv, stdin_log=script.get("stdin_log")).serve()
 
 
 if __name__ == "__main__":
