@@ -50,6 +50,12 @@ WHAT = {
     "subprocess.kill_grace_seconds": "SIGTERM to SIGKILL grace when stopping claude",
     "subprocess.env_allowlist_extra": "more environment variables passed to claude (names, or "
     "`PREFIX_*`)",
+    "holder.spool_limit_bytes": "claude output a holder keeps that the daemon has not committed "
+    "(while no daemon is attached, or one falls behind); then claude waits in its write, "
+    "nothing is dropped. At least twice `max_payload_bytes`",
+    "holder.unattended_seconds": "with no daemon attached this long, a holder ends claude "
+    "(SIGTERM) and keeps its output and exit status for the next daemon, which ingests them "
+    "(`0`: never)",
     "permission.ttl_seconds": "how long an unanswered permission request waits before it is denied",
     "permission.extend_on_activity": "client activity in the session (a message, an attach, an "
     "answer) pushes the expiry of its pending requests back to one TTL from then",

@@ -157,7 +157,7 @@ class Daemon:
         changes = settings_changes(self.config.settings, fresh.settings)
         self.config = fresh
         if self.core is not None:
-            self.core.sessions.apply_settings(fresh.sessions, fresh.policy)
+            self.core.sessions.apply_settings(fresh.sessions, fresh.policy, fresh.holders)
             self.core.sessions.max_sessions = fresh.settings.max_sessions
         for capability in (self.subagents, self.worktrees):
             if capability is not None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
+from betcode.claude.holder.client import HolderPlace
 from betcode.config.dirs import config_dir
 from betcode.config.keys import most_specific, settings_items
 from betcode.config.layers import SETTINGS_FILE, PermissionLists
@@ -42,6 +43,7 @@ TAKES_EFFECT = {
     "daemon.crash_policy.window_seconds": "for sessions opened from now on",
     "daemon.subprocess": "applied",
     "daemon.subprocess.env_allowlist_extra": "for claude processes started from now on",
+    "daemon.holder": "for claude processes started from now on",
     "daemon.input_lock": "applied",
     "daemon.permission": "from the next sweep",
     "daemon.permission.ttl_seconds": "for requests from now on and on activity",
@@ -83,6 +85,17 @@ class DaemonConfig:
     @property
     def database_path(self) -> Path:
         return self.data_dir / "daemon.db"
+
+    @property
+    def holders(self) -> HolderPlace:
+        """Where claude's holders live and their limits (`daemon.holder`)."""
+        holder = self.settings.holder
+        return HolderPlace(
+            self.data_dir / "holders",
+            holder.spool_limit_bytes,
+            holder.unattended_seconds,
+            self.settings.subprocess.kill_grace_seconds,
+        )
 
 
 def load_daemon_config(

@@ -1,6 +1,8 @@
 """Faults of the holder (claude/holder) provoked for real: a holder killed with kill -9 is a
 claude crash (claude is killed, then resumed with --resume); a spool at its bound stops
-reading claude's output and loses nothing."""
+reading claude's output and loses nothing; a holder left without a daemon for too long ends
+claude (or, if it exited, just leaves) and leaves its output for the next daemon; a holder of
+another protocol is stopped."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -16,7 +20,8 @@ from harness.fake_claude import FakeClaude, resume_id
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.holder.client import HeldClaude, HolderPlace, StdoutMark
-from betcode.claude.holder.holder import PIPE_READ_BYTES
+from betcode.claude.holder.discovery import find_holders
+from betcode.claude.holder.holder import EXIT_RECORD, PIPE_READ_BYTES
 from betcode.claude.locate import BinarySource, ClaudeBinary
 from betcode.claude.supervisor import ClaudeSupervisor, Holding, SupervisorState
 from betcode.protocol.framing import Line
@@ -143,3 +148,151 @@ async def test_at_its_spool_bound_the_holder_stops_reading_and_loses_nothing(
     finally:
         process.close_stdin()
         await process.terminate(2.0)
+
+
+class Received:
+    """What a daemon side took of a held claude: every line, each batch committed at once."""
+
+    def __init__(self) -> None:
+        self.lines: list[Line] = []
+        self.committed = 0
+
+    def on_lines(self, lines: list[Line], mark: StdoutMark) -> None:
+        self.lines.extend(lines)
+        self.committed = mark.ends[-1]
+        mark.acknowledge(self.committed)
+
+    def flood_numbers(self) -> list[int]:
+        floods = [json.loads(line.data) for line in self.lines if FLOOD_UUID in line.data]
+        return [int(message["uuid"].rsplit("-", 1)[1]) for message in floods]
+
+
+def endless_flood(fake: FakeClaude, tmp_path: Path, **run: object) -> Path:
+    never = str(tmp_path / "never")  # the flood goes on until claude is ended
+    flood = {"do": "flood", "lines": 0, "text": "u", "rate": 100, "until_file": never}
+    return fake.binary([{**run, "turns": [[flood]]}])
+
+
+async def test_a_holder_without_a_daemon_for_too_long_ends_claude_and_keeps_its_output(
+    tmp_path: Path,
+) -> None:
+    fake = FakeClaude(tmp_path)
+    binary = endless_flood(fake, tmp_path)
+    place = HolderPlace(tmp_path / "holders", unattended_seconds=1.0, kill_grace_seconds=5.0)
+    first = Received()
+    process = HeldClaude(first.on_lines, place, "s1")
+    await process.start([str(binary), "-p"], tmp_path, {**ENV, "HOME": str(tmp_path)})
+    await process.write(USER_LINE)
+    await until(lambda: len(first.lines) > 10)
+    holder, claude = psutil.Process(process.holder_pid), psutil.Process(process.pid)
+    directory = place.root / process.holder_id
+    process.detach()  # the daemon goes away; claude floods on into the spool
+
+    # No daemon came back in time: claude got SIGTERM, the holder left its output and exit.
+    await until(lambda: not holder.is_running(), within_s=30)
+    assert not claude.is_running()
+    record = json.loads((directory / EXIT_RECORD).read_text())
+    assert record["returncode"] == -signal.SIGTERM
+    assert record["end"] > first.committed  # printed while no daemon was attached
+
+    # The next daemon finds it, has it replayed and takes the rest, once, then it is gone.
+    [found] = await find_holders(place)
+    assert found.session_id == "s1"
+    assert found.link.claude_exited
+    rest = Received()
+    again = HeldClaude(rest.on_lines, place, "s1")
+    again.adopt(found.link, first.committed)
+    assert await again.wait() == -signal.SIGTERM
+    numbers = first.flood_numbers() + rest.flood_numbers()
+    assert numbers == list(range(len(numbers)))
+    assert rest.committed == record["end"]
+    await until(lambda: not directory.exists())
+    assert len(fake.starts()) == 1
+
+
+async def test_a_holder_whose_claude_exited_with_no_daemon_leaves_after_the_limit(
+    tmp_path: Path,
+) -> None:
+    """It does not wait for ever for a daemon: claude's output and status stay on disk for
+    the next daemon, which gets them as from a holder still running."""
+    fake = FakeClaude(tmp_path)
+    turn = [
+        {"do": "text", "text": "before"},
+        {"do": "sleep", "seconds": 0.3},
+        {"do": "text", "text": "after"},
+        {"do": "exit", "code": 3},
+    ]
+    binary = fake.binary([{"turns": [turn]}])
+    place = HolderPlace(tmp_path / "holders", unattended_seconds=1.0)
+    first = Received()
+    process = HeldClaude(first.on_lines, place, "s1")
+    await process.start([str(binary), "-p"], tmp_path, {**ENV, "HOME": str(tmp_path)})
+    await process.write(USER_LINE)
+    await until(lambda: any(b"before" in line.data for line in first.lines))
+    holder = psutil.Process(process.holder_pid)
+    directory = place.root / process.holder_id
+    process.detach()
+
+    await until(lambda: not holder.is_running(), within_s=30)
+    record = json.loads((directory / EXIT_RECORD).read_text())
+    assert record["returncode"] == 3  # exited by itself, not ended
+    [found] = await find_holders(place)
+    rest = Received()
+    again = HeldClaude(rest.on_lines, place, "s1")
+    again.adopt(found.link, first.committed)
+    assert await again.wait() == 3
+    assert any(b"after" in line.data for line in rest.lines)
+    assert not any(b"after" in line.data for line in first.lines)
+    await until(lambda: not directory.exists())
+
+
+async def test_an_unattended_claude_that_ignores_sigterm_is_killed_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    fake = FakeClaude(tmp_path)
+    binary = endless_flood(fake, tmp_path, ignore_sigterm=True)
+    place = HolderPlace(tmp_path / "holders", unattended_seconds=0.5, kill_grace_seconds=0.5)
+    received = Received()
+    process = HeldClaude(received.on_lines, place, "s1")
+    await process.start([str(binary), "-p"], tmp_path, {**ENV, "HOME": str(tmp_path)})
+    await process.write(USER_LINE)
+    await until(lambda: bool(received.lines))
+    holder = psutil.Process(process.holder_pid)
+    directory = place.root / process.holder_id
+    process.detach()
+
+    await until(lambda: not holder.is_running(), within_s=30)
+    record = json.loads((directory / EXIT_RECORD).read_text())
+    assert record["returncode"] == -signal.SIGKILL
+    assert "fake claude: ignoring SIGTERM" in record["stderr"]  # SIGTERM came first
+    [found] = await find_holders(place)
+    found.abandon()  # its session is gone: the replay stops, the folder goes
+    assert not directory.exists()
+
+
+async def test_a_holder_of_another_protocol_is_stopped_with_its_claude(tmp_path: Path) -> None:
+    """One left by an older BetCode (its HELLO has no protocol number): this daemon cannot
+    speak to it, so it goes, with its claude, as after a crash (the session resumes)."""
+    directory = tmp_path / "holders" / "0ld0ld00"
+    directory.mkdir(parents=True)
+    claude = subprocess.Popen(["sleep", "300"], start_new_session=True)  # noqa: ASYNC220
+    serve_old_hello = (
+        "import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen();"
+        "c, _ = s.accept(); c.sendall(b'HELLO 1 2 running\\n'); c.recv(1)"
+    )
+    old = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, "-c", serve_old_hello, str(directory / "sock")]
+    )
+    try:
+        facts = {"session_id": "s1", "holder_pid": old.pid, "claude_pid": claude.pid}
+        (directory / "holder.json").write_text(json.dumps({**facts, "started_at": 0.0}))
+        await until(lambda: (directory / "sock").exists())
+
+        assert await find_holders(HolderPlace(tmp_path / "holders")) == []
+        assert await asyncio.to_thread(claude.wait, 10) == -signal.SIGKILL
+        assert await asyncio.to_thread(old.wait, 10) == -signal.SIGKILL
+        assert not directory.exists()
+    finally:
+        for child in (claude, old):
+            child.kill()
+            child.wait()

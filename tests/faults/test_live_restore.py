@@ -300,3 +300,49 @@ async def test_a_holder_whose_claude_exited_while_no_daemon_ran_is_collected(
     assert len(fake.starts()) == 1
     stored = read_stored(restarts.database, session_id)
     assert_replayed_once(observer, stored)
+
+
+async def test_a_holder_left_without_a_daemon_too_long_is_ingested_by_the_next_daemon(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    """No claude is left running for ever by a daemon that never comes back: after
+    daemon.holder.unattended_seconds its holder ends claude and leaves; what claude printed
+    meanwhile is still ingested, once, by the daemon that comes back later."""
+    fake, binary, _never = endless_flood(tmp_path)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    unattended = "--set", "holder.unattended_seconds=2"
+    daemon = await restarts.start(binary, {**ENV, "HOME": str(tmp_path)}, *unattended)
+    writer = restarts.client("writer")
+    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+    await writer.wait_for("session_info")
+    session_id = writer.session_id
+    writer.say("flood until stopped")
+    await writer.wait_for("text_delta", 10)
+    [holder] = restarts.holders()
+    await asyncio.to_thread(daemon.kill9)
+    committed = read_stored(restarts.database, session_id).committed_offset
+    stored_before = len(flood_numbers(restarts.database, session_id))
+
+    await until(lambda: gone(holder["holder_pid"]), within_s=30)
+    assert gone(holder["claude_pid"])  # ended, not left to run for ever
+    assert spooled_end(holder["dir"]) > committed  # what it printed meanwhile is kept
+    await asyncio.to_thread(daemon.start)
+
+    observer = restarts.client("observer")
+    observer.resume(session_id, from_sequence=0)
+    await until(lambda: not holder["dir"].exists(), within_s=30)  # replayed, then gone
+    numbers = flood_numbers(restarts.database, session_id)
+    assert numbers == list(range(len(numbers)))  # every line, once, in order
+    assert len(numbers) > stored_before  # with those printed while no daemon ran
+    await until(lambda: len(observer.of_kind("text_delta")) == len(numbers), within_s=30)
+    # As for a claude that exited while no daemon ran: idle, no crash, no restart by itself.
+    await observer.wait_for_status(common_pb2.AGENT_STATUS_IDLE, after=1, within_s=30)
+    statuses = [e.status_change.status for e in observer.of_kind("status_change")]
+    assert common_pb2.AGENT_STATUS_RESTARTING not in statuses
+    assert len(fake.starts()) == 1
+    writer = restarts.client("writer-again")
+    writer.converse(agent_pb2.StartConversation(session_id=session_id))
+    writer.say("go on")
+    await until(lambda: len(fake.starts()) == 2, within_s=30)
+    assert "--resume" in fake.starts()[1]  # the conversation goes on in a resumed claude

@@ -125,6 +125,17 @@ def test_invalid_settings_exit_65_naming_file_key_value_and_range(tmp_path: Path
     assert not (tmp_path / "data").exists()  # stopped before the database
 
 
+def test_a_spool_too_small_for_the_longest_line_exits_65(tmp_path: Path) -> None:
+    path = write_daemon_settings(tmp_path, {"holder": {"spool_limit_bytes": 8 * 1024 * 1024}})
+    done = start_foreground(tmp_path, too_old_claude(tmp_path))
+    assert done.returncode == EXIT_CONFIG_INVALID
+    assert done.stderr.strip() == (
+        f"betcode daemon start: {path}: daemon.holder.spool_limit_bytes: 8388608 must be at "
+        "least twice max_payload_bytes (10485760)"
+    )
+    assert not (tmp_path / "data").exists()
+
+
 def test_an_unknown_event_loop_exits_65_before_anything_starts(tmp_path: Path) -> None:
     done = start_foreground(
         tmp_path, too_old_claude(tmp_path), extra_env={"BETCODE_EVENT_LOOP": "trio"}

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.command import CommandOptions, build_argv_from
-from betcode.claude.holder.client import HeldClaude, HolderPlace, StdoutMark
+from betcode.claude.holder.client import HeldClaude, HolderPlace, StdinJournal, StdoutMark
 from betcode.claude.locate import ClaudeBinary
 from betcode.claude.process import ClaudeProcess, ClaudeStdinClosed, describe_returncode
 from betcode.observability.hooks import observer
@@ -71,10 +71,12 @@ RunningClaude = ClaudeProcess | HeldClaude
 
 @dataclass(frozen=True, slots=True)
 class Holding:
-    """Start claude under a holder (it then outlives the daemon); `session_id` names it."""
+    """Start claude under a holder (it then outlives the daemon); `session_id` names it,
+    `journal` keeps its stdin lines until the holder took them."""
 
     place: HolderPlace
     session_id: str
+    journal: StdinJournal | None = None
 
 
 class ClaudeSupervisor:
@@ -222,6 +224,7 @@ class ClaudeSupervisor:
                 self.holding.place,
                 self.holding.session_id,
                 max_line_bytes=self.policy.max_line_bytes,
+                journal=self.holding.journal,
             )
         started = time.monotonic()
         try:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from betcode.claude.environment import build_child_env
-from betcode.claude.holder.client import HolderPlace
 from betcode.claude.holder.discovery import FoundHolder, find_holders
 from betcode.claude.locate import ClaudeBinary
 from betcode.composition.background import BackgroundTasks
@@ -23,6 +21,7 @@ from betcode.sessions.manager import SessionManager
 from betcode.sessions.session import Session
 from betcode.storage.audit import AuditRecorder
 from betcode.storage.database import Database
+from betcode.storage.holders import forget_stdin_of_gone_holders
 from betcode.storage.reader import StoreReader
 from betcode.storage.reconcile import reconcile
 from betcode.storage.writer import StoreWriter
@@ -78,9 +77,11 @@ async def open_core(
     `watchers` see every session that comes alive."""
     writer, reader = StoreWriter(database), StoreReader(database)
     try:
-        found = await find_holders(_holders_root(current()))
+        found = await find_holders(current().holders)
         held = frozenset(holder.session_id for holder in found)
         await writer.call(lambda c: reconcile(c, time.time(), held))  # logs its own report
+        alive = [holder.link.holder_id for holder in found]
+        await writer.call(lambda c: forget_stdin_of_gone_holders(c, alive))
     except BaseException:
         # No Core holds the store yet for the daemon's stop to close.
         await writer.close()
@@ -103,10 +104,6 @@ async def open_core(
     return Core(writer, reader, audit, bridge, sessions), found
 
 
-def _holders_root(config: DaemonConfig) -> Path:
-    return config.data_dir / "holders"
-
-
 def _session_context(
     config: DaemonConfig,
     current: Callable[[], DaemonConfig],
@@ -124,5 +121,5 @@ def _session_context(
         process_policy=config.policy,
         permissions=bridge,
         settings=config.sessions,
-        holders=HolderPlace(_holders_root(config)),
+        holders=config.holders,
     )

@@ -17,6 +17,15 @@ from betcode.config.values import DAY, HOUR, MIB, setting
 LOG_LEVELS = ("error", "warn", "info", "debug", "trace")
 
 
+class SettingConflict(ValueError):
+    """A setting's value does not go with another's; `key` (dotted, within the section that
+    raised it) is the one the message is about."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 @dataclass(frozen=True)
 class CrashPolicy:
     """Restart backoff and the crash budget of one claude process."""
@@ -44,6 +53,17 @@ class SubprocessSettings:
     idle_reap_seconds: float = setting(600.0, "seconds", 0, DAY)
     kill_grace_seconds: float = setting(5.0, "seconds", 1, 60)
     env_allowlist_extra: tuple[str, ...] = setting((), "names")
+
+
+@dataclass(frozen=True)
+class HolderSettings:
+    """The holder each claude runs under (claude/holder): it keeps at most `spool_limit_bytes`
+    of claude's output that the daemon has not committed (then claude waits in its write), and
+    after `unattended_seconds` with no daemon attached (0: never) it ends claude and keeps that
+    output, with claude's exit status, for the next daemon."""
+
+    spool_limit_bytes: int = setting(64 * MIB, "int", 2 * MIB, 16 * 1024 * MIB)
+    unattended_seconds: float = setting(7 * DAY, "seconds", 0, 365 * DAY)
 
 
 @dataclass(frozen=True)
@@ -152,6 +172,7 @@ class DaemonSettings:
     log_level: str = setting("info", "choice", choices=LOG_LEVELS)
     crash_policy: CrashPolicy = field(default_factory=CrashPolicy)
     subprocess: SubprocessSettings = field(default_factory=SubprocessSettings)
+    holder: HolderSettings = field(default_factory=HolderSettings)
     permission: PermissionSettings = field(default_factory=PermissionSettings)
     input_lock: InputLockSettings = field(default_factory=InputLockSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
@@ -159,3 +180,14 @@ class DaemonSettings:
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
     relay: RelaySettings = field(default_factory=RelaySettings)
     worktree: WorktreeSettings = field(default_factory=WorktreeSettings)
+
+    def __post_init__(self) -> None:
+        # A line is committed (and its spool space freed) only once it is whole: the spool
+        # must hold the longest line kept whole with room to spare, or claude would wait for
+        # ever in the middle of one.
+        if self.holder.spool_limit_bytes < 2 * self.max_payload_bytes:
+            raise SettingConflict(
+                "holder.spool_limit_bytes",
+                f"{self.holder.spool_limit_bytes} must be at least twice max_payload_bytes "
+                f"({self.max_payload_bytes})",
+            )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from betcode.config.errors import ConfigError, show_value
 from betcode.config.origins import Origins
-from betcode.config.settings import DaemonSettings
+from betcode.config.settings import DaemonSettings, SettingConflict
 from betcode.config.values import SPEC, Rejected, Spec
 
 log = logging.getLogger(__name__)
@@ -52,5 +52,8 @@ def _build(cls: type[_T], data: Mapping[str, object], prefix: str, origins: Orig
         log.warning("%s: unknown setting daemon.%s ignored", origins.of(key), key)
     try:
         return cls(**kwargs)
+    except SettingConflict as conflict:
+        key = f"{prefix}.{conflict.key}" if prefix else conflict.key
+        raise ConfigError(origins.of(key), f"daemon.{key}", str(conflict)) from None
     except ValueError as error:
         raise ConfigError(origins.of(prefix), f"daemon.{prefix}".rstrip("."), str(error)) from None

@@ -21,6 +21,18 @@ import msgspec
 from betcode.protocol.messages import Dialect
 
 _encoder = msgspec.json.Encoder()
+_REPLY_HEADS = (b'{"type":"control_response"', b'{"type":"callback.response"')
+
+
+class _ReplyBody(msgspec.Struct):
+    request_id: str
+
+
+class _Reply(msgspec.Struct):
+    response: _ReplyBody
+
+
+_reply_decoder = msgspec.json.Decoder(_Reply)
 
 
 class ProtocolWriteError(ValueError):
@@ -165,6 +177,17 @@ def control_request(subtype: str, request_id: str | None = None, **payload: Any)
     return _line(
         {"type": "control_request", "request_id": _request_id(request_id), "request": request}
     )
+
+
+def answered_request_id(line: bytes) -> str | None:
+    """The request a reply line built here answers (a permission answer, control_success or
+    control_error, in either dialect); None for any other line."""
+    if not line.startswith(_REPLY_HEADS):
+        return None
+    try:
+        return _reply_decoder.decode(line).response.request_id
+    except msgspec.DecodeError:  # ValidationError included
+        return None
 
 
 def interrupt(request_id: str | None = None) -> bytes:

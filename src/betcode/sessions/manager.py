@@ -13,6 +13,7 @@ spawned with --resume), session_error (claude crashed too often: CRASHED) and se
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import re
@@ -22,13 +23,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from betcode.claude.backoff import SupervisorPolicy
-from betcode.claude.holder.client import HeldClaude
+from betcode.claude.holder.client import HeldClaude, HolderPlace, stdin_key
 from betcode.claude.holder.discovery import FoundHolder
 from betcode.claude.process import require_workdir
 from betcode.claude.supervisor import SupervisorState
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.session import Session
 from betcode.storage import holders as holder_rows
+from betcode.storage import pending as pending_rows
 from betcode.storage import sessions as session_rows
 from betcode.storage import worktrees as worktree_rows
 from betcode.storage.audit import AuditEvent, AuditRecorder
@@ -371,15 +373,26 @@ class SessionManager:
         for listener in self.on_register:
             listener(session)
 
-    def apply_settings(self, settings: SessionSettings, policy: SupervisorPolicy) -> None:
+    def apply_settings(
+        self,
+        settings: SessionSettings,
+        policy: SupervisorPolicy,
+        holders: HolderPlace | None = None,
+    ) -> None:
         """A settings reload: sessions opened from now on use `settings` and `policy`; live ones
-        get the new input-lock timings at once and `policy` for their watchdog, idle reaping and
-        next restarts (their crash budget, counted since they opened, stays)."""
+        get the new input-lock timings at once, `policy` for their watchdog, idle reaping and
+        next restarts (their crash budget, counted since they opened, stays), and `holders`
+        (if given) for the claude processes they start from now on."""
         self._ctx.settings = settings
         self._ctx.process_policy = policy
+        if self._ctx.holders is not None and holders is not None:
+            self._ctx.holders = holders
         for session in self._sessions.values():
             session.lock.retime(settings.lock_transfer_seconds, settings.lock_idle_seconds)
             session.supervisor.policy = policy
+            holding = session.supervisor.holding
+            if holding is not None and holders is not None:
+                session.supervisor.holding = dataclasses.replace(holding, place=holders)
 
     async def record(self, session_id: str) -> session_rows.SessionRecord:
         validate_session_id(session_id)
@@ -443,22 +456,34 @@ class SessionManager:
             await asyncio.to_thread(found.abandon)
             return None
         link = found.link
-        offset = await self._ctx.reader.read(
-            lambda c: holder_rows.committed_offset(c, session.id, link.holder_id)
+        offset, unconfirmed, answers = await self._ctx.reader.read(
+            lambda c: (
+                holder_rows.committed_offset(c, session.id, link.holder_id),
+                holder_rows.unconfirmed_stdin(c, link.holder_id),
+                pending_rows.answers_written_since(c, session.id, found.started_at),
+            )
         )
+        holding = session.supervisor.holding
         process = HeldClaude(
             session.on_lines,
             holders,
             session.id,
             max_line_bytes=self._ctx.process_policy.max_line_bytes,
+            journal=None if holding is None else holding.journal,
         )
-        process.adopt(link, offset)
+        # Whatever the last daemon may have left on its way to claude: the holder takes each
+        # line once, so what it has already is dropped (an answer still in the journal is
+        # also among those recorded: one key, sent once).
+        resend = dict(unconfirmed) | {stdin_key(line): line for line in answers}
+        process.adopt(link, offset, resend.items())
         session.adopt(process)
         log.info(
-            "session %s: re-attached to claude pid %d at byte %d of its output",
+            "session %s: re-attached to claude pid %d at byte %d of its output (%d stdin "
+            "line(s) sent again)",
             session.id,
             link.claude_pid,
             offset,
+            len(resend),
         )
         return session
 

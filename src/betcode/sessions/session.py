@@ -55,6 +55,7 @@ from betcode.sessions.supervisor_reports import SupervisorReports
 from betcode.sessions.turns import TurnEnd, Turns
 from betcode.storage import sessions as session_rows
 from betcode.storage.errors import StoreClosed
+from betcode.storage.holders import HolderStdinJournal
 from betcode.storage.rows import HolderPositionRow, MessageRow
 from betcode.v1 import agent_pb2, common_pb2
 
@@ -127,7 +128,9 @@ class Session:
             self,
             options=CommandOptions(model=record.model or None, allowed_tools=tuple(allowed_tools)),
             worktree=record.worktree_id is not None,
-            holding=None if context.holders is None else Holding(context.holders, record.id),
+            holding=None
+            if context.holders is None
+            else Holding(context.holders, record.id, HolderStdinJournal(context.writer, record.id)),
         )
 
     def emit(

@@ -140,6 +140,24 @@ def list_undelivered(
     return [_from_row(row) for row in rows]
 
 
+def answers_written_since(conn: sqlite3.Connection, session_id: str, since: float) -> list[bytes]:
+    """The answer lines written (or being written) to the claude that asked, for requests
+    received since `since`: a daemon that re-attaches to a claude started then sends them
+    again, in case the one before it died with an answer recorded but not yet handed over."""
+    rows = conn.execute(
+        "SELECT response_payload FROM pending_permissions WHERE session_id = ? "
+        "AND received_at >= ? AND response_received = 1 AND delivered = 1 "
+        f"AND response_decision != 'cancelled' AND response_payload IS NOT NULL{_ORDER}",
+        (session_id, since),
+    )
+    return [_line(payload) for (payload,) in rows]
+
+
+def _line(payload: str) -> bytes:
+    line = payload.encode()
+    return line if line.endswith(b"\n") else line + b"\n"
+
+
 def mark_forwarded(conn: sqlite3.Connection, request_id: str, now: float) -> bool:
     """Record that a client was shown the request; the first time is kept."""
     cursor = conn.execute(

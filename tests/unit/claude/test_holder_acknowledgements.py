@@ -60,11 +60,13 @@ async def held_claude(tmp_path: Path) -> tuple[HeldClaude, Holder, list[StdoutMa
     def on_lines(lines: list[Line], mark: StdoutMark) -> None:
         marks.append(mark)
 
-    place = HolderPlace(tmp_path / "holders", spool_limit_bytes=STEP * ACK_STEPS_PER_SPOOL)
-    process = HeldClaude(on_lines, place, "s1")
+    # The steps follow the holder's own bound, from its HELLO: the daemon's setting (here the
+    # default, far larger) may have changed since the holder started.
+    process = HeldClaude(on_lines, HolderPlace(tmp_path / "holders"), "s1")
     gone = await asyncio.create_subprocess_exec("true")  # a claude pid nobody has any more
     await gone.wait()
-    process.adopt(HolderLink("h1", 1, gone.pid, False, reader, writer), 0)
+    limit = STEP * ACK_STEPS_PER_SPOOL
+    process.adopt(HolderLink("h1", 1, gone.pid, False, limit, reader, writer), 0)
     return process, Holder(theirs), marks
 
 

@@ -12,8 +12,13 @@ import pytest
 from betcode.config.errors import ConfigError
 from betcode.config.keys import settings_items
 from betcode.config.resolve import load_daemon_settings, parse_override
-from betcode.config.settings import CrashPolicy, DaemonSettings, SubprocessSettings
-from betcode.config.values import Rejected, format_duration, parse_duration
+from betcode.config.settings import (
+    CrashPolicy,
+    DaemonSettings,
+    HolderSettings,
+    SubprocessSettings,
+)
+from betcode.config.values import DAY, MIB, Rejected, format_duration, parse_duration
 
 NO_ENV: dict[str, str] = {}
 
@@ -127,6 +132,16 @@ def test_a_higher_layer_replaces_a_whole_value(tmp_path: Path) -> None:
         ({"crash_policy": 5}, "daemon.crash_policy", "must be an object, got 5"),
         ({"crash_policy": {"initial_backoff_ms": 4000, "max_backoff_ms": 2000}},
          "daemon.crash_policy", "must not be below initial_backoff_ms"),
+        ({"holder": {"spool_limit_bytes": 1048576}}, "daemon.holder.spool_limit_bytes",
+         "1048576 is out of range (allowed 2097152 to 17179869184)"),
+        ({"holder": {"spool_limit_bytes": "64MiB"}}, "daemon.holder.spool_limit_bytes",
+         '"64MiB" is not a whole number'),
+        ({"holder": {"unattended_seconds": "forever"}}, "daemon.holder.unattended_seconds",
+         '"forever" is not a duration'),
+        ({"holder": {"unattended_seconds": "400d"}}, "daemon.holder.unattended_seconds",
+         '"400d" is out of range (allowed 0s to 365d)'),
+        ({"holder": {"spool_limit_bytes": 16777216}}, "daemon.holder.spool_limit_bytes",
+         "16777216 must be at least twice max_payload_bytes (10485760)"),
     ],
 )  # fmt: skip
 def test_invalid_values_name_file_key_value_and_range(
@@ -199,7 +214,7 @@ def test_settings_items_lists_every_leaf() -> None:
     assert items["daemon.permission.ttl_seconds"] == 604800
     assert items["daemon.subagent.max_concurrent"] == 5
     assert items["daemon.worktree.setup_timeout_secs"] == 120
-    assert len(items) == 40
+    assert len(items) == 42
 
 
 @pytest.mark.parametrize(
@@ -274,6 +289,16 @@ def test_subagent_pool_settings_are_checked_and_read_from_the_environment(tmp_pa
     assert settings.subagent.max_concurrent == 7
     with pytest.raises(ConfigError, match=r"daemon\.subagent\.max_concurrent.*21"):
         load_daemon_settings(tmp_path, {"subagent.max_concurrent": 21}, environ={})
+
+
+def test_holder_settings_from_the_file_and_flags(tmp_path: Path) -> None:
+    assert load_daemon_settings(tmp_path, environ=NO_ENV).holder == HolderSettings(
+        spool_limit_bytes=64 * MIB, unattended_seconds=7 * DAY
+    )
+    write(tmp_path, {"daemon": {"holder": {"spool_limit_bytes": 32 * MIB}}})
+    flags = {"holder.unattended_seconds": "0"}  # 0: a holder waits for a daemon for ever
+    settings = load_daemon_settings(tmp_path, flags, environ=NO_ENV)
+    assert settings.holder == HolderSettings(spool_limit_bytes=32 * MIB, unattended_seconds=0)
 
 
 def test_relay_urls_are_a_list_of_urls(tmp_path: Path) -> None:

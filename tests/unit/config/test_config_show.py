@@ -22,6 +22,7 @@ DAEMON = {
     "max_sessions": 7,
     "crash_policy": {"max_crashes": 3},
     "permission": {"notify_command": ["notify-send", "BetCode", "--urgency=critical"]},
+    "holder": {"unattended_seconds": "30d"},
 }
 
 
@@ -77,6 +78,8 @@ def test_text_shows_each_value_with_its_origin_in_columns(config: Path, project:
     assert rows["daemon.log_level"][:2] == ('"debug"', "command line")
     assert rows["daemon.permission.ttl_seconds"][:2] == ("7d", "default")
     assert rows["daemon.permission.reminder_seconds"][:2] == ("1h, 1d", "default")
+    assert rows["daemon.holder.spool_limit_bytes"][:2] == ("67108864", "default")
+    assert rows["daemon.holder.unattended_seconds"][:2] == ("30d", file)
     # One origin column, except for a value too long for the value column (the command).
     notify = rows.pop("daemon.permission.notify_command")
     assert notify[:2] == ('["notify-send", "BetCode", "--urgency=critical"]', file)

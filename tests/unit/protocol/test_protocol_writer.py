@@ -285,3 +285,26 @@ def test_dart_allow_uses_snake_case_fields() -> None:
         "behavior": "allow",
         "toolUseID": "t",
     }
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_the_request_a_reply_answers_is_read_back_from_its_line(dialect: Dialect) -> None:
+    replies = [
+        writer.permission_allow("req-1", updated_input={"command": "ls"}, dialect=dialect),
+        writer.permission_deny("req-1", "no", dialect=dialect),
+        writer.control_error("req-1", "not supported", dialect=dialect),
+    ]
+    assert [writer.answered_request_id(line) for line in replies] == ["req-1"] * 3
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        writer.user_message("hi", uuid=UUID),
+        writer.interrupt("req-1"),  # a request, not a reply
+        b'{"type":"control_response","response":{"subtype":"success"}}\n',  # no request_id
+        b'{"type":"control_response",',  # cut short
+    ],
+)
+def test_any_other_line_answers_no_request(line: bytes) -> None:
+    assert writer.answered_request_id(line) is None

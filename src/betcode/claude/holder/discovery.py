@@ -1,7 +1,10 @@
 """At daemon startup: which holders outlived the previous daemon (holders/<id>/ under the data
-dir). A holder that answers on its socket is alive and its session is re-attached; the folder
-of one that does not is removed, and a claude it left behind is killed (its output, never
-committed, is lost: the session resumes with --resume as after any crash)."""
+dir). A holder that answers on its socket is alive and its session is re-attached. One that
+ended its claude after too long without a daemon left claude's output and exit status there
+(exit.json): it is started again to replay them (holder.py --replay), and re-attached like a
+holder whose claude exited meanwhile. Any other folder is removed, and a claude its holder left
+behind is killed (its output, never committed, is lost: the session resumes with --resume as
+after any crash); so is a holder that speaks another protocol (left by an older BetCode)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from betcode.claude.holder.client import HolderLink, connect, kill_group
+from betcode.claude.holder.client import (
+    HolderLink,
+    HolderPlace,
+    IncompatibleHolder,
+    connect,
+    kill_group,
+    replay,
+)
+from betcode.claude.holder.holder import EXIT_RECORD
+from betcode.claude.process import ClaudeStartError
 
 logger = logging.getLogger(__name__)
 
@@ -32,24 +44,23 @@ class FoundHolder:
 
     def abandon(self) -> None:
         """Its session is gone: kill claude and the holder, remove its folder."""
-        kill_group(self.link.claude_pid)
+        if not self.link.claude_exited:
+            kill_group(self.link.claude_pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.link.holder_pid, signal.SIGKILL)
         self.link.writer.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-async def find_holders(root: Path) -> list[FoundHolder]:
-    """The live holders under `root`; the dead ones' folders are cleaned up."""
-    directories = await asyncio.to_thread(_directories, root)
+async def find_holders(place: HolderPlace) -> list[FoundHolder]:
+    """The live holders under `place.root` (replaying those that left); the rest is cleaned
+    up."""
+    directories = await asyncio.to_thread(_directories, place.root)
     found: list[FoundHolder] = []
     for directory in directories:
         facts = await asyncio.to_thread(_facts, directory)
-        try:
-            link = await connect(directory, CONNECT_TIMEOUT_SECONDS)
-        except (OSError, TimeoutError) as error:
-            logger.warning("holder %s is gone (%s); removing it", directory.name, error)
-            await asyncio.to_thread(_collect_dead, directory, facts)
+        link = await _reach(directory, facts, place)
+        if link is None:
             continue
         if facts is None:
             logger.warning("holder %s has no holder.json; stopping it", directory.name)
@@ -57,14 +68,38 @@ async def find_holders(root: Path) -> list[FoundHolder]:
             continue
         session_id = str(facts["session_id"])
         logger.info(
-            "holder %s (pid %d) of session %s is alive: claude pid %d",
+            "holder %s (pid %d) of session %s is alive: claude pid %d%s",
             link.holder_id,
             link.holder_pid,
             session_id,
             link.claude_pid,
+            " (exited)" if link.claude_exited else "",
         )
         found.append(FoundHolder(session_id, float(facts["started_at"]), link, directory))
     return found
+
+
+async def _reach(
+    directory: Path, facts: dict[str, Any] | None, place: HolderPlace
+) -> HolderLink | None:
+    """A link to the holder in `directory`, started again to replay what it left if it ended
+    its claude; None (its folder cleaned up) when there is none to have."""
+    try:
+        return await connect(directory, CONNECT_TIMEOUT_SECONDS)
+    except IncompatibleHolder as error:
+        logger.warning("%s; stopping it and its claude", error)
+        await asyncio.to_thread(_collect, directory, facts, holder_too=True)
+        return None
+    except (OSError, TimeoutError) as error:
+        gone: Exception = error
+    if facts is not None and (directory / EXIT_RECORD).exists():
+        try:
+            return await replay(directory, place)
+        except (OSError, TimeoutError, ClaudeStartError) as error:
+            gone = error
+    logger.warning("holder %s is gone (%s); removing it", directory.name, gone)
+    await asyncio.to_thread(_collect, directory, facts, holder_too=False)
+    return None
 
 
 def _directories(root: Path) -> list[Path]:
@@ -81,11 +116,15 @@ def _facts(directory: Path) -> dict[str, Any] | None:
     return facts if isinstance(facts, dict) else None
 
 
-def _collect_dead(directory: Path, facts: dict[str, Any] | None) -> None:
+def _collect(directory: Path, facts: dict[str, Any] | None, *, holder_too: bool) -> None:
     claude_pid = facts.get("claude_pid") if facts else None
     if isinstance(claude_pid, int) and _leads_its_group(claude_pid):
-        logger.warning("killing claude pid %d, left behind by its dead holder", claude_pid)
+        logger.warning("killing claude pid %d, left behind by its holder", claude_pid)
         kill_group(claude_pid)
+    holder_pid = facts.get("holder_pid") if facts else None
+    if holder_too and isinstance(holder_pid, int):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(holder_pid, signal.SIGKILL)
     shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -1,6 +1,6 @@
 """The holder: a tiny process that owns one claude's pipes so claude outlives the daemon.
 
-Run as a script (``python -I -S holder.py DIR SPOOL_LIMIT SESSION_ID -- CLAUDE_ARGV...``), it
+Run as ``python -I -S holder.py DIR SPOOL_LIMIT UNATTENDED GRACE SESSION_ID -- CLAUDE...``, it
 imports the standard library only: it starts in milliseconds and its code is all here.
 
 * It starts claude in a process group of its own (pgid = claude's pid: the daemon signals that
@@ -12,17 +12,26 @@ imports the standard library only: it starts in milliseconds and its code is all
   deleted. At the bound (SPOOL_LIMIT unacknowledged bytes) the holder stops reading claude's
   stdout until an acknowledgement makes room: the pipe fills and claude waits in its write.
   Nothing is dropped; on disk the spool stays under SPOOL_LIMIT + one segment + one read.
+* Each line for claude's stdin comes with a key and is taken once per key: a daemon that
+  re-attached after a restart sends again what its predecessor may not have handed over, and
+  what was taken already is dropped. A taken line is confirmed (``TOOK``) and written to claude
+  by a thread of its own, in order: the thread that reads the daemon's requests never waits for
+  claude, so a claude that stops reading holds up neither acknowledgements nor a daemon's attach.
 * One daemon at a time is attached over DIR/sock (0600). Frames are a text header line,
   optionally followed by a payload of the length it names:
-    holder → daemon: ``HELLO <holder pid> <claude pid> running|exited``,
+    holder → daemon: ``HELLO <protocol> <holder pid> <claude pid> running|exited <spool limit>``,
                      ``OUT <offset> <n>`` + bytes, ``ERR <n>`` + bytes (claude's stderr),
-                     ``EXIT <returncode> <end offset>``
+                     ``EXIT <returncode> <end offset>``, ``TOOK <key>``
     daemon → holder: ``ATTACH <offset>`` (send the spool from there on, then live),
-                     ``ACK <offset>``, ``IN <n>`` + bytes (claude's stdin), ``EOF`` (close it)
+                     ``ACK <offset>``, ``IN <n> <key>`` + bytes (claude's stdin), ``EOF`` (close it)
 * When claude has exited, its output is read to the end (or for DRAIN_SECONDS), what is left
   of its group is killed, and ``EXIT`` is sent after the last ``OUT``. Once the daemon has
-  acknowledged the end offset the holder removes DIR and exits. Until then it waits for a
-  daemon, however long that takes.
+  acknowledged the end offset the holder removes DIR and exits.
+* After UNATTENDED seconds without a daemon (0: never), the holder ends claude (SIGTERM to its
+  group, SIGKILL GRACE seconds later) unless it has exited, writes its exit status (and stderr
+  tail) to DIR/exit.json and exits, leaving the spool: no process waits for ever for a daemon
+  that may never come. The next daemon runs ``holder.py --replay DIR UNATTENDED``, which serves
+  them as a holder whose claude exited meanwhile would.
 """
 
 from __future__ import annotations
@@ -38,8 +47,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
+from typing import IO, Any
 
+PROTOCOL = 2  # in HELLO: a daemon refuses a holder that speaks another version
 # A pipe holds 64 KiB, so no read of claude's pipes returns more. Asking for more costs: CPython
 # allocates the whole size before reading, and above glibc's 128 KiB mmap threshold that is an
 # mmap, an mremap down to the bytes read and an munmap for every read (measured: 33 against 9 µs
@@ -51,21 +63,36 @@ STDERR_KEEP_BYTES = 64 * 1024  # claude's stderr kept while no daemon is attache
 DRAIN_SECONDS = 2.0
 MAX_HEADER_BYTES = 128
 CHUNK_FROM_DAEMON_BYTES = 64 * 1024
+EXIT_RECORD = "exit.json"
 
 
 class Spool:
     """claude's stdout from the oldest unacknowledged segment on, on disk."""
 
-    def __init__(self, directory: str, limit: int) -> None:
+    def __init__(self, directory: str, limit: int, segments: list[int], end: int) -> None:
         self.directory = directory
         self.limit = limit
         # Deleted only whole, so the spool holds at most limit + a segment + one read on disk.
         self.segment_bytes = max(64 * 1024, min(SEGMENT_BYTES, limit // 4))
-        self.end = 0  # bytes of stdout received from claude
-        self.acked = 0  # bytes the daemon has committed
-        self._segments: list[int] = []  # first offsets, oldest first
+        self.end = end  # bytes of stdout received from claude
+        self.acked = segments[0] if segments else end  # bytes the daemon has committed
+        self._segments = segments  # first offsets, oldest first
         self._out: int | None = None  # fd of the newest segment
+
+    @classmethod
+    def new(cls, directory: str, limit: int) -> Spool:
         os.makedirs(directory, mode=0o700)
+        return cls(directory, limit, [], 0)
+
+    @classmethod
+    def left(cls, directory: str, limit: int, end: int) -> Spool:
+        """The spool a holder left with claude's output up to `end` (exit.json says so)."""
+        segments = sorted(int(name) for name in os.listdir(directory))
+        if segments:
+            last = segments[-1]
+            if last + os.path.getsize(os.path.join(directory, f"{last:020d}")) != end:
+                raise OSError(f"the spool in {directory} does not end at byte {end}")
+        return cls(directory, limit, segments, end)
 
     def _path(self, start: int) -> str:
         return os.path.join(self.directory, f"{start:020d}")
@@ -107,26 +134,104 @@ class Spool:
                     yield chunk
 
 
+class StdinLines:
+    """The daemon's lines for claude's stdin: each key taken once, written in order by `pump`
+    (a thread of its own). Keys are kept for claude's life: a few bytes per line."""
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        self._pipe = pipe
+        self._ready = threading.Condition()
+        self._queue: deque[bytes | None] = deque()  # None: close claude's stdin
+        self._taken: set[str] = set()
+        self._open = pipe is not None
+
+    def take(self, key: str, data: bytes) -> None:
+        with self._ready:
+            if key in self._taken:
+                log(f"stdin line {key} was taken before; dropped")
+                return
+            self._taken.add(key)
+            # A claude whose stdin is closed has exited or is exiting: its EXIT tells the daemon.
+            if self._open:
+                self._queue.append(data)
+                self._ready.notify()
+
+    def close(self) -> None:
+        with self._ready:
+            if self._open:
+                self._open = False
+                self._queue.append(None)
+                self._ready.notify()
+
+    def pump(self) -> None:
+        pipe = self._pipe
+        assert pipe is not None
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: bool(self._queue))
+                data = self._queue.popleft()
+            if data is None:
+                break
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(pipe.fileno(), view) :]
+            except OSError as error:
+                log(f"claude's stdin is closed ({error}); what is left for it is dropped")
+                break
+        with self._ready:
+            self._open = False
+            self._queue.clear()
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+
 class Holder:
-    def __init__(self, directory: str, limit: int, claude: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self,
+        directory: str,
+        spool: Spool,
+        claude_pid: int,
+        unattended: float,
+        kill_grace: float = 0.0,
+    ) -> None:
         self.directory = directory
-        self.claude = claude
-        self.spool = Spool(os.path.join(directory, "spool"), limit)
+        self.spool = spool
+        self.claude_pid = claude_pid
+        self.unattended = unattended
+        self.kill_grace = kill_grace  # from SIGTERM to SIGKILL when claude is ended unattended
+        self.claude: subprocess.Popen[bytes] | None = None  # None: replaying an ended claude
+        self.stdin = StdinLines(None)
         self.state = threading.Condition()
         self.conn: socket.socket | None = None
         self.stderr_kept = bytearray()
         self.stdout_done = False
         self.returncode: int | None = None  # set once claude exited and its output is read
+        self.leaving = False  # no daemon came in time: claude is ended, then the holder leaves
 
-    # -- claude → spool → daemon (each pipe has its thread) ---------------------------------
-    def pump_stdout(self) -> None:
-        pipe = self.claude.stdout
-        assert pipe is not None
+    def run(self, claude: subprocess.Popen[bytes]) -> None:
+        """Take claude's pipes, each on a thread of its own."""
+        assert claude.stdout is not None
+        assert claude.stderr is not None
+        self.claude = claude
+        self.stdin = StdinLines(claude.stdin)
+        for target, args in (
+            (self.pump_stdout, (claude.stdout,)),
+            (self.pump_stderr, (claude.stderr,)),
+            (self.watch_exit, (claude,)),
+            (self.stdin.pump, ()),
+        ):
+            threading.Thread(target=target, args=args, daemon=True).start()
+
+    # -- claude → spool → daemon ----------------------------------------------------------
+    def pump_stdout(self, pipe: IO[bytes]) -> None:
         while True:
             with self.state:
                 if self.spool.full:
                     log(f"spool full ({self.spool.end - self.spool.acked} bytes unacknowledged)")
-                self.state.wait_for(lambda: not self.spool.full or self.returncode is not None)
+                self.state.wait_for(
+                    lambda: not self.spool.full or self.returncode is not None or self.leaving
+                )
             chunk = os.read(pipe.fileno(), PIPE_READ_BYTES)
             with self.state:
                 if self.returncode is not None:
@@ -139,9 +244,7 @@ class Holder:
                 self.spool.append(chunk)
                 self._send(f"OUT {offset} {len(chunk)}\n".encode(), chunk)
 
-    def pump_stderr(self) -> None:
-        pipe = self.claude.stderr
-        assert pipe is not None
+    def pump_stderr(self, pipe: IO[bytes]) -> None:
         while chunk := os.read(pipe.fileno(), PIPE_READ_BYTES):
             with self.state:
                 if self.conn is None:
@@ -150,26 +253,29 @@ class Holder:
                 else:
                     self._send(f"ERR {len(chunk)}\n".encode(), chunk)
 
-    def watch_exit(self) -> None:
-        returncode = self.claude.wait()
+    def watch_exit(self, claude: subprocess.Popen[bytes]) -> None:
+        returncode = claude.wait()
         with self.state:
             self._drain()
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.claude.pid, signal.SIGKILL)  # what is left of its group
+            os.killpg(self.claude_pid, signal.SIGKILL)  # what is left of its group
         with self.state:
             self.returncode = returncode
             self.state.notify_all()
             log(f"claude exited ({returncode}) after {self.spool.end} bytes of output")
             self._send(f"EXIT {returncode} {self.spool.end}\n".encode())
             self._finish_if_done()
+            if self.leaving and self.conn is None:
+                self._leave()
 
     def _drain(self) -> None:
         """Under the lock: wait for the end of claude's stdout. Only time spent reading counts
         towards DRAIN_SECONDS (a process outside the group may hold the pipe open forever);
-        a full spool waits for the daemon, so output is never cut off at the bound."""
+        a full spool waits for the daemon, so output is never cut off at the bound (unless
+        the holder is leaving: then claude's group is dead and its pipe holds what is left)."""
         deadline = None
         while not self.stdout_done:
-            if self.spool.full:
+            if self.spool.full and not self.leaving:
                 deadline = None
                 self.state.wait()
                 continue
@@ -202,10 +308,53 @@ class Holder:
             shutil.rmtree(self.directory, ignore_errors=True)
             os._exit(0)
 
+    # -- no daemon for too long -------------------------------------------------------------
+    def _unattended(self) -> None:
+        """No daemon attached for the unattended limit: leave at once if claude has exited
+        (its output and status wait for the next daemon); else end claude (SIGTERM lets the
+        CLI save its session and stop its tools) and leave once it exited (watch_exit, or the
+        next timeout if a daemon came and went meanwhile)."""
+        with self.state:
+            if self.returncode is not None:
+                self._leave()
+            if self.leaving:
+                return  # claude was ended and has not exited yet: SIGKILL follows the grace
+            log(f"no daemon attached for {self.unattended:g} s: ending claude")
+            self.leaving = True
+            self.state.notify_all()  # its output is read on, past the bound, to its end
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.claude_pid, signal.SIGTERM)
+        threading.Thread(target=self._kill_after_grace, daemon=True).start()
+
+    def _kill_after_grace(self) -> None:
+        time.sleep(self.kill_grace)
+        assert self.claude is not None
+        if self.claude.returncode is None:
+            log(f"claude ignored SIGTERM for {self.kill_grace:g} s; sending SIGKILL")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.claude_pid, signal.SIGKILL)
+
+    def _leave(self) -> None:
+        """Under the lock, claude ended and no daemon attached: keep its exit status beside the
+        spool for the next daemon (`--replay`) and exit. exit.json is written while the socket
+        still answers, so a daemon that finds the holder gone finds the record too."""
+        record = {
+            "returncode": self.returncode,
+            "end": self.spool.end,
+            "limit": self.spool.limit,
+            "stderr": self.stderr_kept.decode(errors="replace"),  # why it ended, maybe
+        }
+        path = os.path.join(self.directory, EXIT_RECORD)
+        with open(path + ".tmp", "w", encoding="utf-8") as file:
+            json.dump(record, file)
+        os.replace(path + ".tmp", path)
+        log(f"leaving {self.spool.end - self.spool.acked} bytes of output for the next daemon")
+        os._exit(0)
+
     # -- daemon → holder (the main thread) --------------------------------------------------
     def serve(self, listener: socket.socket) -> None:
         while True:
-            conn, _ = listener.accept()
+            conn = self._accept(listener)
             try:
                 self._serve_one(conn)
             except (OSError, ValueError) as error:
@@ -216,10 +365,24 @@ class Holder:
                 else:
                     conn.close()
 
+    def _accept(self, listener: socket.socket) -> socket.socket:
+        """The next daemon; each time none comes within the unattended limit (0: no limit),
+        see `_unattended`."""
+        listener.settimeout(self.unattended or None)
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                self._unattended()
+                continue
+            conn.setblocking(True)
+            return conn
+
     def _serve_one(self, conn: socket.socket) -> None:
         with self.state:
             state = "running" if self.returncode is None else "exited"
-        conn.sendall(f"HELLO {os.getpid()} {self.claude.pid} {state}\n".encode())
+        hello = f"HELLO {PROTOCOL} {os.getpid()} {self.claude_pid} {state} {self.spool.limit}\n"
+        conn.sendall(hello.encode())
         stream = Requests(conn)
         while header := stream.readline():
             kind, *args = header.decode().split()
@@ -231,9 +394,13 @@ class Holder:
                     self.state.notify_all()
                     self._finish_if_done()
             elif kind == "IN":
-                self._to_claude(stream.read_exactly(int(args[0])))
+                key = args[1]
+                self.stdin.take(key, stream.read_exactly(int(args[0])))
+                with self.state:
+                    if self.conn is conn:
+                        self._send(f"TOOK {key}\n".encode())
             elif kind == "EOF":
-                self._close_stdin()
+                self.stdin.close()
             else:
                 raise ValueError(f"unknown request {header!r}")
 
@@ -257,19 +424,6 @@ class Holder:
                 self._send(f"EXIT {self.returncode} {self.spool.end}\n".encode())
             self.state.notify_all()
             self._finish_if_done()
-
-    def _to_claude(self, data: bytes) -> None:
-        stdin = self.claude.stdin
-        # A claude that stopped reading has exited or is exiting: its EXIT tells the daemon.
-        with contextlib.suppress(OSError, ValueError):
-            assert stdin is not None
-            stdin.write(data)
-            stdin.flush()
-
-    def _close_stdin(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            assert self.claude.stdin is not None
-            self.claude.stdin.close()
 
 
 class Requests:
@@ -317,6 +471,14 @@ def log(message: str) -> None:
     print(f"{stamp} holder {os.getpid()}: {message}", file=sys.stderr, flush=True)
 
 
+def _log_to_file(directory: str) -> None:
+    """Our own diagnostics go to a file of our own; claude's pipes are ours alone."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND  # a replay adds to the log it finds
+    log_fd = os.open(os.path.join(directory, "holder.log"), flags, 0o600)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+
+
 def _listen(path: str) -> socket.socket:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o177)  # the socket is 0600 from its creation on
@@ -328,18 +490,31 @@ def _listen(path: str) -> socket.socket:
     return listener
 
 
-def main(argv: list[str]) -> int:
-    directory, limit, session_id, separator, *claude_argv = argv
+def _ready(claude_pid: int) -> None:
+    print(f"READY {claude_pid}", flush=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the daemon reads our stdout to its end: close it
+    os.close(devnull)
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as file:
+        facts = json.load(file)
+    if not isinstance(facts, dict):
+        raise ValueError(f"{path} does not hold an object")
+    return facts
+
+
+def run(argv: list[str]) -> int:
+    directory, limit, unattended, grace, session_id, separator, *claude_argv = argv
     if separator != "--" or not claude_argv:
-        print("ERROR usage: holder.py DIR SPOOL_LIMIT SESSION_ID -- CLAUDE_ARGV...", flush=True)
+        print("ERROR usage: holder.py DIR SPOOL_LIMIT UNATTENDED GRACE SESSION_ID -- CLAUDE...")
         return 2
-    # Our own diagnostics go to a file of our own; claude's pipes are ours alone.
-    log_fd = os.open(os.path.join(directory, "holder.log"), os.O_WRONLY | os.O_CREAT, 0o600)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
+    _log_to_file(directory)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         listener = _listen(os.path.join(directory, "sock"))
+        spool = Spool.new(os.path.join(directory, "spool"), int(limit))
         claude = subprocess.Popen(
             claude_argv,
             stdin=subprocess.PIPE,
@@ -351,7 +526,7 @@ def main(argv: list[str]) -> int:
         print(f"ERROR {error}", flush=True)
         shutil.rmtree(directory, ignore_errors=True)
         return 1
-    holder = Holder(directory, int(limit), claude)
+    holder = Holder(directory, spool, claude.pid, float(unattended), float(grace))
     facts = {
         "session_id": session_id,
         "holder_pid": os.getpid(),
@@ -361,14 +536,43 @@ def main(argv: list[str]) -> int:
     with open(os.path.join(directory, "holder.json"), "w", encoding="utf-8") as file:
         json.dump(facts, file)
     log(f"claude pid {claude.pid} started: {claude_argv[0]}")
-    for target in (holder.pump_stdout, holder.pump_stderr, holder.watch_exit):
-        threading.Thread(target=target, daemon=True).start()
-    print(f"READY {claude.pid}", flush=True)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # the daemon reads our stdout to its end: close it
-    os.close(devnull)
+    holder.run(claude)
+    _ready(claude.pid)
     holder.serve(listener)
     return 0
+
+
+def replay(argv: list[str]) -> int:
+    """Serve what a holder that ended its unattended claude left in DIR (the spool, exit.json)."""
+    directory, unattended = argv
+    _log_to_file(directory)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        facts = _read_json(os.path.join(directory, "holder.json"))
+        record = _read_json(os.path.join(directory, EXIT_RECORD))
+        spool_dir = os.path.join(directory, "spool")
+        spool = Spool.left(spool_dir, int(record["limit"]), int(record["end"]))
+        socket_path = os.path.join(directory, "sock")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)  # left by the holder that ended claude
+        listener = _listen(socket_path)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"ERROR {error}", flush=True)
+        return 1
+    holder = Holder(directory, spool, int(facts["claude_pid"]), float(unattended))
+    holder.returncode = int(record["returncode"])
+    holder.stdout_done = True
+    holder.stderr_kept += str(record.get("stderr", "")).encode()
+    log(f"replaying bytes {spool.acked}-{spool.end} of an ended claude's output")
+    _ready(holder.claude_pid)
+    holder.serve(listener)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--replay"]:
+        return replay(argv[1:])
+    return run(argv)
 
 
 if __name__ == "__main__":

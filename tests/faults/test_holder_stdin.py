@@ -1,0 +1,140 @@
+"""Lines for claude's stdin across daemon restarts (claude/holder): a user message or a permission
+answer the daemon has taken reaches claude exactly once, whether claude had stopped reading,
+the holder had stopped reading, or the daemon was killed with the line still in its hands."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import psutil
+from harness.conditions import until
+from harness.fake_claude import FakeClaude
+from harness.restarts import Restarts, betcode_argv
+
+from betcode.v1 import agent_pb2
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+REQUEST = "0b8f4a52-4c0e-4a57-9d43-5f1c7c2f7a11"
+# More than claude's stdin pipe and one read of it hold, and than the holder's socket holds.
+BIG = "x" * 1_000_000
+
+
+def ask_then_text(*before_asking: dict[str, Any]) -> dict[str, Any]:
+    """A run whose first turn asks to run a tool (after `before_asking`), the next says a text."""
+    ask = {"do": "permission", "tool_name": "Bash", "input": {"command": "echo once"}}
+    return {
+        "turns": [
+            [*before_asking, {**ask, "request_id": REQUEST}],
+            [{"do": "text", "text": "read your long message"}],
+        ]
+    }
+
+
+def stored_user_lines(database: Path, session_id: str) -> int:
+    with closing(sqlite3.connect(database)) as db:
+        (count,) = db.execute(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ? AND direction = 'in' "
+            "AND message_type = 'user'",
+            (session_id,),
+        ).fetchone()
+    return int(count)
+
+
+def answer_recorded(database: Path) -> bool:
+    with closing(sqlite3.connect(database)) as db:
+        row = db.execute(
+            "SELECT response_received FROM pending_permissions WHERE request_id = ?", (REQUEST,)
+        ).fetchone()
+    return row is not None and row[0] == 1
+
+
+async def start_asking(restarts: Restarts, binary: Path, tmp_path: Path) -> str:
+    """A daemon, a session, a turn whose tool waits for permission; the session's id."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    await restarts.start(binary, {**ENV, "HOME": str(tmp_path)})
+    writer = restarts.client("writer")
+    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+    await writer.wait_for("session_info")
+    writer.say("run it")
+    await writer.wait_for("permission_request")
+    return writer.session_id
+
+
+def assert_each_line_once(fake: FakeClaude) -> None:
+    """claude read the answer and the long message once each, and ran the tool once."""
+    read = fake.stdin_messages()
+    answers = [m for m in read if m.get("type") == "control_response"]
+    assert [m["response"]["request_id"] for m in answers] == [REQUEST]
+    assert answers[0]["response"]["response"]["behavior"] == "allow"
+    long_ones = [m for m in read if m.get("type") == "user" and m["message"]["content"] == BIG]
+    assert len(long_ones) == 1
+    assert len(fake.starts()) == 1  # the same claude all along
+
+
+async def observe_both_turns(restarts: Restarts, session_id: str) -> list[str]:
+    observer = restarts.client("observer")
+    observer.resume(session_id, from_sequence=0)
+    await observer.wait_for("turn_complete", count=2, within_s=60)
+    return [e.tool_call_result.output for e in observer.of_kind("tool_call_result")]
+
+
+async def test_a_claude_that_stopped_reading_gets_each_line_once_across_a_daemon_kill(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake = FakeClaude(tmp_path)
+    reading_again = tmp_path / "read-again"
+    binary = fake.binary([ask_then_text({"do": "deaf", "until_file": str(reading_again)})])
+    session_id = await start_asking(restarts, binary, tmp_path)
+    daemon = restarts.daemon
+    assert daemon is not None
+    [holder] = restarts.holders()
+    restarts.clients[0].say(BIG)  # claude does not read it: it waits in its holder
+    await until(lambda: stored_user_lines(restarts.database, session_id) == 2)
+    answered = await restarts.cli("permissions", "allow", REQUEST)
+    assert answered.returncode == 0, answered.stderr
+
+    await asyncio.to_thread(daemon.kill9)
+    await asyncio.to_thread(daemon.start)  # the new daemon must reach the holder
+    reading_again.touch()
+
+    assert await observe_both_turns(restarts, session_id) == ["Bash ran"]
+    assert_each_line_once(fake)
+    assert psutil.Process(holder["claude_pid"]).is_running()
+
+
+async def test_lines_a_killed_daemon_still_held_reach_claude_once(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake = FakeClaude(tmp_path)
+    binary = fake.binary([ask_then_text()])
+    session_id = await start_asking(restarts, binary, tmp_path)
+    daemon = restarts.daemon
+    assert daemon is not None
+    [holder] = restarts.holders()
+    # The holder stops reading (as one starved of CPU would): what its socket cannot take
+    # stays in the daemon, the long message's tail and then the answer.
+    os.kill(holder["holder_pid"], signal.SIGSTOP)
+    try:
+        restarts.clients[0].say(BIG)
+        await until(lambda: stored_user_lines(restarts.database, session_id) == 2)
+        answering = subprocess.Popen(  # noqa: ASYNC220 - waits in the daemon, killed below
+            betcode_argv("permissions", "allow", REQUEST), env=daemon.env, stdout=subprocess.DEVNULL
+        )
+        await until(lambda: answer_recorded(restarts.database))
+        await asyncio.to_thread(daemon.kill9)
+        answering.kill()
+        await asyncio.to_thread(answering.wait)
+    finally:
+        os.kill(holder["holder_pid"], signal.SIGCONT)
+    await asyncio.to_thread(daemon.start)
+
+    assert await observe_both_turns(restarts, session_id) == ["Bash ran"]
+    assert_each_line_once(fake)
