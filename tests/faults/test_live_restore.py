@@ -159,6 +159,42 @@ async def test_a_permission_pending_across_a_daemon_sigkill_is_answered_to_the_s
     assert psutil.Process(holder["claude_pid"]).is_running()
 
 
+def session_grants(database: Path, session_id: str) -> list[tuple[str, str | None]]:
+    with closing(sqlite3.connect(database)) as db:
+        rows = db.execute(
+            "SELECT tool_name, pattern FROM permission_grants WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ).fetchall()
+    return [(str(tool), pattern) for tool, pattern in rows]
+
+
+@pytest.mark.real_cli
+async def test_allowed_for_the_session_after_a_daemon_sigkill_as_claude_suggested(
+    restarts: Restarts, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    daemon = await restarts.start(claude_bin, workspace.env(mock_api.base_url))
+    reader = restarts.client("reader")
+    reader.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+    await reader.wait_for("session_info")
+    session_id = reader.session_id
+    notes = workspace.repo / "notes.txt"
+    reader.say("SCN:tool_write " + json.dumps({"file_path": str(notes), "content": "once\n"}))
+    request = (await reader.wait_for("permission_request")).permission_request
+
+    await asyncio.to_thread(daemon.kill9)
+    await asyncio.to_thread(daemon.start)  # the request waits on the same claude again
+    answered = await restarts.cli("permissions", "allow", "--session-wide", request.request_id)
+    assert answered.returncode == 0, answered.stderr
+
+    observer = restarts.client("observer")
+    observer.resume(session_id, from_sequence=0)
+    await observer.wait_for("turn_complete", within_s=60)
+    assert notes.read_text() == "once\n"
+    # claude suggested accepting edits for the session (its permission_suggestions, CLAUDE_CLI
+    # §6.3): the grant covers the project's files, not just this one file.
+    assert session_grants(restarts.database, session_id) == [("Edit", "./**")]
+
+
 FLOOD_UUID = "00000000-0000-4000-9000-"
 
 

@@ -21,6 +21,7 @@ claude resumes the conversation (`orphans`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 
 from betcode.config.settings import PermissionSettings
@@ -83,8 +84,9 @@ class Answers:
         now = self._clock()
         if row.expires_at <= now:
             raise AnswerError.stale(request_id)
-        live = self._live.get(session.id, request_id)
-        reply = build_reply(row, answer, live.tool.permission_suggestions if live else ())
+        # claude's suggestions as stored with the request: the same whether the process that
+        # asked still waits, was re-attached after a daemon restart, or is gone.
+        reply = build_reply(row, answer, json.loads(row.permission_suggestions))
         waiting = self._live.waiting(session, request_id)
         audit = answer_audit(row, reply, answer)
         if not await self._writer.call(

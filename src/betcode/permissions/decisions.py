@@ -87,7 +87,7 @@ def build_reply(
     row: PendingPermission, answer: ClientAnswer, suggestions: Sequence[object] = ()
 ) -> Reply:
     """The reply to a client's answer. `suggestions` are claude's permission_suggestions for
-    the request (known while the process that asked is alive); they scope ALLOW_SESSION."""
+    the request (stored with it); they scope ALLOW_SESSION."""
     dialect = Dialect(row.dialect)
     original: dict[str, Any] = json.loads(row.input)
     decision = answer.decision

@@ -21,7 +21,7 @@ from betcode.permissions import orphans
 from betcode.permissions.live import LiveRequests
 from betcode.permissions.sweeper import Clock
 from betcode.permissions.withdrawals import settle_cancelled
-from betcode.protocol.messages import CanUseTool, ControlRequest, Dialect
+from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions import translate
 from betcode.sessions.fanout import Frame
 from betcode.sessions.session import Session
@@ -84,11 +84,12 @@ class Forwarding:
                 tool_description=tool.description or tool.decision_reason,
                 tool_use_id=tool.tool_use_id,
                 is_question=is_question,
+                permission_suggestions=json.dumps(tool.permission_suggestions),
             )
             return superseded
 
         superseded = await self._writer.call(store)
-        self._live.add(session, request, tool)
+        self._live.add(session, request.request_id)
         again = f"asked again as {request.request_id}"
         events = [
             translate.permission_resolved_event(old, "cancelled", message=again)
@@ -114,11 +115,7 @@ class Forwarding:
         for row in rows:
             if row.received_at < claude_started_at:
                 continue
-            tool = _tool_of(row)
-            request = ControlRequest(
-                request_id=row.request_id, request=tool, dialect=Dialect(row.dialect)
-            )
-            self._live.add(session, request, tool)
+            self._live.add(session, row.request_id)
             log.info("session %s: %s waits on the same claude again", session.id, row.request_id)
 
     async def replay_frames(self, session_ids: list[str], last_seq: int) -> list[Frame]:

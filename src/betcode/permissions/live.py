@@ -9,24 +9,16 @@ daemon restart nothing is live.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 
-from betcode.protocol.messages import CanUseTool, ControlRequest
 from betcode.sessions.session import Session
-
-
-@dataclass(frozen=True, slots=True)
-class LiveRequest:
-    request: ControlRequest
-    tool: CanUseTool
-    process_pid: int | None
 
 
 class LiveRequests:
     def __init__(self) -> None:
         # Weak: a deleted session must not be kept alive (or written to) by the bridge.
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
-        self._requests: dict[str, dict[str, LiveRequest]] = {}
+        # session id → request id → pid of the claude process that asked
+        self._requests: dict[str, dict[str, int | None]] = {}
 
     def remember(self, session: Session) -> None:
         self._sessions[session.id] = session
@@ -36,32 +28,30 @@ class LiveRequests:
         session = self._sessions.get(session_id)
         return None if session is None or session.closed else session
 
-    def add(self, session: Session, request: ControlRequest, tool: CanUseTool) -> None:
+    def add(self, session: Session, request_id: str) -> None:
+        """The session's current claude process waits on `request_id`."""
         self.remember(session)
-        live = LiveRequest(request, tool, session.supervisor.pid)
-        self._requests.setdefault(session.id, {})[request.request_id] = live
+        self._requests.setdefault(session.id, {})[request_id] = session.supervisor.pid
 
-    def get(self, session_id: str, request_id: str) -> LiveRequest | None:
-        return self._requests.get(session_id, {}).get(request_id)
-
-    def pop(self, session_id: str, request_id: str) -> LiveRequest | None:
+    def pop(self, session_id: str, request_id: str) -> bool:
+        """Forget `request_id`; whether it was known."""
         requests = self._requests.get(session_id)
-        if requests is None:
-            return None
-        live = requests.pop(request_id, None)
+        if requests is None or request_id not in requests:
+            return False
+        del requests[request_id]
         if not requests:
             del self._requests[session_id]
-        return live
+        return True
 
     def waiting(self, session: Session, request_id: str) -> bool:
         """Whether the session's current claude process is the one waiting on `request_id`."""
-        live = self.get(session.id, request_id)
-        return live is not None and _is_current(live, session)
+        requests = self._requests.get(session.id, {})
+        return request_id in requests and _is_current(requests[request_id], session)
 
     def waiting_ids(self, session: Session) -> frozenset[str]:
         """The requests the session's current claude process waits on."""
         requests = self._requests.get(session.id, {})
-        return frozenset(rid for rid, live in requests.items() if _is_current(live, session))
+        return frozenset(rid for rid, pid in requests.items() if _is_current(pid, session))
 
     def has_pending(self, session_id: str) -> bool:
         """Whether the session's current claude process waits on any answer."""
@@ -69,9 +59,9 @@ class LiveRequests:
         requests = self._requests.get(session_id)
         if session is None or not requests:
             return False
-        return any(_is_current(live, session) for live in requests.values())
+        return any(_is_current(pid, session) for pid in requests.values())
 
 
-def _is_current(live: LiveRequest, session: Session) -> bool:
+def _is_current(asker_pid: int | None, session: Session) -> bool:
     pid = session.supervisor.pid
-    return pid is not None and live.process_pid == pid
+    return pid is not None and asker_pid == pid

@@ -46,10 +46,10 @@ class Withdrawals:
 
     async def on_cancel(self, session: Session, request_id: str) -> None:
         """claude withdrew `request_id`."""
-        live = self._live.pop(session.id, request_id)
+        was_live = self._live.pop(session.id, request_id)
         now = self._clock()
         won = await self._writer.call(lambda c: settle_cancelled(c, request_id, now))
-        if live is not None or won:
+        if was_live or won:
             session.emit([translate.permission_resolved_event(request_id, CANCELLED)])
 
     async def withdraw_all(

@@ -36,6 +36,7 @@ class PendingPermission:
     response_payload: str | None  # JSON of the answer to write to claude
     response_at: float | None
     delivered: bool
+    permission_suggestions: str = "[]"  # JSON array: claude's own, they scope ALLOW_SESSION
 
 
 class Reminder(Enum):
@@ -57,7 +58,7 @@ _COLUMNS = (
     "request_id, session_id, tool_name, tool_description, input, tool_use_id, dialect, "
     "is_question, received_at, forwarded_at, expires_at, last_extended_at, extension_count, "
     "reminder_1h_sent, reminder_24h_sent, push_notification_id, response_received, "
-    "response_decision, response_payload, response_at, delivered"
+    "response_decision, response_payload, response_at, delivered, permission_suggestions"
 )
 _SELECT = f"SELECT {_COLUMNS} FROM pending_permissions"
 _ORDER = " ORDER BY received_at, rowid"
@@ -86,12 +87,14 @@ def insert_pending(
     tool_description: str | None = None,
     tool_use_id: str | None = None,
     is_question: bool = False,
+    permission_suggestions: str = "[]",
 ) -> bool:
     """Store a new request; False if this request_id is already stored (left unchanged)."""
     cursor = conn.execute(
         "INSERT INTO pending_permissions (request_id, session_id, tool_name, tool_description, "
-        "input, tool_use_id, dialect, is_question, received_at, expires_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING",
+        "input, tool_use_id, dialect, is_question, received_at, expires_at, "
+        "permission_suggestions) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING",
         (
             request_id,
             session_id,
@@ -103,6 +106,7 @@ def insert_pending(
             int(is_question),
             received_at,
             expires_at,
+            permission_suggestions,
         ),
     )
     return cursor.rowcount == 1

@@ -228,3 +228,22 @@ def test_expired_lists_unanswered_requests_past_their_expiry(conn: sqlite3.Conne
     assert ids(expired(conn, NOW + 120)) == ["gone", "edge"]
     assert answer(conn, "gone", decision="expired", payload="{}", now=NOW + 120)
     assert ids(expired(conn, NOW + 120)) == ["edge"]
+
+
+def test_claudes_suggestions_are_stored_with_the_request(conn: sqlite3.Connection) -> None:
+    add_session(conn)
+    suggestions = '[{"type":"setMode","mode":"acceptEdits","destination":"session"}]'
+    insert_pending(
+        conn,
+        request_id="r1",
+        session_id="s1",
+        tool_name="Edit",
+        input_json="{}",
+        dialect="stdio",
+        received_at=NOW,
+        expires_at=NOW + HOUR,
+        permission_suggestions=suggestions,
+    )
+    request(conn, "r2")
+    stored = [get_pending(conn, request_id) for request_id in ("r1", "r2")]
+    assert [row.permission_suggestions if row else None for row in stored] == [suggestions, "[]"]
