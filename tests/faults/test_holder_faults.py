@@ -270,6 +270,28 @@ async def test_an_unattended_claude_that_ignores_sigterm_is_killed_after_the_gra
     assert not directory.exists()
 
 
+async def test_a_left_holder_that_cannot_be_replayed_is_removed_sparing_its_old_claude_pid(
+    tmp_path: Path,
+) -> None:
+    """Its claude ended (exit.json says so), maybe days ago: a process group leader that has
+    its pid now is someone else's and is left alone."""
+    directory = tmp_path / "holders" / "1eft1eft"
+    (directory / "spool").mkdir(parents=True)
+    (directory / "spool" / f"{0:020d}").write_bytes(b"{}\n")  # 3 bytes, not the 9 recorded
+    (directory / EXIT_RECORD).write_text(json.dumps({"returncode": 0, "end": 9, "limit": 1 << 21}))
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)  # noqa: ASYNC220
+    try:
+        facts = {"session_id": "s1", "holder_pid": 1, "claude_pid": other.pid, "started_at": 0.0}
+        (directory / "holder.json").write_text(json.dumps(facts))
+
+        assert await find_holders(HolderPlace(tmp_path / "holders")) == []
+        assert not directory.exists()
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
 async def test_a_holder_of_another_protocol_is_stopped_with_its_claude(tmp_path: Path) -> None:
     """One left by an older BetCode (its HELLO has no protocol number): this daemon cannot
     speak to it, so it goes, with its claude, as after a crash (the session resumes)."""

@@ -118,7 +118,9 @@ def _facts(directory: Path) -> dict[str, Any] | None:
 
 def _collect(directory: Path, facts: dict[str, Any] | None, *, holder_too: bool) -> None:
     claude_pid = facts.get("claude_pid") if facts else None
-    if isinstance(claude_pid, int) and _leads_its_group(claude_pid):
+    # A holder that left exit.json ended its claude, maybe long ago: that pid may be another's.
+    ended = (directory / EXIT_RECORD).exists()
+    if not ended and isinstance(claude_pid, int) and _leads_its_group(claude_pid):
         logger.warning("killing claude pid %d, left behind by its holder", claude_pid)
         kill_group(claude_pid)
     holder_pid = facts.get("holder_pid") if facts else None
