@@ -1,6 +1,6 @@
 """The input lock through a real daemon (in process, fake claude subprocess, real socket): an
 idle holder loses the lock to a waiting client and every client is told; a settings reload
-retimes the locks of live sessions."""
+retimes the locks of live sessions and gives them the holder settings for their next claude."""
 
 from __future__ import annotations
 
@@ -110,3 +110,25 @@ async def test_a_reload_retimes_the_locks_of_live_sessions(world: World) -> None
     settings.write_text(json.dumps({"daemon": {"input_lock": {"idle_handover_seconds": 1}}}))
     world.daemon.reload()
     assert session.lock.idle_transfer == 90  # an invalid file changes nothing
+
+
+async def test_a_reload_gives_live_sessions_the_holder_settings_for_their_next_claude(
+    world: World,
+) -> None:
+    await two_clients_on_one_session(world)
+    settings = world.daemon.config.settings_file
+    settings.parent.mkdir(parents=True)
+    holder = {"spool_limit_bytes": 32 * 1024 * 1024, "unattended_seconds": "1d"}
+    settings.write_text(json.dumps({"daemon": {"holder": holder}}))
+    world.daemon.reload()
+    assert world.daemon.sessions is not None
+    (session,) = world.daemon.sessions.live
+    holding = session.supervisor.holding
+    assert holding is not None
+    assert (holding.place.spool_limit_bytes, holding.place.unattended_seconds) == (32 << 20, 86400)
+    assert holding.journal is not None  # still the session's stdin journal
+
+    # Below twice max_payload_bytes (10 MiB) a line could never be committed whole: refused.
+    settings.write_text(json.dumps({"daemon": {"holder": {"spool_limit_bytes": 16 << 20}}}))
+    world.daemon.reload()
+    assert session.supervisor.holding == holding
