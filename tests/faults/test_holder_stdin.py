@@ -18,9 +18,6 @@ from harness.conditions import until
 from harness.fake_claude import FakeClaude
 from harness.restarts import Restarts, betcode_argv
 
-from betcode.v1 import agent_pb2
-
-ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 REQUEST = "0b8f4a52-4c0e-4a57-9d43-5f1c7c2f7a11"
 # More than claude's stdin pipe and one read of it hold, and than the holder's socket holds.
 BIG = "x" * 1_000_000
@@ -55,14 +52,9 @@ def answer_recorded(database: Path) -> bool:
     return row is not None and row[0] == 1
 
 
-async def start_asking(restarts: Restarts, binary: Path, tmp_path: Path) -> str:
+async def start_asking(restarts: Restarts, binary: Path) -> str:
     """A daemon, a session, a turn whose tool waits for permission; the session's id."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    await restarts.start(binary, {**ENV, "HOME": str(tmp_path)})
-    writer = restarts.client("writer")
-    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
-    await writer.wait_for("session_info")
+    _, writer = await restarts.start_fake_session(binary)
     writer.say("run it")
     await writer.wait_for("permission_request")
     return writer.session_id
@@ -92,7 +84,7 @@ async def test_a_claude_that_stopped_reading_gets_each_line_once_across_a_daemon
     fake = FakeClaude(tmp_path)
     reading_again = tmp_path / "read-again"
     binary = fake.binary([ask_then_text({"do": "deaf", "until_file": str(reading_again)})])
-    session_id = await start_asking(restarts, binary, tmp_path)
+    session_id = await start_asking(restarts, binary)
     daemon = restarts.daemon
     assert daemon is not None
     [holder] = restarts.holders()
@@ -115,7 +107,7 @@ async def test_lines_a_killed_daemon_still_held_reach_claude_once(
 ) -> None:
     fake = FakeClaude(tmp_path)
     binary = fake.binary([ask_then_text()])
-    session_id = await start_asking(restarts, binary, tmp_path)
+    session_id = await start_asking(restarts, binary)
     daemon = restarts.daemon
     assert daemon is not None
     [holder] = restarts.holders()

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 from harness.conditions import until
-from harness.daemon import Client
+from harness.daemon import Client, DaemonProcess
 from harness.environment import Workspace
 from harness.fake_claude import FakeClaude
 from harness.restarts import Restarts, gone, spooled_end
@@ -86,14 +86,22 @@ def assert_replayed_once(observer: Client, stored: Stored) -> None:
     assert "TURN_INTERRUPTED" not in errors
 
 
-@pytest.mark.real_cli
-async def test_a_turn_streaming_when_the_daemon_is_sigkilled_goes_on_under_the_same_claude(
+async def start_real_session(
     restarts: Restarts, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
-) -> None:
+) -> tuple[DaemonProcess, Client]:
+    """A daemon running the real CLI against the mock model, and a client in a new session."""
     daemon = await restarts.start(claude_bin, workspace.env(mock_api.base_url))
     reader = restarts.client("reader")
     reader.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
     await reader.wait_for("session_info")
+    return daemon, reader
+
+
+@pytest.mark.real_cli
+async def test_a_turn_streaming_when_the_daemon_is_sigkilled_goes_on_under_the_same_claude(
+    restarts: Restarts, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    daemon, reader = await start_real_session(restarts, claude_bin, mock_api, workspace)
     session_id = reader.session_id
     reader.say('SCN:slow {"words": 300, "delay": 0.01}')
     await reader.wait_for("text_delta", 20)
@@ -131,12 +139,8 @@ async def test_a_permission_pending_across_a_daemon_sigkill_is_answered_to_the_s
     workspace: Workspace,
     tmp_path: Path,
 ) -> None:
-    env = workspace.env(mock_api.base_url)
-    daemon = await restarts.start(claude_bin, env)
+    daemon, reader = await start_real_session(restarts, claude_bin, mock_api, workspace)
     runs = tmp_path / "runs.txt"
-    reader = restarts.client("reader")
-    reader.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
-    await reader.wait_for("session_info")
     session_id = reader.session_id
     command = json.dumps({"command": f"echo ran >> {runs}"})
     reader.say(f"SCN:tool_bash {command}")
@@ -172,10 +176,7 @@ def session_grants(database: Path, session_id: str) -> list[tuple[str, str | Non
 async def test_allowed_for_the_session_after_a_daemon_sigkill_as_claude_suggested(
     restarts: Restarts, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
 ) -> None:
-    daemon = await restarts.start(claude_bin, workspace.env(mock_api.base_url))
-    reader = restarts.client("reader")
-    reader.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
-    await reader.wait_for("session_info")
+    daemon, reader = await start_real_session(restarts, claude_bin, mock_api, workspace)
     session_id = reader.session_id
     notes = workspace.repo / "notes.txt"
     reader.say("SCN:tool_write " + json.dumps({"file_path": str(notes), "content": "once\n"}))
@@ -226,12 +227,7 @@ async def test_twenty_daemon_restarts_during_one_turn_lose_and_repeat_nothing(
     restarts: Restarts, tmp_path: Path
 ) -> None:
     fake, binary, stop_file = endless_flood(tmp_path)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    daemon = await restarts.start(binary, {**ENV, "HOME": str(tmp_path)})
-    writer = restarts.client("writer")
-    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
-    await writer.wait_for("session_info")
+    daemon, writer = await restarts.start_fake_session(binary)
     session_id = writer.session_id
     writer.say("flood until told")
     await writer.wait_for("text_delta", 10)
@@ -308,12 +304,7 @@ async def test_a_holder_whose_claude_exited_while_no_daemon_ran_is_collected(
     fake = FakeClaude(tmp_path)
     flood = {"do": "flood", "lines": 300, "text": "e", "rate": 100}
     binary = fake.binary([{"turns": [[flood, {"do": "exit", "code": 1}]]}])
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    daemon = await restarts.start(binary, {**ENV, "HOME": str(tmp_path)})
-    writer = restarts.client("writer")
-    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
-    await writer.wait_for("session_info")
+    daemon, writer = await restarts.start_fake_session(binary)
     session_id = writer.session_id
     writer.say("flood, then exit")
     await writer.wait_for("text_delta", 10)
@@ -345,13 +336,8 @@ async def test_a_holder_left_without_a_daemon_too_long_is_ingested_by_the_next_d
     daemon.holder.unattended_seconds its holder ends claude and leaves; what claude printed
     meanwhile is still ingested, once, by the daemon that comes back later."""
     fake, binary, _never = endless_flood(tmp_path)
-    repo = tmp_path / "repo"
-    repo.mkdir()
     unattended = "--set", "holder.unattended_seconds=2"
-    daemon = await restarts.start(binary, {**ENV, "HOME": str(tmp_path)}, *unattended)
-    writer = restarts.client("writer")
-    writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
-    await writer.wait_for("session_info")
+    daemon, writer = await restarts.start_fake_session(binary, *unattended)
     session_id = writer.session_id
     writer.say("flood until stopped")
     await writer.wait_for("text_delta", 10)

@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from betcode.v1 import agent_pb2
 from harness.daemon import Client, DaemonProcess, daemon_process_env
 
 
@@ -23,6 +24,7 @@ class Restarts:
     clients close, the daemon stops and whatever it left running is killed."""
 
     def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
         self.root = tmp_path / "daemon"
         self.root.mkdir()
         self.clients: list[Client] = []
@@ -34,6 +36,20 @@ class Restarts:
         self.daemon = DaemonProcess(self.root, env, args=args)
         await asyncio.to_thread(self.daemon.start)
         return self.daemon
+
+    async def start_fake_session(
+        self, fake_claude: Path, *args: str
+    ) -> tuple[DaemonProcess, Client]:
+        """The daemon on a fake claude (HOME in tmp_path; `args` as for `start`), and a client
+        "writer" in a new session on tmp_path/repo."""
+        repo = self.tmp_path / "repo"
+        repo.mkdir()
+        environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.tmp_path)}
+        daemon = await self.start(fake_claude, environ, *args)
+        writer = self.client("writer")
+        writer.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+        await writer.wait_for("session_info")
+        return daemon, writer
 
     def client(self, client_id: str) -> Client:
         client = Client(self.root / "sock" / "daemon.sock", client_id)
