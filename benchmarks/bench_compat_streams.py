@@ -306,7 +306,7 @@ async def grpc_js_replay(daemon: DaemonProcess, session_id: str) -> dict[str, fl
 async def bare_server_replays(
     scratch: Path, db_path: Path, session_id: str, count: int, *, grpc_js: bool
 ) -> dict[str, float]:
-    """The replay clients against a bare grpc.aio server, then the pre-framed HTTP/2 server,
+    """The replay clients against the pre-framed HTTP/2 server, then a bare grpc.aio server,
     of the same `count` stored events."""
     with contextlib.closing(sqlite3.connect(db_path)) as db:
         rows = db.execute(
@@ -316,7 +316,7 @@ async def bare_server_replays(
     blob = scratch / "frames.bin"
     blob.write_bytes(b"".join(len(row[0]).to_bytes(4, "little") + row[0] for row in rows))
     figures: dict[str, float] = {}
-    for server_role in ("grpc-aio", "preframed"):
+    for server_role in ("preframed", "grpc-aio"):
         address = f"unix:{scratch / (server_role + '.sock')}"
         server = await spawn(server_role, address, str(blob))
         name = server_role.replace("-", "_")
@@ -381,6 +381,14 @@ async def run_once(lines: int, options: DaemonOptions, grpc_js: bool) -> dict[st
             await driver.turn(session_id)  # claude's warm-up turn
             await driver.turn(session_id)  # the session's history: one flood
             figures = await replay(daemon, session_id)
+            # Right after the daemon's replay, so that both meet the machine in the same state.
+            db_path = Path(scratch) / "daemon" / "data" / "daemon.db"
+            count = int(figures["replay_events"])
+            figures.update(
+                await bare_server_replays(
+                    Path(scratch), db_path, session_id, count, grpc_js=grpc_js
+                )
+            )
             figures.update(await replay(daemon, session_id, "replay-one-cpu"))
             figures.update(await fan_out(daemon, driver, session_id))
             if grpc_js:
@@ -389,11 +397,6 @@ async def run_once(lines: int, options: DaemonOptions, grpc_js: bool) -> dict[st
         finally:
             await driver.channel.close()
             await daemon.stop()
-        db_path = Path(scratch) / "daemon" / "data" / "daemon.db"
-        count = int(figures["replay_events"])
-        figures.update(
-            await bare_server_replays(Path(scratch), db_path, session_id, count, grpc_js=grpc_js)
-        )
         return figures
 
 
