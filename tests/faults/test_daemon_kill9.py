@@ -14,17 +14,18 @@ import socket
 import sqlite3
 import stat
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from harness.conditions import until
-from harness.daemon import Client, DaemonProcess, accepts_connections, daemon_process_env
+from harness.daemon import Client, DaemonProcess, accepts_connections
 from harness.environment import Workspace
 from harness.fake_claude import FakeClaude, resume_id
 from harness.mock_model import conversation_sent_with
+from harness.restarts import Restarts
 
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.v1 import agent_pb2, common_pb2
@@ -164,43 +165,6 @@ async def resume_with_a_new_message(restarted: Restarted, writer: Client, text: 
     assert contiguous(writer.sequences)
     assert writer.sequences == restarted.observer.sequences[: len(writer.sequences)]
     assert final > len(restarted.after.events)
-
-
-class Restarts:
-    """Daemon processes on tmp_path/daemon and their clients; at teardown the clients close
-    first (an open stream would hold up the daemon's graceful stop), then the daemons stop."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.root = tmp_path / "daemon"
-        self.root.mkdir()
-        self.clients: list[Client] = []
-        self.daemons: list[DaemonProcess] = []
-
-    async def start(self, claude_bin: Path, environ: dict[str, str]) -> DaemonProcess:
-        daemon = DaemonProcess(self.root, daemon_process_env(self.root, claude_bin, environ))
-        self.daemons.append(daemon)
-        await asyncio.to_thread(daemon.start)
-        return daemon
-
-    def client(self, client_id: str) -> Client:
-        client = Client(self.root / "sock" / "daemon.sock", client_id)
-        self.clients.append(client)
-        return client
-
-    async def close(self) -> None:
-        for client in self.clients:
-            await client.close()
-        for daemon in self.daemons:
-            await asyncio.to_thread(daemon.stop)
-
-
-@pytest.fixture
-async def restarts(tmp_path: Path) -> AsyncIterator[Restarts]:
-    made = Restarts(tmp_path)
-    try:
-        yield made
-    finally:
-        await made.close()
 
 
 def new_text(client: Client, after: int) -> str:
