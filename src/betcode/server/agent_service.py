@@ -341,7 +341,8 @@ class AgentService:
         self, request: agent_pb2.AnswerPermissionRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.AnswerPermissionResponse:
         """Answers a request of any session from any terminal: the session is the request's
-        own. A repeated answer succeeds and changes nothing (`duplicate`)."""
+        own, or the one named (its own, or one of its subagents': one inbox, as on its Converse
+        stream). A repeated answer succeeds and changes nothing (`duplicate`)."""
         client_id = client_id_of(context)
         answer = ClientAnswer(
             request_id=check_id(request.request_id, "request_id"),
@@ -353,11 +354,13 @@ class AgentService:
         )
         named = check_id(request.session_id, "session_id", required=False)
         if named:
-            await self._session(named, client_id)
-        row = await self._bridge.find_request(answer.request_id)
-        if row is None or (named and row.session_id != named):
-            raise AnswerError.not_found(answer.request_id)
-        session = await self._session(row.session_id, client_id)
+            # The bridge finds the asking session among the named one and its subagents'.
+            session = await self._session(named, client_id)
+        else:
+            row = await self._bridge.find_request(answer.request_id)
+            if row is None:
+                raise AnswerError.not_found(answer.request_id)
+            session = await self._session(row.session_id, client_id)
         outcome = await self._bridge.answer(session, answer)
         return agent_pb2.AnswerPermissionResponse(
             accepted=outcome.accepted, duplicate=outcome.duplicate, outcome=outcome.outcome

@@ -1663,6 +1663,12 @@ class AnswerPermissionRequest(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     ANSWERS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
+    """Empty: the request's own session. Otherwise the request must be this session's or one of
+    its subagents' (the parent's stream and ListPendingPermissions show those too); a
+    subagent's request is then answered exactly as if the subagent's session were named: the
+    same duplicate, the same audit, and FAILED_PRECONDITION (PERMISSION_WITHDRAWN) once its
+    run has ended. Another session's request is NOT_FOUND.
+    """
     request_id: _builtins.str
     decision: _common_pb2.PermissionDecision.ValueType
     message: _builtins.str
