@@ -6,9 +6,9 @@ the data dir's lock and the socket's lock taken (exit 69: one daemon per data di
 socket; nothing touched before this) → the web client's address bound → claude version check
 (exit 72 missing, 78 too old) → database + migrations, and the audit log must be there (exit 74
 otherwise) → reconciliation in one transaction → the core (audit, permission bridge, sessions),
-the capabilities (worktrees, subagents) and the services → bind → the web client, health
-checks, interrupted orchestrations and the relay tunnel start. Each step is a piece of
-`betcode.composition`.
+the capabilities (worktrees, subagents: the runs reconciliation failed end as a run does) and
+the services → bind → the web client, health checks, interrupted orchestrations and the relay
+tunnel start. Each step is a piece of `betcode.composition`.
 
 SIGHUP reloads the configuration (`composition.reload`): valid settings are handed to each
 part, an invalid file changes nothing.
@@ -101,6 +101,8 @@ class Daemon:
         await core.adopt(held)
         self.worktrees = worktrees = WorktreeCapability.open(self.config, core)
         self.subagents = subagents = SubagentCapability.open(self.config, core, worktrees.manager)
+        # Before any client is served: no question of a run the restart ended looks pending.
+        await subagents.manager.end_runs_left_behind()
         health = health_monitor(self.config, core, claude, self._reloads.report)
         self.server = DaemonServer(
             health=health,

@@ -1,6 +1,9 @@
 """kill -9 of the daemon while a subagent's question waits in its parent's inbox, then a restart
-on the same data dir. A step of an orchestration is re-attached: its question stays pending
-and the parent's client answers it."""
+on the same data dir. A subagent spawned on its own does not survive it (reconciliation fails
+the run): its question is withdrawn before the daemon serves — shown resolved in both sessions'
+logs, audited, refused to a late answer — and its claude, if it outlived the daemon under its
+holder, is stopped. A step of an orchestration is re-attached instead: its question stays
+pending and the parent's client answers it."""
 
 from __future__ import annotations
 
@@ -13,11 +16,12 @@ from typing import Any
 
 import grpc
 import pytest
+from harness.conditions import until
 from harness.daemon import Client, DaemonProcess, Decision
 from harness.fake_claude import FakeClaude
-from harness.restarts import Restarts
+from harness.restarts import Restarts, gone
 
-from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
+from betcode.v1 import agent_pb2, common_pb2, subagent_pb2, subagent_pb2_grpc
 
 ASKS_THEN_ANSWERS = {
     "turns": [
@@ -27,6 +31,7 @@ ASKS_THEN_ANSWERS = {
         ]
     ]
 }
+WHY = "subagent failed: daemon restarted"
 ANSWERER = (("x-client-id", "answerer"),)
 
 
@@ -57,12 +62,96 @@ def audit(restarts: Restarts, event_type: str) -> list[dict[str, Any]]:
         return [dict(row) for row in db.execute(query, (event_type,))]
 
 
+async def replay(restarts: Restarts, session_id: str) -> Client:
+    """A client replaying the session after the restart, once it was shown a resolution
+    (then following it live)."""
+    observer = restarts.client(f"observer-{session_id[:8]}")
+    observer.resume(session_id, 0)
+    await observer.wait_for("permission_resolved")
+    return observer
+
+
+def resolution(observer: Client, request_id: str) -> agent_pb2.PermissionResolved:
+    [resolved] = [
+        event.permission_resolved
+        for event in observer.of_kind("permission_resolved")
+        if event.permission_resolved.request_id == request_id
+    ]
+    return resolved
+
+
+def last_status(observer: Client) -> int:
+    return observer.of_kind("status_change")[-1].status_change.status
+
+
 def answer(session_id: str, request_id: str) -> agent_pb2.AnswerPermissionRequest:
     return agent_pb2.AnswerPermissionRequest(
         session_id=session_id,
         request_id=request_id,
         decision=Decision.PERMISSION_DECISION_ALLOW_ONCE,
     )
+
+
+# holders_too: claude dies with the daemon; otherwise it outlives it under its holder and the
+# restarted daemon re-attaches its session.
+@pytest.mark.parametrize("holders_too", [True, False], ids=["claude-died", "claude-held"])
+async def test_a_standalone_subagents_question_is_withdrawn_by_the_restart_that_fails_its_run(
+    restarts: Restarts, tmp_path: Path, holders_too: bool
+) -> None:
+    fake, daemon, parent = await started(restarts, tmp_path)
+    spawned = await subagents_of(parent).SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id, prompt="deploy it", name="deployer"
+        )
+    )
+    asked = (await parent.wait_for("permission_request")).permission_request
+    parent_id = parent.session_id
+    [claude_pid] = claude_pids(fake)
+
+    await kill9_and_restart(daemon, holders_too=holders_too)
+
+    after = restarts.client("after")
+    agents = after.stub
+    for listed_session in ("", parent_id, spawned.session_id):
+        listed = await agents.ListPendingPermissions(
+            agent_pb2.ListPendingPermissionsRequest(session_id=listed_session)
+        )
+        assert list(listed.pending) == [], listed_session
+    # A client replaying either session after the restart sees the question settled, and the
+    # subagent's turn ended (not waiting for the user).
+    observers = [
+        await replay(restarts, session_id) for session_id in (parent_id, spawned.session_id)
+    ]
+    for observer in observers:
+        resolved = resolution(observer, asked.request_id)
+        assert (resolved.outcome, resolved.message) == ("cancelled", WHY), observer.client_id
+    await until(lambda: last_status(observers[1]) == common_pb2.AGENT_STATUS_IDLE)
+    [denied] = [
+        row
+        for row in audit(restarts, "permission_deny")
+        if json.loads(row["context"])["request_id"] == asked.request_id
+    ]
+    assert (denied["actor_type"], denied["actor_id"]) == ("daemon", "subagent-manager")
+    assert (denied["subagent_id"], denied["session_id"]) == (
+        spawned.subagent_id,
+        spawned.session_id,
+    )
+    assert json.loads(denied["context"])["reason"] == WHY
+    # A late answer, naming either session or none, is refused and starts nothing.
+    for named in ("", parent_id, spawned.session_id):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await agents.AnswerPermission(answer(named, asked.request_id))
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, named
+        assert refused.value.details() == (
+            f"permission request {asked.request_id!r} was withdrawn: {WHY}"
+        )
+    # A claude that outlived the daemon does not go on unsupervised: the run is over.
+    await until(lambda: gone(claude_pid))
+    assert claude_pids(fake) == [claude_pid]  # nothing started it again
+    listed_runs = await subagents_of(after).ListSubagents(
+        subagent_pb2.ListSubagentsRequest(parent_session_id=parent_id)
+    )
+    assert [run.status for run in listed_runs.subagents] == [subagent_pb2.SUBAGENT_STATUS_FAILED]
 
 
 async def test_an_orchestration_steps_question_stays_pending_across_kill9_and_the_parent_answers_it(

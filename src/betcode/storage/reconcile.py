@@ -10,8 +10,10 @@ state the session is really in, not THINKING. Appended in the same transaction t
 session idle, they are added exactly once, and live and replayed streams stay identical. Not so
 for a session whose permission request is still open (unanswered, or its answer not yet given
 to claude): that turn goes on once the request is answered (permissions.orphans), and its log
-rightly ends waiting for the user; nor for one whose log already ends IDLE (the turn ended,
-only the status write missed the kill).
+rightly ends waiting for the user — unless it is the session of a subagent whose run has ended
+(failed here, standalone runs do not survive a restart): its questions are withdrawn, never
+answered; nor for one whose log already ends IDLE (the turn ended, only the status write
+missed the kill).
 
 Nobody holds an input lock after a restart, so a session whose log last gave the lock to a
 client gets the InputLockChange that says so (holder: nobody); a replay then shows the lock
@@ -57,6 +59,8 @@ def reconcile(
 ) -> ReconcileReport:
     """`held`: sessions whose claude outlived the daemon under its holder; their turn goes on."""
     with transaction(conn):
+        # First: a subagent's run failed here ends its turn even with a question open.
+        subagents_failed = _fail_standalone_subagents(conn, now)
         report = ReconcileReport(
             sessions_idled=_end_interrupted_turns(conn, now, held),
             clients_cleared=conn.execute("DELETE FROM connected_clients").rowcount,
@@ -65,15 +69,7 @@ def reconcile(
             ).rowcount,
             lock_requests_settled=_release_input_locks(conn, now),
             worktrees_stale=_flag_missing_worktrees(conn),
-            # A subagent spawned on its own does not survive a restart; one running a step of
-            # an unfinished orchestration is resumed with its plan (subagents.orchestrator).
-            subagents_failed=conn.execute(
-                "UPDATE subagents SET status = 'failed', result_summary = ?, completed_at = ? "
-                "WHERE status IN ('pending', 'running') AND (orchestration_id IS NULL OR "
-                "orchestration_id NOT IN (SELECT id FROM orchestrations "
-                "WHERE status IN ('pending', 'running')))",
-                (RESTART_SUMMARY, now),
-            ).rowcount,
+            subagents_failed=subagents_failed,
             orchestrations_resumable=conn.execute(
                 "SELECT COUNT(*) FROM orchestrations WHERE status IN ('pending', 'running')"
             ).fetchone()[0],
@@ -82,14 +78,31 @@ def reconcile(
     return report
 
 
+def _fail_standalone_subagents(conn: sqlite3.Connection, now: float) -> int:
+    """A subagent spawned on its own does not survive a restart, even when its claude outlived
+    the daemon under its holder: before serving, the subagents package ends it as a run ends
+    (claude stopped, questions withdrawn). One running a step of an unfinished orchestration
+    is resumed with its plan (subagents.orchestrator)."""
+    return conn.execute(
+        "UPDATE subagents SET status = 'failed', result_summary = ?, error_message = ?, "
+        "completed_at = ? WHERE status IN ('pending', 'running') AND (orchestration_id IS NULL "
+        "OR orchestration_id NOT IN (SELECT id FROM orchestrations "
+        "WHERE status IN ('pending', 'running')))",
+        (RESTART_SUMMARY, RESTART_SUMMARY, now),
+    ).rowcount
+
+
 def _end_interrupted_turns(conn: sqlite3.Connection, now: float, held: Collection[str]) -> int:
     """Active sessions → idle, each with the end of its cut-off turn appended to its log
-    (unless a permission request of the turn is still open, or its claude still runs)."""
+    (unless a permission request of the turn is still open — not in a subagent's session whose
+    run has ended: its questions are withdrawn — or its claude still runs)."""
     cut_off = [
         row[0]
         for row in conn.execute(
-            "SELECT id FROM sessions WHERE status = 'active' AND NOT EXISTS (SELECT 1 FROM "
-            "pending_permissions p WHERE p.session_id = sessions.id AND p.delivered = 0)"
+            "SELECT id FROM sessions WHERE status = 'active' AND (NOT EXISTS (SELECT 1 FROM "
+            "pending_permissions p WHERE p.session_id = sessions.id AND p.delivered = 0) "
+            "OR id IN (SELECT session_id FROM subagents "
+            "WHERE status NOT IN ('pending', 'running')))"
         )
         if row[0] not in held
     ]

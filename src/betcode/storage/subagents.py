@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -148,6 +149,22 @@ def parent_of_session(conn: sqlite3.Connection, session_id: str) -> SubagentRow 
         f"SELECT {_SUBAGENT_COLUMNS} FROM subagents WHERE session_id = ?", (session_id,)
     ).fetchone()
     return None if row is None else _subagent(row)
+
+
+def ended_unsettled(
+    conn: sqlite3.Connection, running_sessions: Collection[str]
+) -> list[SubagentRow]:
+    """Subagents whose run has ended but whose session still has an unanswered question, or
+    is one of `running_sessions` (its claude runs): what a run's end settles, left behind by a
+    daemon stopped before it (startup reconciliation fails such runs)."""
+    found = conn.execute(
+        f"SELECT {_SUBAGENT_COLUMNS} FROM subagents WHERE status NOT IN ('pending', 'running') "
+        "AND (session_id IN (SELECT session_id FROM pending_permissions "
+        "WHERE response_received = 0) OR session_id IN (SELECT value FROM json_each(?))) "
+        "ORDER BY completed_at, id",
+        (json.dumps(list(running_sessions)),),
+    )
+    return [_subagent(row) for row in found]
 
 
 # ---- orchestrations ----

@@ -7,7 +7,9 @@ each request's description already says which subagent and step asks (the bridge
 `asker_label`). When the run ends (completed, failed or cancelled), its questions are closed to
 answers and, once its claude has stopped, the ones nobody answered are withdrawn through the
 bridge (settled `cancelled`, each audited, shown resolved in both sessions): an answer would
-start that claude again, and nothing restarts a finished subagent (SAG-20).
+start that claude again, and nothing restarts a finished subagent (SAG-20). A run the last
+daemon left without that end (killed: reconciliation failed the run) gets it at startup,
+before any client is served.
 
 `SubagentInbox` is the bridge's `Delegates`: it names the asker, routes a parent client's
 answer to the subagent's session (the bridge's one pending store and its rules — first answer
@@ -106,16 +108,31 @@ class ParentInbox:
     async def withdraw(self, run: SubagentRun, outcome: Outcome) -> int:
         await self._stop_relay(run.id)  # the resolutions below reach the parent directly
         message = why_ended(outcome.status, outcome.error)
+        return await self._withdraw(run.row, run.session, message, outcome.ended_by)
+
+    async def end_left_behind(self, row: rows.SubagentRow) -> int:
+        """Startup: a run that ended without its end (reconciliation failed it) ends now as
+        `close`/`withdraw` end a live one — its claude, re-attached under its holder, stopped
+        (nothing supervises the run any more), then its questions withdrawn by the daemon."""
+        session = await self._sessions.get(row.session_id)
+        await session.supervisor.stop()
+        return await self._withdraw(row, session, why_ended(row.status, row.error_message), None)
+
+    async def _withdraw(
+        self, row: rows.SubagentRow, session: Session, message: str, ended_by: str | None
+    ) -> int:
+        """The questions nobody answered, settled through the bridge and shown resolved in
+        both sessions; how many."""
         resolved = await self._bridge.withdraw_all(
-            run.session,
+            session,
             message,
-            lambda request: withdrawn_request_audit(run.row, request, message, outcome.ended_by),
+            lambda request: withdrawn_request_audit(row, request, message, ended_by),
         )
         if resolved:
             try:
-                parent = await self._sessions.get(run.row.parent_session_id)
+                parent = await self._sessions.get(row.parent_session_id)
             except SessionNotFound:
-                log.info("subagent %s: its parent session is gone", run.id)
+                log.info("subagent %s: its parent session is gone", row.id)
             else:
                 show_in_parent(resolved, parent)
         return len(resolved)

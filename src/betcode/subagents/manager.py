@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,8 @@ from betcode.subagents.limits import (
 from betcode.subagents.locks import LockMode
 from betcode.subagents.pool import SubagentPool
 from betcode.subagents.runner import SubagentRun
+
+log = logging.getLogger(__name__)
 
 FROM_NOW_ON = 1 << 62  # an attach after this sequence sees only what comes next
 
@@ -199,6 +202,22 @@ class SubagentManager:
         self.runs.pop(run.id, None)
         self.by_session.pop(run.session.id, None)
         self.admission.locks.release(run.id)
+
+    async def end_runs_left_behind(self) -> None:
+        """Startup, before serving: the runs the last daemon left without their end —
+        reconciliation failed them, while their questions still wait or their claude still
+        runs under its holder — end as a live run does (`ParentInbox.end_left_behind`).
+        A failure is logged; the others end all the same."""
+        # Loaded this early, a session is one re-attached to its claude under its holder.
+        running = [session.id for session in self.sessions.live]
+        ended = await self._reader.read(lambda c: rows.ended_unsettled(c, running))
+        for row in ended:
+            try:
+                withdrawn = await self._inbox.end_left_behind(row)
+            except Exception:
+                log.exception("subagent %s: ending what its run left behind failed", row.id)
+            else:
+                log.info("subagent %s %s: %d question(s) withdrawn", row.id, row.status, withdrawn)
 
     # ---- lookups ----
 

@@ -1542,7 +1542,9 @@ class ListPendingPermissionsRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Empty = every session. A session's list includes the requests of its running subagents
-    (its clients answer them too); each names its own session in `session_id`.
+    (its clients answer them too); each names its own session in `session_id`. A subagent's
+    run ending withdraws its unanswered requests (no longer listed), also when the run was
+    ended by a daemon restart: they are settled before the restarted daemon serves.
     """
     def __init__(
         self,
@@ -1667,7 +1669,8 @@ class AnswerPermissionRequest(_message.Message):
     its subagents' (the parent's stream and ListPendingPermissions show those too); a
     subagent's request is then answered exactly as if the subagent's session were named: the
     same duplicate, the same audit, and FAILED_PRECONDITION (PERMISSION_WITHDRAWN) once its
-    run has ended. Another session's request is NOT_FOUND.
+    run has ended (a daemon restart ends a subagent spawned on its own). Another session's
+    request is NOT_FOUND.
     """
     request_id: _builtins.str
     decision: _common_pb2.PermissionDecision.ValueType

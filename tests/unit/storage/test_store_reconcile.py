@@ -11,9 +11,11 @@ from store_helpers import NOW, add_session, line_and_events
 
 from betcode.storage import ReconcileReport, reconcile
 from betcode.storage.clients import register_client, transfer_input_lock
+from betcode.storage.pending import answer, insert_pending
 from betcode.storage.reconcile import INTERRUPTED_CODE, RESTART_SUMMARY
 from betcode.storage.rows import INSERT_EVENT, INSERT_MESSAGE, MessageRow
 from betcode.storage.sessions import update_status
+from betcode.storage.subagents import ended_unsettled
 from betcode.v1 import agent_pb2, common_pb2
 
 LATER = NOW + 3600
@@ -101,6 +103,8 @@ def test_reconcile_corrects_everything_a_kill_left_behind(
         "step-sub": "running",
     }
     assert column(conn, "SELECT id, result_summary FROM subagents")["sub1"] == RESTART_SUMMARY
+    # What a withdrawn question and a late answer's refusal say of the run.
+    assert column(conn, "SELECT id, error_message FROM subagents")["sub1"] == RESTART_SUMMARY
     assert column(conn, "SELECT id, status FROM orchestrations") == {
         "o-run": "running",  # continued by the subagents package once the daemon serves
         "o-done": "completed",
@@ -109,6 +113,45 @@ def test_reconcile_corrects_everything_a_kill_left_behind(
         "o-run-step": "running",
         "o-done-step": "running",  # a finished orchestration is history, left as recorded
     }
+
+
+def test_runs_ended_with_a_question_unanswered_or_claude_running_are_found_to_end_them(
+    conn: sqlite3.Connection,
+) -> None:
+    """What startup ends as a run's end would have (subagents.manager.end_runs_left_behind)."""
+    for n, (status, question) in enumerate(
+        (
+            ("failed", "unanswered"),  # failed by reconciliation while its question waited
+            ("cancelled", "answered"),  # its end settled everything
+            ("running", "unanswered"),  # a resumed step: its question stays pending
+            ("failed", None),  # listed below as one whose claude runs under its holder
+            ("completed", None),
+        )
+    ):
+        add_session(conn, f"s{n}")
+        conn.execute(
+            "INSERT INTO subagents (id, parent_session_id, session_id, name, status, prompt, "
+            "working_directory, created_at, completed_at) "
+            "VALUES (?, 's0', ?, 'helper', ?, 'p', '/', ?, ?)",
+            (f"sub{n}", f"s{n}", status, NOW, NOW + n),
+        )
+        if question is not None:
+            insert_pending(
+                conn,
+                request_id=f"r{n}",
+                session_id=f"s{n}",
+                tool_name="Bash",
+                input_json="{}",
+                dialect="stdio",
+                received_at=NOW,
+                expires_at=LATER,
+            )
+            if question == "answered":
+                answer(conn, f"r{n}", decision="cancelled", payload="{}", now=NOW)
+
+    found = ended_unsettled(conn, running_sessions=["s2", "s3"])
+
+    assert [row.id for row in found] == ["sub0", "sub3"]
 
 
 def test_reconcile_twice_changes_nothing_more(conn: sqlite3.Connection, tmp_path: Path) -> None:
@@ -174,6 +217,21 @@ def test_an_interrupted_turn_is_ended_in_the_log_once(
         "received_at, expires_at) VALUES ('r1', 'asking', 'Bash', '{}', 'cli', ?, ?)",
         (NOW, NOW + 60),
     )
+    # So does a standalone subagent's, but its run fails here: its question is withdrawn, its
+    # turn never goes on.
+    add_session(conn, "sub-asking")
+    update_status(conn, "sub-asking", "active", NOW)
+    conn.execute(
+        "INSERT INTO subagents (id, parent_session_id, session_id, name, status, prompt, "
+        "working_directory, created_at) VALUES ('sub', 'busy', 'sub-asking', 'h', 'running', "
+        "'p', '/', ?)",
+        (NOW,),
+    )
+    conn.execute(
+        "INSERT INTO pending_permissions (request_id, session_id, tool_name, input, dialect, "
+        "received_at, expires_at) VALUES ('r2', 'sub-asking', 'Bash', '{}', 'cli', ?, ?)",
+        (NOW, NOW + 60),
+    )
 
     reconcile(conn, LATER)
     reconcile(conn, LATER + 1)  # a second restart adds nothing
@@ -198,6 +256,8 @@ def test_an_interrupted_turn_is_ended_in_the_log_once(
     assert [seq for seq, *_ in log_of("other")] == []
     first = conn.execute("SELECT sequence FROM events WHERE session_id = 'other'").fetchall()
     assert first == [(1,), (2,)]
+    ended = conn.execute("SELECT kind FROM events WHERE session_id = 'sub-asking'").fetchall()
+    assert ended == [("error",), ("status_change",)]
     for untouched, events in (("rest", 0), ("asking", 0), ("done", 1)):
         count = conn.execute("SELECT COUNT(*) FROM events WHERE session_id = ?", (untouched,))
         assert count.fetchone() == (events,)
