@@ -53,6 +53,25 @@ def bash_steps(*commands: str) -> str:
     return f"SCN:bash_steps {json.dumps({'commands': list(commands)})} run them"
 
 
+async def a_subagent_asking(
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+) -> tuple[Client, subagent_pb2.SpawnSubagentResponse, agent_pb2.PermissionRequest]:
+    """A parent session and its subagent "helper", whose Bash call waits in the parent's inbox:
+    the parent's client, the spawn's answer and the question as the parent saw it."""
+    parent = await parent_session(clients, workspace)
+    spawned = await stub.SpawnSubagent(
+        subagent_pb2.SpawnSubagentRequest(
+            parent_session_id=parent.session_id,
+            prompt=bash_steps('python3 -c "print(6 * 7)"'),
+            name="helper",
+        )
+    )
+    asked = (await parent.wait_for("permission_request")).permission_request
+    return parent, spawned, asked
+
+
 async def finished(
     stub: subagent_pb2_grpc.SubagentServiceStub, subagent_id: str
 ) -> list[subagent_pb2.SubagentEvent]:
@@ -84,15 +103,7 @@ async def test_a_subagents_question_waits_in_the_parents_inbox_and_the_parent_an
     stub: subagent_pb2_grpc.SubagentServiceStub,
     channel: grpc.aio.Channel,
 ) -> None:
-    parent = await parent_session(clients, workspace)
-    spawned = await stub.SpawnSubagent(
-        subagent_pb2.SpawnSubagentRequest(
-            parent_session_id=parent.session_id,
-            prompt=bash_steps('python3 -c "print(6 * 7)"'),
-            name="helper",
-        )
-    )
-    asked = (await parent.wait_for("permission_request")).permission_request
+    parent, spawned, asked = await a_subagent_asking(clients, workspace, stub)
     assert asked.tool_name == "Bash"
     assert asked.description.startswith("subagent helper asks")
     # The same request, once, in `betcode permissions pending`'s list, for the subagent's session.
@@ -267,15 +278,7 @@ async def test_cancel_withdraws_the_subagents_unanswered_question_without_starti
     stub: subagent_pb2_grpc.SubagentServiceStub,
     channel: grpc.aio.Channel,
 ) -> None:
-    parent = await parent_session(clients, workspace)
-    spawned = await stub.SpawnSubagent(
-        subagent_pb2.SpawnSubagentRequest(
-            parent_session_id=parent.session_id,
-            prompt=bash_steps('python3 -c "print(6 * 7)"'),
-            name="helper",
-        )
-    )
-    asked = (await parent.wait_for("permission_request")).permission_request
+    parent, spawned, asked = await a_subagent_asking(clients, workspace, stub)
 
     response = await stub.CancelSubagent(
         subagent_pb2.CancelSubagentRequest(
@@ -347,15 +350,7 @@ async def test_an_answer_racing_a_cancel_is_refused_and_the_cancel_alone_settles
     channel: grpc.aio.Channel,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    parent = await parent_session(clients, workspace)
-    spawned = await stub.SpawnSubagent(
-        subagent_pb2.SpawnSubagentRequest(
-            parent_session_id=parent.session_id,
-            prompt=bash_steps('python3 -c "print(6 * 7)"'),
-            name="helper",
-        )
-    )
-    asked = (await parent.wait_for("permission_request")).permission_request
+    parent, spawned, asked = await a_subagent_asking(clients, workspace, stub)
     agents = agent_pb2_grpc.AgentServiceStub(channel)
     raced: list[agent_pb2.AnswerPermissionResponse | grpc.aio.AioRpcError] = []
 
@@ -414,15 +409,7 @@ async def test_a_message_racing_a_cancel_is_not_delivered_and_starts_nothing(
     stub: subagent_pb2_grpc.SubagentServiceStub,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    parent = await parent_session(clients, workspace)
-    spawned = await stub.SpawnSubagent(
-        subagent_pb2.SpawnSubagentRequest(
-            parent_session_id=parent.session_id,
-            prompt=bash_steps('python3 -c "print(6 * 7)"'),
-            name="helper",
-        )
-    )
-    await parent.wait_for("permission_request")
+    _, spawned, _ = await a_subagent_asking(clients, workspace, stub)
     sent: list[subagent_pb2.SendToSubagentResponse] = []
 
     async def send() -> None:
@@ -451,15 +438,7 @@ async def test_a_subagent_that_fails_withdraws_its_unanswered_question_and_never
     stub: subagent_pb2_grpc.SubagentServiceStub,
     channel: grpc.aio.Channel,
 ) -> None:
-    parent = await parent_session(clients, workspace)
-    spawned = await stub.SpawnSubagent(
-        subagent_pb2.SpawnSubagentRequest(
-            parent_session_id=parent.session_id,
-            prompt=bash_steps('python3 -c "print(6 * 7)"'),
-            name="helper",
-        )
-    )
-    asked = (await parent.wait_for("permission_request")).permission_request
+    parent, spawned, asked = await a_subagent_asking(clients, workspace, stub)
     assert daemon.daemon.sessions is not None
     session = await daemon.daemon.sessions.get(spawned.session_id)
     assert session.supervisor.pid is not None
