@@ -27,6 +27,7 @@ from betcode.claude.holder.client import HeldClaude, HolderPlace, stdin_key
 from betcode.claude.holder.discovery import FoundHolder
 from betcode.claude.process import require_workdir
 from betcode.claude.supervisor import SupervisorState
+from betcode.protocol.writer import answered_request_id
 from betcode.sessions.context import SessionContext, SessionSettings
 from betcode.sessions.session import Session
 from betcode.storage import holders as holder_rows
@@ -456,13 +457,21 @@ class SessionManager:
             await asyncio.to_thread(found.abandon)
             return None
         link = found.link
-        offset, unconfirmed, answers = await self._ctx.reader.read(
+        offset, unconfirmed, answers, control_lines = await self._ctx.reader.read(
             lambda c: (
                 holder_rows.committed_offset(c, session.id, link.holder_id),
                 holder_rows.unconfirmed_stdin(c, link.holder_id),
                 pending_rows.answers_written_since(c, session.id, found.started_at),
+                pending_rows.control_lines_since(c, session.id, found.started_at),
             )
         )
+        # An answer is logged before it is journaled: one logged by a daemon killed before
+        # the journal entry was committed is in neither the journal nor the pending rows.
+        logged_answers = [
+            line + b"\n"
+            for direction, line in control_lines
+            if direction == "in" and answered_request_id(line) is not None
+        ]
         holding = session.supervisor.holding
         process = HeldClaude(
             session.on_lines,
@@ -474,7 +483,7 @@ class SessionManager:
         # Whatever the last daemon may have left on its way to claude: the holder takes each
         # line once, so what it has already is dropped (an answer still in the journal is
         # also among those recorded: one key, sent once).
-        resend = dict(unconfirmed) | {stdin_key(line): line for line in answers}
+        resend = dict(unconfirmed) | {stdin_key(line): line for line in [*answers, *logged_answers]}
         process.adopt(link, offset, resend.items())
         session.adopt(process)
         log.info(

@@ -157,6 +157,30 @@ def answers_written_since(conn: sqlite3.Connection, session_id: str, since: floa
     return [_line(payload) for (payload,) in rows]
 
 
+def request_ids_since(conn: sqlite3.Connection, session_id: str, since: float) -> set[str]:
+    """The session's stored requests (in any state) received since `since`."""
+    rows = conn.execute(
+        "SELECT request_id FROM pending_permissions WHERE session_id = ? AND received_at >= ?",
+        (session_id, since),
+    )
+    return {str(request_id) for (request_id,) in rows}
+
+
+def control_lines_since(
+    conn: sqlite3.Connection, session_id: str, since: float, through_sequence: int | None = None
+) -> list[tuple[str, bytes]]:
+    """(direction, line) of the control lines read from ('out') and written to ('in') the
+    session's claude since `since` (up to line `through_sequence`), in order: what a daemon
+    re-attaching to a claude started then finds asked and answered."""
+    rows = conn.execute(
+        "SELECT direction, CAST(payload AS BLOB) FROM messages WHERE session_id = ? "
+        "AND created_at >= ? AND (? IS NULL OR sequence <= ?) AND message_type IN "
+        "('control_request', 'control_cancel_request', 'control_response') ORDER BY sequence",
+        (session_id, since, through_sequence, through_sequence),
+    )
+    return [(str(direction), bytes(line)) for direction, line in rows]
+
+
 def _line(payload: str) -> bytes:
     line = payload.encode()
     return line if line.endswith(b"\n") else line + b"\n"
