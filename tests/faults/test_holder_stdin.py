@@ -5,6 +5,7 @@ the holder had stopped reading, or the daemon was killed with the line still in 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -130,3 +131,44 @@ async def test_lines_a_killed_daemon_still_held_reach_claude_once(
 
     assert await observe_both_turns(restarts, session_id) == ["Bash ran"]
     assert_each_line_once(fake)
+
+
+def request_committed(database: Path) -> bool:
+    with closing(sqlite3.connect(database)) as db:
+        row = db.execute(
+            "SELECT 1 FROM messages WHERE direction = 'out' AND message_type = 'control_request' "
+            "AND payload LIKE ?",
+            (f"%{REQUEST}%",),
+        ).fetchone()
+    return row is not None
+
+
+async def test_a_request_a_rule_allows_is_answered_once_after_a_daemon_killed_deciding_it(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake = FakeClaude(tmp_path)
+    ask = {"do": "permission", "tool_name": "Bash", "input": {"command": "echo once"}}
+    binary = fake.binary([{"turns": [[{**ask, "request_id": REQUEST}]]}])
+    _, writer = await restarts.start_fake_session(binary)
+    daemon = restarts.daemon
+    assert daemon is not None
+    # The rules are read on the first request: from a FIFO nobody writes, reading them holds
+    # the daemon after claude's request is committed and before any answer is recorded.
+    rules = tmp_path / "repo" / ".claude" / "settings.local.json"
+    rules.parent.mkdir()
+    os.mkfifo(rules)
+    writer.say("run it")
+    await until(lambda: request_committed(restarts.database))
+
+    await asyncio.to_thread(daemon.kill9)
+    rules.unlink()
+    rules.write_text(json.dumps({"permissions": {"allow": ["Bash(echo once)"]}}))
+    await asyncio.to_thread(daemon.start)
+
+    observer = restarts.client("observer")
+    observer.resume(writer.session_id, from_sequence=0)
+    await observer.wait_for("turn_complete", within_s=60)
+    assert [e.tool_call_result.output for e in observer.of_kind("tool_call_result")] == ["Bash ran"]
+    answers = [m for m in fake.stdin_messages() if m.get("type") == "control_response"]
+    assert [m["response"]["request_id"] for m in answers] == [REQUEST]
+    assert len(fake.starts()) == 1  # the same claude all along

@@ -41,9 +41,12 @@ class Core:
         """Attaches each session to its claude found alive under its holder; the permission
         requests that claude is still waiting on wait on it again."""
         for holder in found:
+            # What the last daemon committed of the session's lines: those after it are read
+            # from the holder as usual, so the bridge looks for unanswered requests up to it.
+            through_sequence, _ = await self.reader.max_sequences(holder.session_id)
             session = await self.sessions.adopt(holder)
             if session is not None:
-                await self.bridge.reattached(session, holder.started_at)
+                await self.bridge.reattached(session, holder.started_at, through_sequence)
 
     def live_state(self) -> LiveState:
         """What the metrics read from the running daemon when scraped."""

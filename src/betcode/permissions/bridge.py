@@ -32,6 +32,7 @@ any client activity in the session pushes its expiry back by one TTL.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 import weakref
@@ -49,6 +50,7 @@ from betcode.permissions.metrics import DecisionCounters
 from betcode.permissions.notifier import Notifier
 from betcode.permissions.rulebook import RuleBook
 from betcode.permissions.sweeper import Clock, PermissionSweeper, SweepReport
+from betcode.permissions.unanswered import unanswered_requests
 from betcode.permissions.withdrawals import CANCELLED, Withdrawals
 from betcode.protocol import writer as stdin
 from betcode.protocol.messages import CanUseTool, ControlRequest
@@ -59,6 +61,8 @@ from betcode.storage.audit import AuditEvent, AuditRecorder
 from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
+
+log = logging.getLogger(__name__)
 
 
 class PermissionBridge:
@@ -146,10 +150,28 @@ class PermissionBridge:
             now, ttl = self._clock(), self.settings.ttl_seconds
             await self._writer.call(lambda c: pending_rows.extend_ttl(c, session.id, now, ttl))
 
-    async def reattached(self, session: Session, claude_started_at: float) -> None:
+    async def reattached(
+        self, session: Session, claude_started_at: float, through_sequence: int
+    ) -> None:
         """After a daemon restart: the requests the session's still-running claude made wait
-        on it again (`forwarding`)."""
+        on it again (`forwarding`); those the last daemon committed, up to line
+        `through_sequence`, but left with no answer on its way and not stored (`unanswered`)
+        are decided again as if just read, under the same request id: the holder takes one
+        answer per request id, so claude never gets two."""
         await self._forwarding.reattached(session, claude_started_at)
+        control_lines, stored = await self._reader.read(
+            lambda c: (
+                pending_rows.control_lines_since(
+                    c, session.id, claude_started_at, through_sequence
+                ),
+                pending_rows.request_ids_since(c, session.id, claude_started_at),
+            )
+        )
+        for request in unanswered_requests(control_lines, stored):
+            log.info(
+                "session %s: %s left unanswered; deciding it again", session.id, request.request_id
+            )
+            await self.on_control_request(session, request)
 
     async def withdraw_all(
         self,
