@@ -16,6 +16,7 @@ from betcode.storage.holders import (
 from betcode.storage.pending import (
     answer,
     answers_written_since,
+    control_lines_since,
     insert_pending,
     mark_delivered,
 )
@@ -90,3 +91,29 @@ def test_answers_sent_again_are_those_written_to_the_claude_started_since(
     ask(conn, "unanswered", NOW + 5)
 
     assert answers_written_since(conn, "s1", NOW) == [b'{"id":"written"}\n', b'{"id":"later"}\n']
+
+
+def test_control_lines_are_those_to_and_from_the_claude_started_since(
+    conn: sqlite3.Connection,
+) -> None:
+    add_session(conn)
+    lines = [
+        (1, "out", "control_request", NOW - 1, "asked before"),  # an earlier claude's
+        (2, "out", "control_request", NOW + 1, "asked"),
+        (3, "out", "assistant", NOW + 2, "said"),
+        (4, "in", "control_response", NOW + 3, "answered"),
+        (5, "out", "control_cancel_request", NOW + 4, "withdrew"),
+        (6, "out", "control_request", NOW + 5, "asked after"),  # past the bound
+    ]
+    conn.executemany(
+        "INSERT INTO messages (session_id, sequence, direction, message_type, payload, "
+        "created_at) VALUES ('s1', ?, ?, ?, ?, ?)",
+        [(seq, direction, kind, payload, at) for seq, direction, kind, at, payload in lines],
+    )
+
+    assert control_lines_since(conn, "s1", NOW, through_sequence=5) == [
+        ("out", b"asked"),
+        ("in", b"answered"),
+        ("out", b"withdrew"),
+    ]
+    assert control_lines_since(conn, "s1", NOW)[-1] == ("out", b"asked after")
