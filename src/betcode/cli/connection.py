@@ -225,9 +225,10 @@ class DaemonClient:
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.use_local_subchannel_pool", 1),
-                # The channel's own reconnect schedule follows DIGEST §3.5 too.
+                # The channel's own reconnect schedule follows DIGEST §3.5 too. Not
+                # grpc.min_reconnect_backoff_ms: gRPC also takes it as the connect deadline,
+                # and 100 ms failed calls to a daemon too busy to greet at once.
                 ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.min_reconnect_backoff_ms", 100),
                 ("grpc.max_reconnect_backoff_ms", 30_000),
             ],
         )

@@ -3,7 +3,10 @@ AgentService on a real Unix socket."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -123,6 +126,45 @@ class TestDaemonUnavailable:
         stale.close()
         with pytest.raises(DaemonUnavailable, match="nothing listens"):
             await check_daemon_listening(DaemonAddress(socket_path, "test"))
+
+
+@contextlib.asynccontextmanager
+async def slow_to_greet(target: Path, listen: Path, delay: float) -> AsyncIterator[None]:
+    """A socket in front of ``target`` that holds each connection ``delay`` seconds before
+    passing bytes either way: a daemon too busy to send its HTTP/2 SETTINGS at once."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(delay)
+        upstream_reader, upstream_writer = await asyncio.open_unix_connection(target)
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    server = await asyncio.start_unix_server(relay, listen)
+    try:
+        yield
+    finally:
+        server.close()
+
+
+class TestSlowDaemon:
+    async def test_a_daemon_slow_to_answer_a_new_connection_is_waited_for(
+        self, server: object, socket_path: Path
+    ) -> None:
+        # A loaded daemon may take a second or more to greet; the channel's connect deadline
+        # must not be its 100 ms reconnect backoff (that failed CLI calls under CI load).
+        slow = socket_path.with_name("slow.sock")
+        async with slow_to_greet(socket_path, slow, delay=1.5):
+            client = await DaemonClient.connect(DaemonAddress(slow, "test"), client_id="cli-me")
+            try:
+                assert await client.delete_session(SESSION_ID) is True
+            finally:
+                await client.close()
 
 
 class TestTypedCalls:
