@@ -11,7 +11,6 @@ import enum
 import os
 import platform
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,10 +47,6 @@ class ClaudeBinary:
 
 class ClaudeNotFound(Exception):
     """No usable claude binary; the message lists every place that was tried."""
-
-
-class ClaudeVersionProbeFailed(Exception):
-    """`claude --version` could not be run or did not answer."""
 
 
 def platform_package_name(system: str | None = None, machine: str | None = None) -> str:
@@ -127,26 +122,3 @@ def find_claude_binary(
         + "; ".join(tried)
         + ". Install Claude Code, pass --claude-bin, or run scripts/setup for the pinned copy."
     )
-
-
-def probe_version(binary: ClaudeBinary, env: Mapping[str, str], *, timeout: float = 30.0) -> str:
-    """Run `claude --version` and return its first stdout line (parsing is protocol/'s job)."""
-    try:
-        done = subprocess.run(
-            [str(binary.path), "--version"],
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise ClaudeVersionProbeFailed(f"{binary.path} --version failed: {error}") from error
-    first_line = done.stdout.decode("utf-8", "replace").strip().splitlines()
-    if done.returncode != 0 or not first_line:
-        stderr = done.stderr.decode("utf-8", "replace").strip()
-        raise ClaudeVersionProbeFailed(
-            f"{binary.path} --version exited {done.returncode} with no version"
-            + (f": {stderr}" if stderr else "")
-        )
-    return first_line[0]

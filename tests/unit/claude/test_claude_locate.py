@@ -10,11 +10,9 @@ from betcode.claude.locate import (
     CLAUDE_BIN_ENV,
     BinarySource,
     ClaudeNotFound,
-    ClaudeVersionProbeFailed,
     find_claude_binary,
     pinned_candidates,
     platform_package_name,
-    probe_version,
 )
 
 
@@ -116,15 +114,3 @@ def test_a_bare_flag_name_is_looked_up_on_the_daemons_path(
 )
 def test_platform_package_names(system: str, machine: str, expected: str) -> None:
     assert platform_package_name(system, machine) == expected
-
-
-def test_probe_version_returns_the_first_line(places: dict[str, Path]) -> None:
-    found = find_claude_binary(str(places["flag"]), {}, project_root=places["root"])
-    assert probe_version(found, {"PATH": "/usr/bin:/bin"}) == "9.9.9 (Claude Code)"
-
-
-def test_probe_version_failure_is_named(tmp_path: Path) -> None:
-    broken = _executable(tmp_path / "claude", "#!/bin/sh\necho boom >&2\nexit 3\n")
-    found = find_claude_binary(str(broken), {}, project_root=tmp_path)
-    with pytest.raises(ClaudeVersionProbeFailed, match="exited 3 with no version: boom"):
-        probe_version(found, {"PATH": "/usr/bin:/bin"})

@@ -14,9 +14,10 @@ import pytest
 
 from betcode.claude.command import build_argv
 from betcode.claude.environment import build_child_env
-from betcode.claude.locate import PROJECT_ROOT, BinarySource, find_claude_binary, probe_version
+from betcode.claude.locate import PROJECT_ROOT, BinarySource, find_claude_binary
 from betcode.claude.process import ClaudeProcess
 from betcode.protocol.framing import Line
+from betcode.protocol.version import probe_claude_version
 
 pytestmark = pytest.mark.real_cli
 
@@ -42,7 +43,8 @@ async def test_pinned_cli_is_found_and_answers_initialize(tmp_path: Path) -> Non
     (tmp_path / "empty-bin").mkdir()
     binary = find_claude_binary(None, {"PATH": str(tmp_path / "empty-bin")})
     assert binary.source is BinarySource.PINNED
-    assert probe_version(binary, {"PATH": "/usr/bin:/bin"}) == f"{_pinned_version()} (Claude Code)"
+    probe = await probe_claude_version(str(binary.path), env={"PATH": "/usr/bin:/bin"})
+    assert probe.output == f"{_pinned_version()} (Claude Code)"
 
     (tmp_path / "home").mkdir()
     (tmp_path / "repo").mkdir()
