@@ -28,11 +28,13 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import grpc
 
 from betcode.commands.catalog import CommandCatalog
+from betcode.commands.current_directory import SessionDirectory
 from betcode.commands.path_index import build_index, is_stale
 from betcode.protocol.messages import SystemInit
 from betcode.server.app import RpcService, method_handlers
@@ -70,8 +72,8 @@ def make_repository(root: Path) -> None:
     commands = root / ".claude" / "commands"
     (commands / "team").mkdir(parents=True)
     for number in range(30):
-        folder = commands / "team" if number % 3 == 0 else commands
-        folder.joinpath(f"cmd{number}.md").write_text(
+        parent = commands / "team" if number % 3 == 0 else commands
+        parent.joinpath(f"cmd{number}.md").write_text(
             f"---\ndescription: Command number {number}\nargument-hint: [x]\n---\nDo {number}.\n"
         )
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root)}
@@ -88,23 +90,36 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def timed_calls(call: object, count: int) -> list[float]:
+async def timed_calls(call: Callable[[int], Awaitable[None]], count: int) -> list[float]:
     timings: list[float] = []
     for number in range(count):
         started = time.perf_counter()
-        await call(number)  # type: ignore[operator]
+        await call(number)
         timings.append((time.perf_counter() - started) * 1000)
     return timings
 
 
-async def measure(root: Path, home: Path, rounds: int) -> dict[str, float]:
-    async def directory_of(session_id: str) -> str:
-        return str(root)
+class OneSession:
+    """The sessions' directories (SessionDirectories): the one session, working in `root`."""
 
+    def __init__(self, root: Path) -> None:
+        self._session = SessionDirectory(SESSION_ID, str(root))
+
+    async def directory_of(self, session_id: str) -> str | None:
+        return self._session.directory if session_id == SESSION_ID else None
+
+    async def most_recent(self) -> SessionDirectory | None:
+        return self._session
+
+    async def working_in(self, directory: str) -> SessionDirectory | None:
+        return self._session if directory == self._session.directory else None
+
+
+async def measure(root: Path, home: Path, rounds: int) -> dict[str, float]:
     async def claude_init(session_id: str | None) -> SystemInit:
         return SystemInit(slash_commands=[f"builtin-{n}" for n in range(45)])
 
-    service = CommandService(directory_of, CommandCatalog(home / ".claude", claude_init))
+    service = CommandService(OneSession(root), CommandCatalog(home / ".claude", claude_init))
     described = RpcService(commands_pb2.DESCRIPTOR.services_by_name["CommandService"], service)
     server = grpc.aio.server()
     server.add_generic_rpc_handlers(

@@ -206,7 +206,7 @@ async def measure(quick: bool) -> dict[str, Any]:
                 session = ClientSession(identity.public)
                 creds = grpc.ssl_channel_credentials(root_certificates=files.ca_cert.read_bytes())
                 channel = EncryptingChannel(grpc.aio.secure_channel(url, creds), session)
-                metadata = (
+                metadata: tuple[tuple[str, str], ...] = (
                     ("authorization", f"Bearer {token}"),
                     ("x-machine-id", MACHINE),
                     (E2E_METADATA_KEY, session.metadata_value),

@@ -107,10 +107,11 @@ async def commit_latency(database: Database, rate: int, seconds: float) -> list[
         if delay > 0:
             await asyncio.sleep(delay)
         appended = time.perf_counter()
-        writer.append(
-            [event(seq)],
-            lambda ok, at=appended: latencies.append((time.perf_counter() - at) * 1000),
-        )
+
+        def committed(ok: bool, at: float = appended) -> None:
+            latencies.append((time.perf_counter() - at) * 1000)
+
+        writer.append([event(seq)], committed)
     await writer.call(lambda _conn: None)
     await writer.close()
     return latencies

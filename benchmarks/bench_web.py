@@ -205,7 +205,9 @@ async def fan_out(base: str, token: str, driver: Driver) -> dict[str, float]:
     }
 
 
-async def permission_display(base: str, link: str, driver: Driver, turns: int) -> dict[str, float]:
+async def permission_display(
+    base: str, link: str, driver: Driver, turns: int
+) -> dict[str, float | list[float]]:
     from playwright.async_api import async_playwright
 
     delays: list[float] = []

@@ -338,11 +338,11 @@ async def fan_out(
     started = time.monotonic_ns()
     await driver.send(session_id)
     results = await clients.results()
-    counts = [count for result in results for count in result["counts"]]
+    counts: list[int] = [count for result in results for count in result["counts"]]
     if len(set(counts)) != 1 or counts[0] < lines:
         raise RuntimeError(f"clients saw different event counts for one turn: {set(counts)}")
     events = sum(counts)
-    done = max(result["done_ns"] for result in results)
+    done: int = max(result["done_ns"] for result in results)
     return events / ((done - started) / 1e9)
 
 
