@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,7 +175,7 @@ class ConversationStream:
             start.from_sequence = self.last_sequence
         return agent_pb2.AgentRequest(start=start)
 
-    async def items(self) -> AsyncIterator[StreamItem]:
+    async def items(self) -> AsyncGenerator[StreamItem, None]:
         """Events (each once, in sequence order) and connection changes, until a fatal error
         event, or a refusal that retrying cannot fix (raised as a DaemonError)."""
         if not self.session_id:

@@ -11,9 +11,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from betcode.server.health import ComponentCheck, ComponentReport, HealthMonitor
+from betcode.server.health import ComponentReport, HealthMonitor
 from betcode.sessions.manager import SessionManager
 from betcode.storage.writer import StoreWriter
+
+# Each check here answers at once (a ComponentCheck that is never awaitable).
+SyncCheck = Callable[[], ComponentReport]
 
 STALE_WRITE_SECONDS = 30.0  # writes waiting and none committed for this long: sqlite is stuck
 HIGH_MEMORY_PERCENT = 80.0
@@ -32,9 +35,7 @@ def add_resource_components(
     health.add_component("buffers", buffers_check(sessions, writer), critical=False)
 
 
-def sqlite_check(
-    writer: StoreWriter, clock: Callable[[], float] = time.monotonic
-) -> ComponentCheck:
+def sqlite_check(writer: StoreWriter, clock: Callable[[], float] = time.monotonic) -> SyncCheck:
     """Not serving when writes wait and none has committed for STALE_WRITE_SECONDS (an idle
     store that has nothing to write is fine); degraded after a failed write (sticky)."""
     started = clock()
@@ -62,7 +63,7 @@ def sqlite_check(
     return check
 
 
-def subprocess_pool_check(sessions: SessionManager) -> ComponentCheck:
+def subprocess_pool_check(sessions: SessionManager) -> SyncCheck:
     """Full when `daemon.max_sessions` sessions are in use: a new session would be refused."""
 
     def check() -> ComponentReport:
@@ -76,7 +77,7 @@ def subprocess_pool_check(sessions: SessionManager) -> ComponentCheck:
     return check
 
 
-def memory_check(read_meminfo: Callable[[], str | None] | None = None) -> ComponentCheck:
+def memory_check(read_meminfo: Callable[[], str | None] | None = None) -> SyncCheck:
     """The machine's memory in use (MemTotal - MemAvailable); degraded above 80 %. Where
     /proc/meminfo does not exist the component says it cannot tell, and serves."""
     read = read_meminfo if read_meminfo is not None else _read_meminfo
@@ -93,7 +94,7 @@ def memory_check(read_meminfo: Callable[[], str | None] | None = None) -> Compon
     return check
 
 
-def buffers_check(sessions: SessionManager, writer: StoreWriter) -> ComponentCheck:
+def buffers_check(sessions: SessionManager, writer: StoreWriter) -> SyncCheck:
     """Degraded when a client's queue is over 80 % full or the writer's queue is long."""
 
     def check() -> ComponentReport:
