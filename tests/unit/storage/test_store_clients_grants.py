@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from functools import partial
 
 from store_helpers import NOW, add_session
 
@@ -80,9 +81,7 @@ async def test_racing_lock_requests_have_one_winner(
     results = await asyncio.gather(
         *(
             writer.call(
-                lambda c, client=client: transfer_input_lock(
-                    c, "s1", expected=None, new_holder=client
-                )
+                partial(transfer_input_lock, session_id="s1", expected=None, new_holder=client)
             )
             for client in clients
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from functools import partial
 
 from store_helpers import NOW, add_session
 
@@ -105,7 +106,9 @@ async def test_racing_answers_through_the_writer_have_one_winner(
 
     results = await asyncio.gather(
         *(
-            writer.call(lambda c, n=n: answer(c, "r1", decision=f"d{n}", payload="{}", now=NOW + n))
+            writer.call(
+                partial(answer, request_id="r1", decision=f"d{n}", payload="{}", now=NOW + n)
+            )
             for n in range(20)
         )
     )

@@ -68,10 +68,11 @@ async def test_many_appends_commit_in_order_in_few_transactions(
     before = writer.health().batches_committed
     committed: list[tuple[int, bool, int]] = []
     for line in range(1, 1001):
-        writer.append(
-            line_and_events("s1", line, 2 * line - 1),
-            lambda ok, line=line: committed.append((line, ok, threading.get_ident())),
-        )
+
+        def note(ok: bool, line: int = line) -> None:
+            committed.append((line, ok, threading.get_ident()))
+
+        writer.append(line_and_events("s1", line, 2 * line - 1), note)
     await gate.open()
     await flush(writer)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from functools import partial
 
 from betcode.storage import EventRow, MessageRow, StoreWriter, open_database
 from betcode.storage.sessions import create_session
@@ -45,7 +46,7 @@ async def main(path: str) -> None:
                     EventRow("s1", 2 * line - 1, line, "text_delta", PAYLOAD, now),
                     EventRow("s1", 2 * line, line, "text_delta", PAYLOAD, now),
                 ],
-                lambda ok, line=line: Progress.confirm(line, ok),
+                partial(Progress.confirm, line),
             )
         await asyncio.sleep(0)
 
