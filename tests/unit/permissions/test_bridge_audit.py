@@ -45,9 +45,10 @@ def decisions(w: World) -> list[dict[str, Any]]:
 
 
 async def audited(w: World, count: int = 1) -> list[dict[str, Any]]:
-    return await w.until(
+    rows: list[dict[str, Any]] = await w.until(
         f"{count} audit rows", lambda: (d := decisions(w)) and len(d) >= count and d
     )
+    return rows
 
 
 async def forwarded(w: World, session_id: str, request_id: str) -> None:

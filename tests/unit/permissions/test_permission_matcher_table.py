@@ -12,7 +12,7 @@ import pytest
 
 from betcode.permissions.engine import Behavior, RuleSet, evaluate
 from betcode.permissions.grants import GrantAction, SessionGrant
-from betcode.permissions.rules import RuleList, RuleSource, escape_bash_literal, parse_rule
+from betcode.permissions.rules import Rule, RuleList, RuleSource, escape_bash_literal, parse_rule
 
 PROJECT = "/work/proj"
 CWD = PROJECT
@@ -397,7 +397,7 @@ TABLE = {
 
 
 def build(row: Row) -> RuleSet:
-    rules = []
+    rules: list[Rule] = []
     for list_name, texts in (
         (RuleList.ALLOW, row.allow),
         (RuleList.DENY, row.deny),
