@@ -77,7 +77,8 @@ class World:
             stub = health_pb2_grpc.BetCodeHealthStub(channel)
             details = await stub.GetHealthDetails(health_pb2.HealthDetailsRequest())
         (config,) = [c for c in details.components if c.name == "config"]
-        return config.message
+        message: str = config.message
+        return message
 
 
 @pytest.fixture

@@ -90,7 +90,7 @@ def test_clear_forgets_every_crash() -> None:
 )
 def test_policy_refuses_nonsense(field: str, value: float, message: str) -> None:
     with pytest.raises(InvalidSupervisorPolicy, match=message):
-        SupervisorPolicy(**{field: value})
+        SupervisorPolicy(**{field: value})  # type: ignore[arg-type]  # any field, on purpose
 
 
 def test_idle_reaping_can_be_switched_off() -> None:

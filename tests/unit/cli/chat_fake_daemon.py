@@ -28,7 +28,8 @@ WAIT_SECONDS = 60.0  # for what the client sends: only guards against a hang (a 
 
 
 def client_id_of(context: grpc.aio.ServicerContext) -> str:
-    return dict(context.invocation_metadata() or ()).get("x-client-id", "")
+    metadata: dict[str, str] = dict(context.invocation_metadata() or ())
+    return metadata.get("x-client-id", "")
 
 
 @dataclass
@@ -81,7 +82,9 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
 
     # --- AgentService ------------------------------------------------------------------
 
-    async def Converse(
+    # grpc.aio also serves a coroutine that streams with context.write, a form the generated
+    # servicer stub (an iterator of events) does not describe.
+    async def Converse(  # type: ignore[override]
         self, request_iterator: AsyncIterator[agent_pb2.AgentRequest], context: Any
     ) -> None:
         client = client_id_of(context)
@@ -102,8 +105,8 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
             for event in [*self.log[max(0, after - self.overlap) :], *self._replays(after)]:
                 await context.write(event)
             self.attached.put_nowait(client)
-            while (event := await queue.get()) is not DROP:
-                await context.write(event)
+            while (live := await queue.get()) is not DROP:
+                await context.write(live)
             await context.abort(grpc.StatusCode.UNAVAILABLE, "dropped by the test")
         finally:
             self._live.remove(queue)
@@ -119,6 +122,7 @@ class FakeAgentService(agent_pb2_grpc.AgentServiceServicer):
             event.CopyFrom(original)
             event.sequence = last_seen
             kind = event.WhichOneof("event")
+            assert kind is not None, event
             getattr(event, kind).is_replay = True
             yield event
 

@@ -230,12 +230,13 @@ async def test_the_spinner_turns_while_claude_works_and_stops_when_it_waits(
     async with app.run_test() as pilot:
         fake.publish(ev.session_info(SESSION_ID), ev.status(ev.THINKING))
         await until(pilot, lambda: "thinking" in status_text(app), "thinking")
-        frames = set()
-        await until(
-            pilot,
-            lambda: frames.add(status_text(app)) or len(frames) >= 3,
-            "three different frames",
-        )
+        frames: set[str] = set()
+
+        def three_frames_seen() -> bool:
+            frames.add(status_text(app))
+            return len(frames) >= 3
+
+        await until(pilot, three_frames_seen, "three different frames")
         assert all(any(f"{frame} thinking" in text for frame in SPINNER) for text in frames)
         fake.publish(ev.status(ev.WAITING))
         await until(pilot, lambda: "│  waiting for you" in status_text(app), "no spinner")

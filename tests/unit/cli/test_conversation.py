@@ -28,6 +28,13 @@ def test_reconnect_delays_double_from_100ms_to_a_30s_cap() -> None:
     assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0, 30.0]
 
 
+async def next_change(items: AsyncIterator[StreamItem]) -> ConnectionChange:
+    """The next item, which must be a connection change."""
+    item = await anext(items)
+    assert isinstance(item, ConnectionChange), item
+    return item
+
+
 async def collect(items: AsyncIterator[StreamItem], count: int) -> list[agent_pb2.AgentEvent]:
     """The next ``count`` events (connection changes skipped)."""
     events: list[agent_pb2.AgentEvent] = []
@@ -67,8 +74,8 @@ class TestConversationStream:
         await stream.send_message("hello")
         await fake.next_request("message")
         fake.drop_streams()  # before the daemon's SessionInfo reached the client
-        assert (await anext(items)).connected is False
-        assert (await anext(items)).connected is True
+        assert (await next_change(items)).connected is False
+        assert (await next_change(items)).connected is True
         await fake.wait_attached()
         assert [start.session_id for _, start in fake.starts] == [stream.session_id] * 2
         assert fake.created == {stream.session_id}  # one session, not a second one
@@ -106,8 +113,8 @@ class TestConversationStream:
         await stream.send_message("hello")
         first = await fake.next_request("message")
         fake.drop_streams()
-        assert (await anext(items)).connected is False
-        assert (await anext(items)).connected is True
+        assert (await next_change(items)).connected is False
+        assert (await next_change(items)).connected is True
         again = await fake.next_request("message")
         assert again.message.content == "hello"
         assert again.message.idempotency_key == first.message.idempotency_key
@@ -124,8 +131,8 @@ class TestConversationStream:
         fake.publish(ev.user_input("hello"))
         await collect(items, 1)
         fake.drop_streams()
-        assert (await anext(items)).connected is False
-        assert (await anext(items)).connected is True
+        assert (await next_change(items)).connected is False
+        assert (await next_change(items)).connected is True
         await stream.send_message("next")
         assert (await fake.next_request("message")).message.content == "next"
         await items.aclose()
@@ -145,8 +152,8 @@ class TestConversationStream:
 
         await heartbeats(2)  # the consumer reads nothing meanwhile: they do not wait for it
         fake.drop_streams()
-        assert (await anext(items)).connected is False
-        assert (await anext(items)).connected is True
+        assert (await next_change(items)).connected is False
+        assert (await next_change(items)).connected is True
         await fake.wait_attached()
         while not fake.requests.empty():  # sent on the first stream before the drop
             fake.requests.get_nowait()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import pytest
 from google.protobuf.struct_pb2 import Struct
@@ -46,7 +47,7 @@ def text(chunk: str, *, complete: bool = False, parent: str = "") -> agent_pb2.A
     )
 
 
-def request(request_id: str, tool: str, **tool_input: object) -> agent_pb2.AgentEvent:
+def request(request_id: str, tool: str, **tool_input: Any) -> agent_pb2.AgentEvent:
     struct = Struct()
     struct.update(tool_input)
     return agent_pb2.AgentEvent(

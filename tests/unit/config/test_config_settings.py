@@ -38,7 +38,7 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     assert settings.subprocess.kill_grace_seconds == 5
     assert settings.client_queue_size == 1024
     assert settings.permission.ttl_seconds == 7 * 86400
-    assert settings.permission.reminder_seconds == (3600, 86400)
+    assert settings.permission.reminder_seconds == (3600.0, 86400.0)
     assert settings.permission.sweep_interval_seconds == 300
     assert settings.permission.notify_command is None
     assert (settings.input_lock.transfer_seconds, settings.input_lock.idle_handover_seconds) == (
@@ -73,7 +73,7 @@ def test_file_values_and_claude_keys_side_by_side(tmp_path: Path) -> None:
     assert settings.crash_policy.window_seconds == 120
     assert settings.crash_policy.initial_backoff_ms == 500
     assert settings.permission.ttl_seconds == 86400
-    assert settings.permission.reminder_seconds == (1800, 21600)
+    assert settings.permission.reminder_seconds == (1800.0, 21600.0)
     assert settings.permission.notify_command == ("notify-send", "BetCode approval")
     assert settings.subprocess.env_allowlist_extra == ("MY_TOOL_*", "CORP_PROXY")
 

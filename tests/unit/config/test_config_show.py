@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -18,7 +19,7 @@ from betcode.cli.config_cmd import config_group
 
 ENV_TIMEOUT = "environment variable BETCODE_SUBPROCESS_TIMEOUT"
 DIM, RESET = "\x1b[2m", "\x1b[0m"
-DAEMON = {
+DAEMON: dict[str, Any] = {
     "max_sessions": 7,
     "crash_policy": {"max_crashes": 3},
     "permission": {"notify_command": ["notify-send", "BetCode", "--urgency=critical"]},

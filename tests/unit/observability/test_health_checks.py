@@ -109,7 +109,7 @@ async def test_overall_serving_but_degraded_with_every_reason() -> None:
     stuck = HealthMonitor(server_version="test")
     stuck.add_component(
         "sqlite",
-        sqlite_check(Writer(queue=1, last_commit_at=0.0), clock=lambda: 60.0),
-        critical=True,  # type: ignore[arg-type]
+        sqlite_check(Writer(queue=1, last_commit_at=0.0), clock=lambda: 60.0),  # type: ignore[arg-type]
+        critical=True,
     )
     assert (await stuck.refresh()).overall_status == health_pb2.NOT_SERVING

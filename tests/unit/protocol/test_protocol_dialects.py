@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from betcode.protocol.messages import (
 )
 from betcode.protocol.reader import ProtocolReader
 
-DART_CALLBACK_REQUEST = {
+DART_CALLBACK_REQUEST: dict[str, Any] = {
     "type": "callback.request",
     "request_id": "callback-uuid",
     "request": {

@@ -204,7 +204,7 @@ def test_generated_ids_are_fresh_uuids() -> None:
 
 
 def test_user_message_with_content_blocks() -> None:
-    blocks = [
+    blocks: list[dict[str, Any]] = [
         {"type": "text", "text": "look"},
         {"type": "image", "source": {"type": "base64", "data": "AA=="}},
     ]
@@ -237,17 +237,17 @@ def test_any_text_is_one_line_that_reads_back_the_same(text: str) -> None:
         (lambda: writer.permission_deny("r", ""), "non-empty message"),
         (lambda: writer.permission_deny("r", "  \n"), "non-empty message"),
         (
-            lambda: writer.permission_allow("r", updated_input=["ls"]),
+            lambda: writer.permission_allow("r", updated_input=["ls"]),  # type: ignore[arg-type]
             "updated_input must be an object",
-        ),  # type: ignore[arg-type]
+        ),
         (lambda: writer.permission_allow("r", updated_input={"x": 1j}), "cannot write"),
         (lambda: writer.permission_allow("r", updated_permissions=[None]), "list of objects"),  # type: ignore[list-item]
         (lambda: writer.permission_allow(""), "request_id must be non-empty"),
         (lambda: writer.question_answers("r", {"answers": {}}, {"q": "a"}), "with 'questions'"),
         (
-            lambda: writer.question_answers("r", {"questions": QUESTIONS}, {"q": 1}),
+            lambda: writer.question_answers("r", {"questions": QUESTIONS}, {"q": 1}),  # type: ignore[dict-item]
             "map question text",
-        ),  # type: ignore[dict-item]
+        ),
         (lambda: writer.control_error("r", ""), "non-empty error"),
         (lambda: writer.control_request(""), "needs a subtype"),
         (lambda: writer.control_request("x", "r", payload=float), "cannot write"),

@@ -26,7 +26,9 @@ ALLOW, DENY, ASK = (
 )
 
 
-def rule(tool: str, pattern: str = "", action: int = ALLOW) -> config_pb2.PermissionRule:
+def rule(
+    tool: str, pattern: str = "", action: Action.ValueType = ALLOW
+) -> config_pb2.PermissionRule:
     return config_pb2.PermissionRule(tool_pattern=tool, path_pattern=pattern, action=action)
 
 

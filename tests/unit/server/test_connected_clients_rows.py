@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,8 @@ async def writer(tmp_path: Path) -> AsyncIterator[StoreWriter]:
     store = StoreWriter(database)
     for session_id in ("s1", "s2"):
         await store.call(
-            lambda c, s=session_id: create_session(
-                c, session_id=s, model="m", working_directory="/w", now=1.0
+            partial(
+                create_session, session_id=session_id, model="m", working_directory="/w", now=1.0
             )
         )
     yield store

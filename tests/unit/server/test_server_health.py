@@ -133,7 +133,7 @@ async def test_a_shutdown_while_a_status_is_being_sent_is_still_sent_before_the_
     not end the stream without NOT_SERVING (seen under load over a real socket)."""
     board = StatusBoard()
     request = health_pb2.HealthCheckRequest(service="")
-    watch = board.Watch(request, context=None)  # type: ignore[arg-type]  # Watch never uses it
+    watch = board.Watch(request, context=None)  # Watch never uses it
     assert (await anext(watch)).status == SERVING
     board.enter_graceful_shutdown()
     assert (await anext(watch)).status == NOT_SERVING

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from betcode.server.errors import handles_errors
@@ -13,7 +13,7 @@ class Streaming:
         self.cleaned_up = False
 
     @handles_errors
-    async def Watch(self, request: Any, context: Any) -> AsyncIterator[int]:
+    async def Watch(self, request: Any, context: Any) -> AsyncGenerator[int, None]:
         try:
             yield 1
             yield 2

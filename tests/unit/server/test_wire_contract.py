@@ -208,6 +208,7 @@ def _wire_type(field: FieldDescriptor) -> str:
 
 def _is_proto3_optional(field: FieldDescriptor) -> bool:
     message_proto = descriptor_pb2.DescriptorProto()
+    assert field.containing_type is not None, field.full_name
     field.containing_type.CopyToProto(message_proto)
     return any(f.proto3_optional for f in message_proto.field if f.number == field.number)
 

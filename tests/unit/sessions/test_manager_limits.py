@@ -320,6 +320,11 @@ async def test_turn_ends_reach_the_attention_log_unless_the_input_lock_is_held(
 
     await session.send_user_message(None, "and again")  # claude exits in the middle of it
     noted: list[Attention] = []
-    await until("the error", lambda: noted.extend(attention.take()) or noted)
+
+    def noted_so_far() -> list[Attention]:
+        noted.extend(attention.take())
+        return noted
+
+    await until("the error", noted_so_far)
     assert [(n.kind, n.session_id) for n in noted] == [("error", session.id)]
     assert len({finished.notification_id, noted[0].notification_id}) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ async def test_lines_are_stored_once_in_order_and_published_only_after_commit(
     all_read = asyncio.Event()
     publish = session.hub.publish
 
-    def checking_publish(frames: list[Frame]) -> None:
+    def checking_publish(frames: Sequence[Frame]) -> None:
         nonlocal publishes
         (committed,) = observer.execute("SELECT MAX(sequence) FROM events").fetchone()
         assert committed >= frames[-1][0], "frames published before their commit"

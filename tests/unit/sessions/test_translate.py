@@ -57,7 +57,7 @@ def stream(event: dict[str, Any], parent: str | None = None) -> dict[str, Any]:
 
 
 def message_start(message_id: str, parent: str | None = None) -> dict[str, Any]:
-    message = {
+    message: dict[str, Any] = {
         "id": message_id,
         "type": "message",
         "role": "assistant",
