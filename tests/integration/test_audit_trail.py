@@ -132,8 +132,8 @@ async def test_max_sessions_2_refuses_a_third_session_and_leaves_the_others_work
     await observer.wait_for("session_info")
     async with grpc.aio.insecure_channel(f"unix:{w.daemon.socket}") as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        request = agent_pb2.DeleteSessionRequest(session_id=second.session_id)
-        await stub.DeleteSession(request, metadata=(("x-client-id", "janitor"),))
+        delete = agent_pb2.DeleteSessionRequest(session_id=second.session_id)
+        await stub.DeleteSession(delete, metadata=(("x-client-id", "janitor"),))
     assert await w.shutdown() == 0
     rows = w.audit()
     creates = [

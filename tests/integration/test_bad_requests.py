@@ -160,7 +160,10 @@ def message(content: str, key: str = "") -> agent_pb2.AgentRequest:
 
 
 def respond(request_id: str, decision: int, **fields: Any) -> agent_pb2.AgentRequest:
-    response = agent_pb2.PermissionResponse(request_id=request_id, decision=decision, **fields)
+    # Any number, as the wire carries it (an unknown one is refused).
+    response = agent_pb2.PermissionResponse(
+        request_id=request_id, decision=Decision.ValueType(decision), **fields
+    )
     return agent_pb2.AgentRequest(permission=response)
 
 

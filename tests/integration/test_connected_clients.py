@@ -70,7 +70,7 @@ class World:
                 "SELECT client_id, session_id, client_type, connected_at, last_heartbeat "
                 "FROM connected_clients"
             )
-            return {client_id: tuple(rest) for client_id, *rest in rows}  # type: ignore[misc]
+            return {client_id: tuple(rest) for client_id, *rest in rows}
 
     def pending(self, request_id: str) -> tuple[float, int, float | None]:
         """(expires_at, extension_count, last_extended_at) of a pending request."""

@@ -58,12 +58,13 @@ async def test_both_clients_see_a_lock_request_kept_then_granted(tmp_path: Path)
         await asker.wait_for("input_lock")
 
         def request_lock() -> asyncio.Future[agent_pb2.InputLockResponse]:
-            return asyncio.ensure_future(
+            answer: asyncio.Future[agent_pb2.InputLockResponse] = asyncio.ensure_future(
                 asker.stub.RequestInputLock(
                     agent_pb2.InputLockRequest(session_id=session_id),
                     metadata=(("x-client-id", "asker"),),
                 )
             )
+            return answer
 
         # The holder answers by sending a message: it keeps the lock.
         kept = request_lock()

@@ -29,12 +29,13 @@ TRANSFER_SECONDS = 60
 
 
 def ask_for_the_lock(asker: Client, session_id: str) -> asyncio.Future[agent_pb2.InputLockResponse]:
-    return asyncio.ensure_future(
+    answer: asyncio.Future[agent_pb2.InputLockResponse] = asyncio.ensure_future(
         asker.stub.RequestInputLock(
             agent_pb2.InputLockRequest(session_id=session_id),
             metadata=(("x-client-id", asker.client_id),),
         )
     )
+    return answer
 
 
 async def holder_and_asker(socket: Path, repo: Path) -> tuple[Client, Client, str]:

@@ -130,7 +130,7 @@ async def test_a_deny_rule_of_betcode_denies_with_the_rule_named(
 async def test_a_forwarded_request_is_answered_by_the_client(
     start_daemon: StartDaemon,
     attach: Callable[[InProcessDaemon], Client],
-    decision: int,
+    decision: Decision.ValueType,
     message: str,
     edited: dict[str, str] | None,
     expect_error: bool,
@@ -297,7 +297,9 @@ async def test_two_parallel_read_only_requests_wait_together_and_are_answered_in
     client.say("read both files")
     await client.wait_for("permission_request", 2)  # both outstanding before any answer
     first, second = (e.permission_request for e in client.of_kind("permission_request"))
-    assert first.input["file_path"].endswith("a.txt")
+    file_path = first.input["file_path"]
+    assert isinstance(file_path, str), file_path
+    assert file_path.endswith("a.txt")
     client.answer(second.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
     client.answer(first.request_id, Decision.PERMISSION_DECISION_DENY, "not that one")
     done = await results(client, 2)

@@ -96,6 +96,7 @@ async def test_bash_denied_tells_the_model_why(
     )
 
     [request] = turn.permission_requests
+    assert isinstance(request.request, CanUseTool)
     [result_block] = turn.tool_results
     assert result_block.is_error
     assert result_block.content == "Denied by the test"

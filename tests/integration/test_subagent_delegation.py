@@ -201,7 +201,9 @@ async def test_revoke_lets_the_call_in_flight_finish_and_the_next_call_asks_the_
     assert revoked.pending_tool_calls == 1
     assert revoked.subagent_status == "running"
     asked = (await parent.wait_for("permission_request")).permission_request
-    assert "print('second')" in asked.input["command"]
+    command = asked.input["command"]
+    assert isinstance(command, str), command
+    assert "print('second')" in command
     parent.answer(asked.request_id, Decision.PERMISSION_DECISION_DENY, "not now")
     events = await finished(stub, spawned.subagent_id)
 
@@ -441,9 +443,10 @@ async def test_a_subagent_that_fails_withdraws_its_unanswered_question_and_never
     parent, spawned, asked = await a_subagent_asking(clients, workspace, stub)
     assert daemon.daemon.sessions is not None
     session = await daemon.daemon.sessions.get(spawned.session_id)
-    assert session.supervisor.pid is not None
+    pid = session.supervisor.pid
+    assert pid is not None
 
-    os.kill(session.supervisor.pid, signal.SIGKILL)  # claude dies waiting for the answer
+    os.kill(pid, signal.SIGKILL)  # claude dies waiting for the answer
     events = await finished(stub, spawned.subagent_id)
 
     assert events[-1].WhichOneof("event") == "failed"
@@ -583,7 +586,10 @@ async def queued_sixth_call(
     assert daemon.daemon.subagents is not None
     clock = FrozenClock()
     daemon.daemon.subagents.manager.runs[spawned.subagent_id].delegation.clock = clock
-    asked = lambda: stored_lines(daemon, spawned.session_id, "control_request")  # noqa: E731
+
+    def asked() -> list[str]:
+        return stored_lines(daemon, spawned.session_id, "control_request")
+
     await until(lambda: len(asked()) == 6, 60)
     await asyncio.sleep(2)  # about three more asks of the queued call
     answered = stored_lines(daemon, spawned.session_id, "control_response")
@@ -680,7 +686,9 @@ async def test_a_call_queued_for_the_rate_limit_asks_the_user_after_a_revoke(
 
     assert revoked.revoked
     asked = (await parent.wait_for("permission_request")).permission_request
-    assert "call-6" in asked.input["command"]
+    command = asked.input["command"]
+    assert isinstance(command, str), command
+    assert "call-6" in command
     parent.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
     events = await finished(stub, spawned.subagent_id)
     assert "ok: call-6" in events[-1].completed.result_summary

@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from harness.daemon import Client, Decision, InProcessDaemon
@@ -23,14 +24,14 @@ pytestmark = pytest.mark.real_cli
 TOOL_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\""} multiply'
 
 
-async def top_json(socket: str) -> dict[str, object]:
+async def top_json(socket: str) -> dict[str, Any]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "betcode.cli.main", "top", "--json", "--socket", socket,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
-    loaded: dict[str, object] = json.loads(out)
+    loaded: dict[str, Any] = json.loads(out)
     return loaded
 
 
@@ -74,7 +75,7 @@ async def test_top_shows_a_waiting_approval_then_the_turns_cost(
             await pilot.press("q")
 
     snapshot = await top_json(str(daemon.socket))
-    (session,) = snapshot["sessions"]  # type: ignore[misc]
+    (session,) = snapshot["sessions"]
     assert session["session_id"] == client.session_id
     assert session["clients"] == 1
     assert session["cost_per_hour_usd"] == pytest.approx(usage.cost_usd * 6)
