@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 import grpc.aio
@@ -18,6 +19,7 @@ TURN_WITHIN_S = 60.0
 PLAIN_PROMPT = 'SCN:plain {"text": "Hello from the mock model."} say hello'
 
 AgentEvent = agent_pb2.AgentEvent
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,7 @@ async def read_until(
                 return events
 
 
-async def collect(
-    calls: AsyncIterator[AgentEvent], within_s: float = TURN_WITHIN_S
-) -> list[AgentEvent]:
-    """Every event of a stream that must END within `within_s`."""
+async def collect(calls: AsyncIterator[T], within_s: float = TURN_WITHIN_S) -> list[T]:
+    """Every message of a stream that must END within `within_s`."""
     async with asyncio.timeout(within_s):
         return [event async for event in calls]

@@ -38,7 +38,7 @@ async def stub(served: Served) -> AsyncIterator[agent_pb2_grpc.AgentServiceStub]
         yield agent_pb2_grpc.AgentServiceStub(channel)
 
 
-async def status_of(call: object) -> Code:
+async def status_of(call: object) -> grpc.StatusCode:
     """The status a unary call or a whole stream ends with (OK if it succeeds)."""
     try:
         if isinstance(call, grpc.aio.UnaryStreamCall):

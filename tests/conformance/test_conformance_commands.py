@@ -68,7 +68,9 @@ async def service_command(
     return [output.stdout_line for output in outputs[:-1]]
 
 
-async def refusal(stub: commands_pb2_grpc.CommandServiceStub, command: str, *args: str) -> Code:
+async def refusal(
+    stub: commands_pb2_grpc.CommandServiceStub, command: str, *args: str
+) -> grpc.StatusCode:
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await service_command(stub, command, *args)
     return refused.value.code()

@@ -96,7 +96,7 @@ async def served_methods(channel: grpc.aio.Channel) -> list[MethodDescriptor]:
     return methods
 
 
-async def call_empty(channel: grpc.aio.Channel, method: MethodDescriptor) -> Code:
+async def call_empty(channel: grpc.aio.Channel, method: MethodDescriptor) -> grpc.StatusCode:
     """The status of the method called with an empty request; a stream is given its first
     answer (or its end) and then cancelled, once its headers came first."""
     path = f"/{method.containing_service.full_name}/{method.name}"
