@@ -107,7 +107,14 @@ async def test_five_crashes_in_the_window_end_in_crashed_until_the_next_message(
     world = FakeWorld(tmp_path)
     slow = {"turns": [[{"do": "flood", "lines": 400, "text": "x", "rate": 100}]]}
     crashing = {"startup": [{"do": "exit", "code": 1}]}
-    runs = [slow, crashing, crashing, crashing, crashing, {"turns": [TEXT_TURN]}]
+    runs: list[dict[str, Any]] = [
+        slow,
+        crashing,
+        crashing,
+        crashing,
+        crashing,
+        {"turns": [TEXT_TURN]},
+    ]
     async with world.daemon(runs) as daemon:
         client = world.client("one")
         await client.wait_for("session_info")

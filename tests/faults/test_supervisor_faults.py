@@ -18,6 +18,7 @@ from harness.fake_claude import FakeClaude, resume_id
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.environment import build_child_env
+from betcode.claude.holder.client import StdoutMark
 from betcode.claude.locate import BinarySource, ClaudeBinary
 from betcode.claude.process import ClaudeProcess, ClaudeStartError
 from betcode.claude.supervisor import ClaudeSupervisor, SupervisorCrashed, SupervisorState
@@ -50,7 +51,7 @@ class Session:
         self.turn = False
         self.pending = False
 
-    def on_lines(self, lines: list[Line]) -> None:
+    def on_lines(self, lines: list[Line], mark: StdoutMark | None = None) -> None:
         self.lines.extend(lines)
         for line in lines:
             message = json.loads(line.data)

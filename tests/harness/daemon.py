@@ -231,7 +231,7 @@ class Client:
     def say(self, text: str) -> None:
         self.send(agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=text)))
 
-    def answer(self, request_id: str, decision: int, message: str = "") -> None:
+    def answer(self, request_id: str, decision: Decision.ValueType, message: str = "") -> None:
         self.send(
             agent_pb2.AgentRequest(
                 permission=agent_pb2.PermissionResponse(

@@ -57,7 +57,8 @@ async def grpc_receiver() -> AsyncIterator[tuple[str, Received]]:
     """(endpoint URL, what it received) of a grpc OTLP receiver on a free loopback port."""
     received = Received()
     server = grpc.aio.server()
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceReceiver(received), server)
+    # opentelemetry-proto's generated *_pb2_grpc modules are unannotated and have no stubs.
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(TraceReceiver(received), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     yield f"http://127.0.0.1:{port}", received

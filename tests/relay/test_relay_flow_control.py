@@ -58,7 +58,7 @@ async def test_a_slow_reader_gets_every_message(tmp_path: Path) -> None:
                 struct.pack(">I", MESSAGES),
                 metadata=(*bearer(account.access), ("x-machine-id", "box")),
             )
-            received = []
+            received: list[int] = []
             async for message in call:
                 if not received:
                     await asyncio.sleep(5.0)  # a slow reader: everything else piles up

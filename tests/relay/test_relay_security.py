@@ -200,7 +200,8 @@ async def tunnel_outcome(relay: Relay, key: bytes | None, cert: bytes | None) ->
         try:
             await stub.Register(tunnel_pb2.TunnelRegisterRequest(), timeout=10)
         except grpc.aio.AioRpcError as error:
-            return error.code().name
+            name: str = error.code().name
+            return name
     return "OK"
 
 
