@@ -488,6 +488,38 @@ async def test_a_subagent_that_fails_withdraws_its_unanswered_question_and_never
     assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
 
 
+async def test_a_subagent_whose_claude_crashes_as_its_answer_is_applied_is_not_started_again(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    stub: subagent_pb2_grpc.SubagentServiceStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent, spawned, asked = await a_subagent_asking(clients, workspace, stub)
+    assert daemon.daemon.sessions is not None
+    session = await daemon.daemon.sessions.get(spawned.session_id)
+    write_control = session.write_control
+
+    async def crash_first(*args: Any) -> bool:
+        """claude dies after the answer was checked and recorded, before it is written."""
+        assert session.supervisor.pid is not None
+        os.kill(session.supervisor.pid, signal.SIGKILL)
+        await until(lambda: session.supervisor.state is SupervisorState.RESTARTING)
+        return await write_control(*args)
+
+    monkeypatch.setattr(session, "write_control", crash_first)
+    parent.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    events = await finished(stub, spawned.subagent_id)
+
+    assert events[-1].WhichOneof("event") == "failed"
+    resolved = (await parent.wait_for("permission_resolved")).permission_resolved
+    assert (resolved.request_id, resolved.outcome) == (asked.request_id, "allowed")
+    # Neither the answer nor a note about it reached a claude started again for it.
+    assert stored_lines(daemon, spawned.session_id, "control_response") == []
+    assert len(stored_lines(daemon, spawned.session_id, "user")) == 1  # the prompt only
+    assert (session.supervisor.state, session.supervisor.pid) == (SupervisorState.IDLE, None)
+
+
 async def test_a_subagent_past_its_wall_clock_limit_is_stopped_and_failed(
     daemon: InProcessDaemon,
     clients: Callable[[str], Client],

@@ -158,6 +158,27 @@ class ClaudeSupervisor:
                 self._given_input = process
                 return
 
+    def runs(self, pid: int | None) -> bool:
+        """Whether claude process `pid` is the one RUNNING now (not stopping, not replaced)."""
+        process = self._process
+        return self._state is SupervisorState.RUNNING and process is not None and process.pid == pid
+
+    async def write_to(self, pid: int | None, line: bytes) -> bool:
+        """Write one NDJSON line to claude process `pid` while it is the one running. Unlike
+        `send`, never starts claude, waits out a restart or hands the line to a successor: an
+        answer to a request (or an interrupt) means nothing to any other process, and would
+        start a claude that was stopped. False when the line was not taken."""
+        process = self._process
+        if process is None or not self.runs(pid):
+            return False
+        try:
+            await process.write(line)
+        except ClaudeStdinClosed as error:
+            logger.info("%s; a line for it is dropped", error)
+            return False
+        self._last_input_at = time.monotonic()
+        return True
+
     async def stop(self) -> None:
         """Stop claude cleanly → IDLE. No turn running: EOF on stdin (the CLI exits at once);
         a turn running: SIGTERM to the group. Either way SIGKILL after the grace period."""

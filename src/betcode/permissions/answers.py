@@ -15,14 +15,19 @@ a compare-and-swap on the row, so when two clients answer at once exactly one wi
 gets the duplicate result. Only the winner is counted, shown to the session's clients (with the
 edited input, for ALLOW_WITH_EDIT, so every client and every replay shows the input that ran)
 and written to claude: to the process that asked if it still waits, otherwise to whichever
-claude resumes the conversation (`orphans`).
+claude resumes the conversation (`orphans`). A process that stops or exits between that check
+and the write is gone as well: its claimed delivery is taken back and the answer takes the
+same way, except for a subagent's (a subagent whose claude is gone is ending, and telling a
+resumed claude would start its claude again for nothing).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import sqlite3
+from collections.abc import Callable
 
 from betcode.config.settings import PermissionSettings
 from betcode.permissions import orphans
@@ -47,6 +52,8 @@ from betcode.storage.pending import PendingPermission
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
 
+log = logging.getLogger(__name__)
+
 
 class Answers:
     """Applies clients' answers for the bridge; shares its live requests, counters and audit."""
@@ -60,8 +67,10 @@ class Answers:
         settings: PermissionSettings,
         clock: Clock,
         audit: AuditRecorder,
+        is_subagent: Callable[[str], bool],
     ) -> None:
         self._writer = writer
+        self._is_subagent = is_subagent  # by session id: a live subagent run's session
         self._reader = reader
         self._live = live
         self._metrics = metrics
@@ -87,10 +96,10 @@ class Answers:
         # claude's suggestions as stored with the request: the same whether the process that
         # asked still waits, was re-attached after a daemon restart, or is gone.
         reply = build_reply(row, answer, json.loads(row.permission_suggestions))
-        waiting = self._live.waiting(session, request_id)
+        asker = self._live.asker(session, request_id)
         audit = answer_audit(row, reply, answer)
         if not await self._writer.call(
-            lambda c: self._record(c, session, row, reply, now, waiting, audit)
+            lambda c: self._record(c, session, row, reply, now, asker is not None, audit)
         ):
             current = await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
             return _duplicate(current or row)
@@ -98,7 +107,7 @@ class Answers:
         allowed = reply.outcome in ("allowed", "answered")
         kind = DecisionKind.USER_ALLOW if allowed else DecisionKind.USER_DENY
         self._metrics.count(kind, row.tool_name, max(now - row.received_at, 0.0))
-        await self._deliver(session, row, reply, answer, waiting)
+        await self._deliver(session, row, reply, answer, asker)
         return AnswerOutcome(accepted=True, duplicate=False, outcome=reply.outcome)
 
     def _record(
@@ -137,9 +146,10 @@ class Answers:
         row: PendingPermission,
         reply: Reply,
         answer: ClientAnswer,
-        waiting: bool,
+        asker: int | None,
     ) -> None:
-        """Show the recorded answer to the session's clients, then write it to claude."""
+        """Show the recorded answer to the session's clients, then write it to claude: to
+        process `asker` if it waits, else to a resumed claude (module doc)."""
         edited = answer.updated_input if reply.decision == "allow_with_edit" else None
         resolved = translate.permission_resolved_event(
             row.request_id,
@@ -150,9 +160,17 @@ class Answers:
             updated_input=edited,
         )
         session.emit([resolved])
-        if waiting:
-            await session.write_control(reply.line)
-            return
+        if asker is not None:
+            if await session.write_control(reply.line, asker):
+                return
+            await self._writer.call(lambda c: pending_rows.mark_undelivered(c, row.request_id))
+            if self._is_subagent(session.id):
+                log.info(
+                    "session %s: the subagent's claude that asked %s is gone; not resumed",
+                    session.id,
+                    row.request_id,
+                )
+                return
         answered = dataclasses.replace(
             row, response_decision=reply.decision, response_payload=reply.line.decode()
         )

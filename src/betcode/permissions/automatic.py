@@ -73,9 +73,11 @@ class AutomaticDecisions:
         session: Session,
         request: ControlRequest,
         tool: CanUseTool,
+        asker: int | None,
         delegates: Delegates | None,
     ) -> bool:
-        """Answer at once if a rule, a grant or a one-shot approval decides; False to forward."""
+        """Answer at once if a rule, a grant or a one-shot approval decides; False to forward.
+        The answer goes to claude process `asker` only (`Session.write_control`)."""
         ruleset = await self._rules.ruleset_for(session.record.working_directory)
         grants, undelivered = await self._reader.read(
             lambda c: (
@@ -96,20 +98,25 @@ class AutomaticDecisions:
             line = stdin.permission_deny(
                 request.request_id, decision.message, dialect=request.dialect
             )
-            await self._auto(session, request, tool, line, DecisionKind.AUTO_DENY, rules)
+            await self._auto(session, request, tool, asker, line, DecisionKind.AUTO_DENY, rules)
             return True
-        if await self._use_one_shot(session, request, tool, undelivered):
+        if await self._use_one_shot(session, request, tool, asker, undelivered):
             return True
         if decision.behavior is Behavior.ALLOW:
             line = stdin.permission_allow(request.request_id, dialect=request.dialect)
-            await self._auto(session, request, tool, line, DecisionKind.AUTO_ALLOW, rules)
+            await self._auto(session, request, tool, asker, line, DecisionKind.AUTO_ALLOW, rules)
             return True
         if decision.behavior is Behavior.UNDECIDED and delegates is not None:
-            return await self._delegated(session, request, tool, delegates)
+            return await self._delegated(session, request, tool, asker, delegates)
         return False
 
     async def _delegated(
-        self, session: Session, request: ControlRequest, tool: CanUseTool, delegates: Delegates
+        self,
+        session: Session,
+        request: ControlRequest,
+        tool: CanUseTool,
+        asker: int | None,
+        delegates: Delegates,
     ) -> bool:
         delegated = await delegates.decide(session, request, tool)
         if delegated is None:
@@ -117,16 +124,21 @@ class AutomaticDecisions:
         if isinstance(delegated, Queued):
             # Waited for off the session's line loop: its other lines, and a stop, go on.
             waiting = asyncio.create_task(
-                self._answer_when_let_through(session, request, tool, delegated)
+                self._answer_when_let_through(session, request, tool, asker, delegated)
             )
             self._queued[request.request_id] = waiting
             waiting.add_done_callback(lambda _: self._queued.pop(request.request_id, None))
             return True
-        await self._answer_delegated(session, request, tool, delegated)
+        await self._answer_delegated(session, request, tool, asker, delegated)
         return True
 
     async def _answer_when_let_through(
-        self, session: Session, request: ControlRequest, tool: CanUseTool, queued: Queued
+        self,
+        session: Session,
+        request: ControlRequest,
+        tool: CanUseTool,
+        asker: int | None,
+        queued: Queued,
     ) -> None:
         with log_fields(request_id=request.request_id):
             try:
@@ -134,7 +146,7 @@ class AutomaticDecisions:
                 if delegated is None:
                     await self._forward(session, request, tool)
                 else:
-                    await self._answer_delegated(session, request, tool, delegated)
+                    await self._answer_delegated(session, request, tool, asker, delegated)
             except asyncio.CancelledError:
                 log.info("session %s: queued %s withdrawn", session.id, request.request_id)
                 raise
@@ -144,7 +156,12 @@ class AutomaticDecisions:
                 )
 
     async def _answer_delegated(
-        self, session: Session, request: ControlRequest, tool: CanUseTool, delegated: Delegated
+        self,
+        session: Session,
+        request: ControlRequest,
+        tool: CanUseTool,
+        asker: int | None,
+        delegated: Delegated,
     ) -> None:
         kind = DecisionKind.AUTO_ALLOW if delegated.allow else DecisionKind.AUTO_DENY
         self._metrics.count(kind, tool.tool_name)
@@ -155,13 +172,14 @@ class AutomaticDecisions:
                 request.request_id, delegated.message, dialect=request.dialect
             )
         )
-        await session.write_control(line)
+        await session.write_control(line, asker)
 
     async def _auto(
         self,
         session: Session,
         request: ControlRequest,
         tool: CanUseTool,
+        asker: int | None,
         line: bytes,
         kind: DecisionKind,
         reason: str,
@@ -170,13 +188,14 @@ class AutomaticDecisions:
         log.info("session %s: %s %s by %s", session.id, request.request_id, kind.value, reason)
         allowed = kind is DecisionKind.AUTO_ALLOW
         self._audit.record(auto_audit(session.id, request.request_id, tool, allowed, reason))
-        await session.write_control(line)
+        await session.write_control(line, asker)
 
     async def _use_one_shot(
         self,
         session: Session,
         request: ControlRequest,
         tool: CanUseTool,
+        asker: int | None,
         undelivered: Sequence[PendingPermission],
     ) -> bool:
         grant = orphans.one_shot_for(
@@ -197,7 +216,9 @@ class AutomaticDecisions:
         reason = f"the user's approval of {grant.request_id} (one-shot, now used)"
         log.info("session %s: %s allowed by %s", session.id, request.request_id, reason)
         self._audit.record(auto_audit(session.id, request.request_id, tool, True, reason))
-        await session.write_control(line)
+        if not await session.write_control(line, asker):
+            # The claude that asked is gone: the approval stays for the next one's call.
+            await self._writer.call(lambda c: pending_rows.mark_undelivered(c, grant.request_id))
         return True
 
     def withdraw_queued(self, request_id: str) -> None:

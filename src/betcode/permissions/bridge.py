@@ -108,7 +108,14 @@ class PermissionBridge:
         self._forwarding = Forwarding(writer, reader, self._live, self.settings, clock)
         self._withdrawals = Withdrawals(writer, self._live, clock, self._audit)
         self._answers = Answers(
-            writer, reader, self._live, self.metrics, self.settings, clock, self._audit
+            writer,
+            reader,
+            self._live,
+            self.metrics,
+            self.settings,
+            clock,
+            self._audit,
+            is_subagent=lambda session_id: self._asker_label(session_id) is not None,
         )
         self._sweeper = PermissionSweeper(
             writer, self._live, self._notifier, self.metrics, self.settings, clock, self._audit
@@ -122,21 +129,29 @@ class PermissionBridge:
 
     async def _on_control_request(self, session: Session, request: ControlRequest) -> None:
         self._live.remember(session)
+        # The process that asked (the one running now): an automatic answer goes to it only.
+        asker = session.supervisor.pid
         tool = request.request
         if not isinstance(tool, CanUseTool):
             # BetCode registers no hooks or SDK MCP servers: say so, never leave claude waiting.
             await session.write_control(
-                stdin.control_error(request.request_id, "not supported by BetCode", request.dialect)
+                stdin.control_error(
+                    request.request_id, "not supported by BetCode", request.dialect
+                ),
+                asker,
             )
             return
         if tool.tool_name == ASK_USER_QUESTION or not await self._automatic.decide(
-            session, request, tool, self.delegates
+            session, request, tool, asker, self.delegates
         ):
             await self._forward(session, request, tool)
 
     async def _forward(self, session: Session, request: ControlRequest, tool: CanUseTool) -> None:
-        asker = self.delegates.asker_label(session.id) if self.delegates is not None else None
-        await self._forwarding.forward(session, request, tool, asker)
+        await self._forwarding.forward(session, request, tool, self._asker_label(session.id))
+
+    def _asker_label(self, session_id: str) -> str | None:
+        """Which subagent asks, for a live subagent run's session; None for any other."""
+        return None if self.delegates is None else self.delegates.asker_label(session_id)
 
     async def on_cancel(self, session: Session, request_id: str) -> None:
         self._automatic.withdraw_queued(request_id)

@@ -43,10 +43,12 @@ class LiveRequests:
             del self._requests[session_id]
         return True
 
-    def waiting(self, session: Session, request_id: str) -> bool:
-        """Whether the session's current claude process is the one waiting on `request_id`."""
+    def asker(self, session: Session, request_id: str) -> int | None:
+        """The pid of the claude process waiting on `request_id`, if it is the session's
+        current process (its answer is written to that process only); else None."""
         requests = self._requests.get(session.id, {})
-        return request_id in requests and _is_current(requests[request_id], session)
+        pid = requests.get(request_id)
+        return pid if request_id in requests and _is_current(pid, session) else None
 
     def waiting_ids(self, session: Session) -> frozenset[str]:
         """The requests the session's current claude process waits on."""

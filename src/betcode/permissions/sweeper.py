@@ -126,7 +126,7 @@ class PermissionSweeper:
     async def _expire(self, row: PendingPermission, now: float) -> int:
         reply = expiry_reply(row, self._settings.ttl_seconds)
         session = self._live.session(row.session_id)
-        waiting = session is not None and self._live.waiting(session, row.request_id)
+        asker = None if session is None else self._live.asker(session, row.request_id)
         audit = expiry_audit(row, reply)
 
         def record(conn: sqlite3.Connection) -> bool:
@@ -147,8 +147,9 @@ class PermissionSweeper:
         log.info("permission request %s (%s): %s", row.request_id, row.tool_name, reply.message)
         if session is None:
             return 1
-        if waiting:
-            await session.write_control(reply.line)
+        if asker is not None and not await session.write_control(reply.line, asker):
+            # Its claude stopped or exited during the sweep: nobody waits for the deny any more.
+            log.info("permission request %s: the claude that asked is gone", row.request_id)
         session.emit(
             [
                 translate.permission_resolved_event(

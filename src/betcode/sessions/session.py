@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from betcode.claude.command import CommandOptions
 from betcode.claude.holder.client import HeldClaude, StdoutMark
@@ -63,6 +63,8 @@ if TYPE_CHECKING:
     from betcode.sessions.context import SessionContext
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 Status = common_pb2.AgentStatus
 
@@ -365,17 +367,35 @@ class Session:
             ]
         )
 
-    async def write_control(self, line: bytes, kind: str = "control_response") -> None:
-        """Writes a control line (permission answer, interrupt...) and records it."""
-        row = self._log.message_row("in", kind, line.rstrip(b"\n"))
-        self.emit([], row)
-        await _to_the_end(self.supervisor.send(line))
+    async def write_control(
+        self, line: bytes, to_pid: int | None, kind: str = "control_response"
+    ) -> bool:
+        """Records and writes a control line (a permission answer, an interrupt) for claude
+        process `to_pid`, only while that process runs: False, and nothing recorded or written,
+        once it stopped, exited or was replaced (the line means nothing to any other claude,
+        and writing it would start a stopped one: `ClaudeSupervisor.write_to`)."""
+        return await _to_the_end(self._write_control(line, to_pid, kind))
+
+    async def _write_control(self, line: bytes, to_pid: int | None, kind: str) -> bool:
+        # Checked, recorded and handed to the supervisor in one step of the loop: a line is
+        # recorded only for the process it is written to.
+        if not self.supervisor.runs(to_pid):
+            log.info(
+                "session %s: claude pid %s no longer runs; %s not written: %s",
+                self.id,
+                to_pid,
+                kind,
+                line[:200].decode("utf-8", "replace").rstrip(),
+            )
+            return False
+        self.emit([], self._log.message_row("in", kind, line.rstrip(b"\n")))
+        return await self.supervisor.write_to(to_pid, line)
 
     async def cancel_turn(self) -> bool:
         if not self.turn_active:
             return False
         self.translator.mark_cancel_requested()
-        await self.write_control(stdin.interrupt(), "control_request")
+        await self.write_control(stdin.interrupt(), self.supervisor.pid, "control_request")
         return True
 
     # ---- clients ----
@@ -484,13 +504,13 @@ class Session:
         self.hub.close_all()
 
 
-async def _to_the_end(delivery: Coroutine[Any, Any, None]) -> None:
+async def _to_the_end(delivery: Coroutine[Any, Any, T]) -> T:
     """Awaits `delivery`, which goes on if the caller is cancelled: its line is already recorded
     and shown to every client, so it must reach claude even when the client that sent it
     disconnects at once (or claude is still starting). A failure nobody awaits is logged."""
     task = asyncio.ensure_future(delivery)
     try:
-        await asyncio.shield(task)
+        return await asyncio.shield(task)
     except asyncio.CancelledError:
         task.add_done_callback(_log_undelivered)
         raise

@@ -222,6 +222,16 @@ def mark_delivered(conn: sqlite3.Connection, request_id: str) -> bool:
     return cursor.rowcount == 1
 
 
+def mark_undelivered(conn: sqlite3.Connection, request_id: str) -> bool:
+    """Take back `mark_delivered`: the claude the answer was claimed for exited before it
+    was written."""
+    cursor = conn.execute(
+        "UPDATE pending_permissions SET delivered = 0 WHERE request_id = ? AND delivered = 1",
+        (request_id,),
+    )
+    return cursor.rowcount == 1
+
+
 def extend_ttl(conn: sqlite3.Connection, session_id: str, now: float, ttl_seconds: float) -> int:
     """Push back the expiry of a session's unanswered, unexpired requests (DIGEST §6.4);
     return how many were extended."""
