@@ -111,6 +111,8 @@ class Daemon:
         )
         # Registered before serving (watchable at once), started once served.
         await subagents.orchestrations.load_interrupted()
+        # With the delegates set and the runs left behind ended: before serving, as if read.
+        await core.bridge.decide_left_unanswered()
         try:
             self.telemetry.start(core.live_state())
             await self.server.serve(socket_claim, tcp_address)

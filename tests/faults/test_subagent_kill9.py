@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -199,4 +200,62 @@ async def test_an_orchestration_steps_question_stays_pending_across_kill9_and_th
         if json.loads(row["context"])["request_id"] == asked.request_id
     ]
     assert (granted["session_id"], granted["actor_id"]) == (pending.session_id, "answerer")
+    assert len(claude_pids(fake)) == 1  # the step's claude answered, never started again
+
+
+def a_request_committed(database: Path) -> bool:
+    with closing(sqlite3.connect(database)) as db:
+        row = db.execute(
+            "SELECT 1 FROM messages WHERE direction = 'out' AND message_type = 'control_request'"
+        ).fetchone()
+    return row is not None
+
+
+# The step's claude outlives the daemon under its holder, its request committed but not decided.
+@pytest.mark.parametrize("auto_approve", [False, True], ids=["asked", "auto-approved"])
+async def test_a_steps_request_a_killed_daemon_left_undecided_goes_through_its_delegation(
+    restarts: Restarts, tmp_path: Path, auto_approve: bool
+) -> None:
+    fake, daemon, parent = await started(restarts, tmp_path)
+    # The rules are read on the step's first request: from a FIFO nobody writes, reading them
+    # holds the daemon after claude's request is committed and before anything decided it.
+    rules = tmp_path / "repo" / ".claude" / "settings.local.json"
+    rules.parent.mkdir()
+    os.mkfifo(rules)
+    step = subagent_pb2.OrchestrationStep(
+        id="deploy", prompt="deploy it", auto_approve=auto_approve, allowed_tools=["Bash"]
+    )
+    created = await subagents_of(parent).CreateOrchestration(
+        subagent_pb2.CreateOrchestrationRequest(
+            parent_session_id=parent.session_id,
+            strategy=subagent_pb2.ORCHESTRATION_STRATEGY_SEQUENTIAL,
+            steps=[step],
+        )
+    )
+    await until(lambda: a_request_committed(restarts.database))
+    parent_id = parent.session_id
+
+    await asyncio.to_thread(daemon.kill9)
+    rules.unlink()  # no rule decides it: the step's delegation does, or the parent's client
+    await asyncio.to_thread(daemon.start)
+
+    other = restarts.client("other")
+    other.converse(agent_pb2.StartConversation(working_directory=str(tmp_path / "repo")))
+    await other.wait_for("session_info")
+    watch = subagent_pb2.WatchOrchestrationRequest(orchestration_id=created.orchestration_id)
+    if not auto_approve:
+        listing = agent_pb2.ListPendingPermissionsRequest(session_id=parent_id)
+        listed = await other.stub.ListPendingPermissions(listing)
+        async with asyncio.timeout(20):
+            while not listed.pending:
+                await asyncio.sleep(0.05)
+                listed = await other.stub.ListPendingPermissions(listing)
+        [pending] = listed.pending
+        assert pending.description.startswith("subagent deploy (step deploy) asks")
+        await other.stub.AnswerPermission(answer(parent_id, pending.request_id))
+    events = [event async for event in subagents_of(other).WatchOrchestration(watch, timeout=60)]
+
+    assert events[-1].WhichOneof("event") == "completed", events
+    approved = audit(restarts, "auto_approve_tool_call")
+    assert len(approved) == (1 if auto_approve else 0)
     assert len(claude_pids(fake)) == 1  # the step's claude answered, never started again

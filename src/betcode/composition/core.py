@@ -39,7 +39,8 @@ class Core:
 
     async def adopt(self, found: Sequence[FoundHolder]) -> None:
         """Attaches each session to its claude found alive under its holder; the permission
-        requests that claude is still waiting on wait on it again."""
+        requests that claude is still waiting on wait on it again (those nobody is to answer
+        are decided later: `PermissionBridge.decide_left_unanswered`)."""
         for holder in found:
             # What the last daemon committed of the session's lines: those after it are read
             # from the holder as usual, so the bridge looks for unanswered requests up to it.

@@ -50,7 +50,7 @@ from betcode.permissions.metrics import DecisionCounters
 from betcode.permissions.notifier import Notifier
 from betcode.permissions.rulebook import RuleBook
 from betcode.permissions.sweeper import Clock, PermissionSweeper, SweepReport
-from betcode.permissions.unanswered import unanswered_requests
+from betcode.permissions.unanswered import LeftUnanswered, unanswered_requests
 from betcode.permissions.withdrawals import CANCELLED, Withdrawals
 from betcode.protocol import writer as stdin
 from betcode.protocol.messages import CanUseTool, ControlRequest
@@ -88,6 +88,8 @@ class PermissionBridge:
         self.delegates: Delegates | None = None  # set when subagents are served
         self._audit = audit if audit is not None else AuditRecorder(writer, clock=clock)
         self._live = LiveRequests()
+        # By session id: what a re-attached claude waits on that nobody is to answer yet.
+        self._left_unanswered: dict[str, LeftUnanswered] = {}
         # One lock per session whose requests are being answered (weak: gone once unused).
         self._answering: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
@@ -171,8 +173,7 @@ class PermissionBridge:
         """After a daemon restart: the requests the session's still-running claude made wait
         on it again (`forwarding`); those the last daemon committed, up to line
         `through_sequence`, but left with no answer on its way and not stored (`unanswered`)
-        are decided again as if just read, under the same request id: the holder takes one
-        answer per request id, so claude never gets two."""
+        are kept to be decided again (`decide_again`) once whoever decides them is there."""
         await self._forwarding.reattached(session, claude_started_at)
         control_lines, stored = await self._reader.read(
             lambda c: (
@@ -182,7 +183,39 @@ class PermissionBridge:
                 pending_rows.request_ids_since(c, session.id, claude_started_at),
             )
         )
-        for request in unanswered_requests(control_lines, stored):
+        requests = unanswered_requests(control_lines, stored)
+        if requests:
+            self._left_unanswered[session.id] = LeftUnanswered(
+                session, session.supervisor.pid, requests
+            )
+
+    async def decide_left_unanswered(self) -> None:
+        """Startup, once the delegates are set and before serving: the requests `reattached`
+        kept are decided again, except those of a subagent whose run is resumed later (an
+        orchestration's step): its run brings the delegation and the label its requests go
+        through, and decides them then (`decide_again`)."""
+        for left in list(self._left_unanswered.values()):
+            session_id = left.session.id
+            if self.delegates is not None and await self.delegates.resumed_later(session_id):
+                log.info("session %s: its unanswered requests wait for its run", session_id)
+                continue
+            await self.decide_again(left.session)
+
+    async def decide_again(self, session: Session) -> None:
+        """The requests `reattached` kept for the session, decided as if just read, under the
+        same request ids: the holder takes one answer per request id, so claude never gets
+        two. None once the claude that asked is gone (nothing waits for an answer)."""
+        left = self._left_unanswered.pop(session.id, None)
+        if left is None:
+            return
+        if not session.supervisor.runs(left.asker):
+            log.info(
+                "session %s: the claude that left %d request(s) unanswered is gone",
+                session.id,
+                len(left.requests),
+            )
+            return
+        for request in left.requests:
             log.info(
                 "session %s: %s left unanswered; deciding it again", session.id, request.request_id
             )

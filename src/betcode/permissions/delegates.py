@@ -51,6 +51,10 @@ class Delegates(Protocol):
     async def child_session_ids(self, parent_session_id: str) -> list[str]:
         """The sessions of the parent's subagents whose questions it may still be shown."""
 
+    async def resumed_later(self, session_id: str) -> bool:
+        """Whether `session_id` is the session of a subagent the daemon resumes later (a step
+        of an orchestration a restart interrupted) and whose run is not there yet."""
+
     async def withdrawn(self, session_id: str) -> str | None:
         """Why the questions of `session_id` are withdrawn (a subagent whose run ended or is
         ending: an answer would start its stopped claude again), or None."""

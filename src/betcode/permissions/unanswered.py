@@ -12,10 +12,21 @@ counts as answered once an answer to it was logged (sent again on re-attach, see
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from betcode.protocol.messages import ControlCancelRequest, ControlRequest
 from betcode.protocol.reader import ProtocolReader
 from betcode.protocol.writer import answered_request_id
+from betcode.sessions.session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class LeftUnanswered:
+    """A re-attached session's requests to decide again, and the pid of the claude that asked."""
+
+    session: Session
+    asker: int | None
+    requests: list[ControlRequest]
 
 
 def unanswered_requests(

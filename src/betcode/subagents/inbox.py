@@ -278,6 +278,12 @@ class SubagentInbox:
         children = await self._reader.read(lambda c: rows.list_subagents(c, parent_session_id))
         return [child.session_id for child in children if child.status in rows.UNFINISHED]
 
+    async def resumed_later(self, session_id: str) -> bool:
+        if session_id in self._runs:
+            return False
+        row = await self._reader.read(lambda c: rows.parent_of_session(c, session_id))
+        return row is not None and row.status in rows.UNFINISHED
+
     async def withdrawn(self, session_id: str) -> str | None:
         run = self._runs.get(session_id)
         if run is not None:  # live, or ending: its row is not final yet

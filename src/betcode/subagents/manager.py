@@ -67,6 +67,7 @@ class SubagentManager:
         self._audit = audit
         self.runs: dict[str, SubagentRun] = {}
         self.by_session: dict[str, SubagentRun] = {}  # the inbox finds the asker by session
+        self._bridge = bridge
         self._inbox = ParentInbox(sessions, bridge)
         self.admission = Admission(reader, settings)
 
@@ -181,10 +182,14 @@ class SubagentManager:
         return run
 
     async def resume(self, row: rows.SubagentRow) -> SubagentRun:
-        """A subagent of an orchestration the daemon was restarted in: its session goes on."""
+        """A subagent of an orchestration the daemon was restarted in: its session goes on,
+        and the requests its re-attached claude was left waiting on are decided now that its
+        run (its delegation, its label) is there."""
         session = await self.sessions.get(row.session_id)
         self.admission.locks.try_acquire(row.working_directory, row.id, LockMode.NONE)
-        return self._start(row, session, resume=True)
+        run = self._start(row, session, resume=True)
+        await self._bridge.decide_again(session)
+        return run
 
     def _finished(self, run: SubagentRun) -> None:
         outcome = run.finished.result()

@@ -429,6 +429,9 @@ class EndingSubagents:
     async def child_session_ids(self, parent_session_id: str) -> list[str]:
         return []
 
+    async def resumed_later(self, session_id: str) -> bool:
+        return False
+
     async def withdrawn(self, session_id: str) -> str | None:
         self.asked.append(session_id)
         return self.ending.get(session_id)
