@@ -19,6 +19,10 @@ from harness.conditions import until
 from harness.fake_claude import FakeClaude
 from harness.restarts import Restarts, betcode_argv
 
+from betcode.claude.holder.client import stdin_key
+from betcode.protocol import writer as stdin
+from betcode.v1 import common_pb2
+
 REQUEST = "0b8f4a52-4c0e-4a57-9d43-5f1c7c2f7a11"
 # More than claude's stdin pipe and one read of it hold, and than the holder's socket holds.
 BIG = "x" * 1_000_000
@@ -172,3 +176,66 @@ async def test_a_request_a_rule_allows_is_answered_once_after_a_daemon_killed_de
     answers = [m for m in fake.stdin_messages() if m.get("type") == "control_response"]
     assert [m["response"]["request_id"] for m in answers] == [REQUEST]
     assert len(fake.starts()) == 1  # the same claude all along
+
+
+def journal_sent(database: Path) -> bool:
+    """Every line journaled for claude's stdin was confirmed by its holder."""
+    with closing(sqlite3.connect(database)) as db:
+        (unsent,) = db.execute(
+            "SELECT COUNT(*) FROM holder_stdin WHERE length(line) > 0"
+        ).fetchone()
+    return int(unsent) == 0
+
+
+def dropped_by_holder(holder_dir: Path) -> list[str]:
+    """The keys of the stdin lines the holder was sent again after taking them."""
+    log = (holder_dir / "holder.log").read_text()
+    return [
+        line.split("stdin line ")[1].split()[0]
+        for line in log.splitlines()
+        if "taken before" in line
+    ]
+
+
+async def test_a_reattaching_daemon_sends_again_only_the_answers_never_journaled(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake = FakeClaude(tmp_path)
+    asks = [
+        {
+            "do": "permission",
+            "tool_name": "Bash",
+            "input": {"command": f"echo {n}"},
+            "request_id": n,
+        }
+        for n in ("r1", "r2", "r3")
+    ]
+    binary = fake.binary([{"turns": [asks]}])
+    _, writer = await restarts.start_fake_session(binary)
+    daemon = restarts.daemon
+    assert daemon is not None
+    writer.say("run them")
+    for count, request_id in enumerate(("r1", "r2"), start=1):
+        await writer.wait_for("permission_request", count=count)
+        writer.answer(request_id, common_pb2.PermissionDecision.PERMISSION_DECISION_ALLOW_ONCE)
+    await writer.wait_for("permission_request", count=3)  # r3 waits: r1 and r2 were taken
+    await until(lambda: journal_sent(restarts.database))
+    [holder] = restarts.holders()
+    await asyncio.to_thread(daemon.kill9)
+    # As if the daemon had died after logging r2's answer and before journaling it.
+    r2_key = stdin_key(stdin.permission_allow("r2"))
+    with closing(sqlite3.connect(restarts.database)) as db, db:
+        db.execute("DELETE FROM holder_stdin WHERE key = ?", (r2_key,))
+    await asyncio.to_thread(daemon.start)
+
+    answered = await restarts.cli("permissions", "allow", "r3")
+    assert answered.returncode == 0, answered.stderr
+    observer = restarts.client("observer")
+    observer.resume(writer.session_id, from_sequence=0)
+    await observer.wait_for("turn_complete", within_s=60)
+
+    # r1's answer was journaled and taken: not sent again; r2's, never journaled, was.
+    assert dropped_by_holder(holder["dir"]) == [r2_key]
+    answers = [m for m in fake.stdin_messages() if m.get("type") == "control_response"]
+    assert [m["response"]["request_id"] for m in answers] == ["r1", "r2", "r3"]
+    assert len(fake.starts()) == 1

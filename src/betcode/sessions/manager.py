@@ -457,10 +457,11 @@ class SessionManager:
             await asyncio.to_thread(found.abandon)
             return None
         link = found.link
-        offset, unconfirmed, answers, control_lines = await self._ctx.reader.read(
+        offset, unconfirmed, journaled, answers, control_lines = await self._ctx.reader.read(
             lambda c: (
                 holder_rows.committed_offset(c, session.id, link.holder_id),
                 holder_rows.unconfirmed_stdin(c, link.holder_id),
+                holder_rows.journaled_keys(c, link.holder_id),
                 pending_rows.answers_written_since(c, session.id, found.started_at),
                 pending_rows.control_lines_since(c, session.id, found.started_at),
             )
@@ -480,10 +481,15 @@ class SessionManager:
             max_line_bytes=self._ctx.process_policy.max_line_bytes,
             journal=None if holding is None else holding.journal,
         )
-        # Whatever the last daemon may have left on its way to claude: the holder takes each
-        # line once, so what it has already is dropped (an answer still in the journal is
-        # also among those recorded: one key, sent once).
-        resend = dict(unconfirmed) | {stdin_key(line): line for line in [*answers, *logged_answers]}
+        # Whatever the last daemon may have left on its way to claude: the journal's lines not
+        # confirmed yet, and the answers recorded or logged but never journaled (the holder
+        # takes each key once; one it confirmed is claude's already, and not sent again).
+        never_journaled = {
+            key: line
+            for line in [*answers, *logged_answers]
+            if (key := stdin_key(line)) not in journaled
+        }
+        resend = dict(unconfirmed) | never_journaled
         process.adopt(link, offset, resend.items())
         session.adopt(process)
         log.info(

@@ -1,6 +1,7 @@
 """What the store keeps of the holders (claude/holder): `holder_positions`, how much of each
 session's holder output is committed (rows.py writes it with the lines; this module reads it),
-and `holder_stdin`, the journal of lines for claude's stdin not yet confirmed by its holder."""
+and `holder_stdin`, the journal of lines for claude's stdin: each kept until its holder confirms
+it, then only its key (what claude was given), until the holder ends."""
 
 from __future__ import annotations
 
@@ -27,9 +28,16 @@ def committed_offset(conn: sqlite3.Connection, session_id: str, holder_id: str) 
 def unconfirmed_stdin(conn: sqlite3.Connection, holder_id: str) -> list[tuple[str, bytes]]:
     """(key, line) of every journaled line the holder has not confirmed, in the order kept."""
     rows = conn.execute(
-        "SELECT key, line FROM holder_stdin WHERE holder_id = ? ORDER BY rowid", (holder_id,)
+        "SELECT key, line FROM holder_stdin WHERE holder_id = ? AND taken = 0 ORDER BY rowid",
+        (holder_id,),
     )
     return [(str(key), bytes(line)) for key, line in rows]
+
+
+def journaled_keys(conn: sqlite3.Connection, holder_id: str) -> set[str]:
+    """The key of every line journaled for `holder_id`'s claude, confirmed or not."""
+    rows = conn.execute("SELECT key FROM holder_stdin WHERE holder_id = ?", (holder_id,))
+    return {str(key) for (key,) in rows}
 
 
 def forget_stdin_of_gone_holders(conn: sqlite3.Connection, alive: Collection[str]) -> int:
@@ -59,7 +67,8 @@ class HolderStdinJournal:
     def taken(self, holder_id: str, key: str) -> None:
         self._background(
             lambda c: c.execute(
-                "DELETE FROM holder_stdin WHERE holder_id = ? AND key = ?", (holder_id, key)
+                "UPDATE holder_stdin SET taken = 1, line = x'' WHERE holder_id = ? AND key = ?",
+                (holder_id, key),
             )
         )
 

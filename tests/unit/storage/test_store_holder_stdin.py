@@ -11,6 +11,7 @@ from betcode.storage import StoreReader, StoreWriter
 from betcode.storage.holders import (
     HolderStdinJournal,
     forget_stdin_of_gone_holders,
+    journaled_keys,
     unconfirmed_stdin,
 )
 from betcode.storage.pending import (
@@ -22,7 +23,7 @@ from betcode.storage.pending import (
 )
 
 
-async def test_the_journal_keeps_each_line_until_its_holder_took_it(
+async def test_the_journal_keeps_each_line_until_its_holder_took_it_then_its_key(
     writer: StoreWriter, reader: StoreReader
 ) -> None:
     await writer.call(add_session)
@@ -33,14 +34,18 @@ async def test_the_journal_keeps_each_line_until_its_holder_took_it(
     await journal.keep("h2", "k1", b"other holder\n")
 
     journal.taken("h1", "k2")
-    await writer.call(lambda c: None)  # after the background delete
+    await writer.call(lambda c: None)  # after the background update
     assert await reader.read(lambda c: unconfirmed_stdin(c, "h1")) == [
         ("k1", b"k1\n"),
         ("k3", b"k3\n"),
     ]
+    # What claude was given is remembered (by key alone) while its holder lives.
+    assert await reader.read(lambda c: journaled_keys(c, "h1")) == {"k1", "k2", "k3"}
+    assert await reader.read(lambda c: journaled_keys(c, "h2")) == {"k1"}
     journal.ended("h1")
     await writer.call(lambda c: None)
     assert await reader.read(lambda c: unconfirmed_stdin(c, "h1")) == []
+    assert await reader.read(lambda c: journaled_keys(c, "h1")) == set()
     assert await reader.read(lambda c: unconfirmed_stdin(c, "h2")) == [("k1", b"other holder\n")]
 
 
