@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 from bridge_world import World, WorldFactory, permission
 
@@ -77,18 +78,25 @@ async def test_an_approval_while_claude_stops_reaches_the_resumed_claude_as_a_on
     assert (row.response_decision, row.delivered) == ("allow_once", False)
 
 
-async def test_a_rule_answers_no_claude_when_the_one_that_asked_exited_at_once(
+async def test_a_rule_answers_no_claude_when_the_one_that_asked_exited_meanwhile(
     world: WorldFactory,
 ) -> None:
     asks_and_exits = [
         {"do": "raw", "text": json.dumps(can_use_tool("r1", "Bash", ECHO, "toolu_1"))},
         {"do": "exit", "code": 0},
     ]
-    w = await world({"turns": [asks_and_exits]}, rules={"allow": ["Bash(echo:*)"]})
+    w = await world({"turns": [asks_and_exits]})
+    # The rules are read on the first request: from a FIFO, until the test writes them, which
+    # it does once claude has exited.
+    rules = w.workdir / ".claude" / "settings.local.json"
+    os.mkfifo(rules)
     session = await w.new_session()
     await session.send_user_message(None, "say hi")
+    await w.until("claude exited", lambda: session.supervisor.state is SupervisorState.IDLE)
+    await asyncio.to_thread(rules.write_text, json.dumps({"permissions": {"allow": ["Bash"]}}))
     # The exit is judged after the request line (one queue, in order): its answer was tried.
     await w.until("the turn ended", lambda: not session.turn_active)
-    await w.until("idle", lambda: session.supervisor.state is SupervisorState.IDLE)
+
+    assert session.supervisor.state is SupervisorState.IDLE
     assert len(w.starts()) == 1
     assert w.answers_to(session.id, "r1") == []
