@@ -147,35 +147,65 @@ def request_committed(database: Path) -> bool:
     return row is not None
 
 
-async def test_a_request_a_rule_allows_is_answered_once_after_a_daemon_killed_deciding_it(
-    restarts: Restarts, tmp_path: Path
-) -> None:
-    fake = FakeClaude(tmp_path)
+async def killed_deciding(restarts: Restarts, fake: FakeClaude, tmp_path: Path) -> tuple[str, Path]:
+    """A daemon killed after claude's request was committed and before anything decided it;
+    (the session's id, the rules file: a FIFO nobody writes)."""
     ask = {"do": "permission", "tool_name": "Bash", "input": {"command": "echo once"}}
     binary = fake.binary([{"turns": [[{**ask, "request_id": REQUEST}]]}])
     _, writer = await restarts.start_fake_session(binary)
     daemon = restarts.daemon
     assert daemon is not None
     # The rules are read on the first request: from a FIFO nobody writes, reading them holds
-    # the daemon after claude's request is committed and before any answer is recorded.
+    # that request (for the rule book's read timeout, 10 s) after it is committed and before
+    # any answer is recorded.
     rules = tmp_path / "repo" / ".claude" / "settings.local.json"
     rules.parent.mkdir()
     os.mkfifo(rules)
     writer.say("run it")
     await until(lambda: request_committed(restarts.database))
-
     await asyncio.to_thread(daemon.kill9)
-    rules.unlink()
-    rules.write_text(json.dumps({"permissions": {"allow": ["Bash(echo once)"]}}))
-    await asyncio.to_thread(daemon.start)
+    return writer.session_id, rules
 
+
+async def ran_once(restarts: Restarts, fake: FakeClaude, session_id: str) -> None:
+    """claude got one answer, ran the tool once and ended its turn, the same claude all along."""
     observer = restarts.client("observer")
-    observer.resume(writer.session_id, from_sequence=0)
+    observer.resume(session_id, from_sequence=0)
     await observer.wait_for("turn_complete", within_s=60)
     assert [e.tool_call_result.output for e in observer.of_kind("tool_call_result")] == ["Bash ran"]
     answers = [m for m in fake.stdin_messages() if m.get("type") == "control_response"]
     assert [m["response"]["request_id"] for m in answers] == [REQUEST]
-    assert len(fake.starts()) == 1  # the same claude all along
+    assert len(fake.starts()) == 1
+
+
+async def test_a_request_a_rule_allows_is_answered_once_after_a_daemon_killed_deciding_it(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake = FakeClaude(tmp_path)
+    session_id, rules = await killed_deciding(restarts, fake, tmp_path)
+    rules.unlink()
+    rules.write_text(json.dumps({"permissions": {"allow": ["Bash(echo once)"]}}))
+    assert restarts.daemon is not None
+    await asyncio.to_thread(restarts.daemon.start)
+
+    await ran_once(restarts, fake, session_id)
+
+
+async def test_a_rules_file_that_never_ends_delays_startup_by_its_read_timeout_then_asks_the_user(
+    restarts: Restarts, tmp_path: Path
+) -> None:
+    fake = FakeClaude(tmp_path)
+    session_id, _ = await killed_deciding(restarts, fake, tmp_path)
+    assert restarts.daemon is not None
+    # The request is decided again before serving: the FIFO, still unread, holds that up for
+    # the read timeout only; no rules are known, so the user is asked.
+    await asyncio.to_thread(restarts.daemon.start)
+    listed = await restarts.cli("permissions", "pending")
+    assert REQUEST in listed.stdout, listed
+
+    answered = await restarts.cli("permissions", "allow", REQUEST)
+    assert answered.returncode == 0, answered.stderr
+    await ran_once(restarts, fake, session_id)
 
 
 def journal_sent(database: Path) -> bool:
