@@ -21,7 +21,7 @@ from harness.fake_claude import FakeClaude, resume_id
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.claude.holder.client import HeldClaude, HolderPlace, StdoutMark
 from betcode.claude.holder.discovery import find_holders
-from betcode.claude.holder.holder import EXIT_RECORD, PIPE_READ_BYTES
+from betcode.claude.holder.holder import EXIT_RECORD, PIPE_READ_BYTES, PROTOCOL
 from betcode.claude.locate import BinarySource, ClaudeBinary
 from betcode.claude.supervisor import ClaudeSupervisor, Holding, SupervisorState
 from betcode.protocol.framing import Line
@@ -316,5 +316,40 @@ async def test_a_holder_of_another_protocol_is_stopped_with_its_claude(tmp_path:
         assert not directory.exists()
     finally:
         for child in (claude, old):
+            child.kill()
+            child.wait()
+
+
+async def test_a_live_holder_that_greets_late_is_reached_not_taken_for_gone(
+    tmp_path: Path,
+) -> None:
+    """A holder greets a daemon only once done with the one before (a killed daemon's last
+    connection), which on a loaded machine takes time: one that greets after 6 s (more than the
+    5 s a re-attaching daemon used to wait) is reached, its claude and folder left alone."""
+    directory = tmp_path / "holders" / "s10w5l0w"
+    directory.mkdir(parents=True)
+    claude = subprocess.Popen(["sleep", "300"], start_new_session=True)  # noqa: ASYNC220
+    serve_late_hello = (
+        "import os, socket, sys, time; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]);"
+        "s.listen(); c, _ = s.accept(); time.sleep(6);"
+        f"c.sendall(f'HELLO {PROTOCOL} {{os.getpid()}} {{sys.argv[2]}} running 4096\\n'.encode());"
+        "c.recv(1)"
+    )
+    late = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, "-c", serve_late_hello, str(directory / "sock"), str(claude.pid)]
+    )
+    try:
+        facts = {"session_id": "s1", "holder_pid": late.pid, "claude_pid": claude.pid}
+        (directory / "holder.json").write_text(json.dumps({**facts, "started_at": 0.0}))
+        await until(lambda: (directory / "sock").exists())
+
+        [found] = await find_holders(HolderPlace(tmp_path / "holders"))
+        assert (found.session_id, found.link.holder_pid) == ("s1", late.pid)
+        assert (found.link.claude_pid, found.link.claude_exited) == (claude.pid, False)
+        found.link.writer.close()
+        assert claude.poll() is None
+        assert directory.exists()
+    finally:
+        for child in (claude, late):
             child.kill()
             child.wait()

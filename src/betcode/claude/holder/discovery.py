@@ -32,7 +32,12 @@ from betcode.claude.process import ClaudeStartError
 
 logger = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_SECONDS = 5.0
+# How long a re-attaching daemon waits for a holder's HELLO. A dead holder refuses at once; a
+# live one serves one daemon at a time, so it greets only once done with the killed daemon's
+# connection, which on a loaded machine can take longer than the 5 s this was; one that had
+# not greeted by then was taken for gone, its claude killed and its session lost. Only a live
+# holder that is stuck waits the whole of it.
+CONNECT_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(slots=True)
