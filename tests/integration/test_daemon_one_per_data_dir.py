@@ -60,15 +60,13 @@ def snapshot(data: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, .
     return sessions, events
 
 
-async def settled_snapshot(data: Path) -> tuple[list[tuple[object, ...]], ...]:
-    """The snapshot once the live turn has written all it will (its claude then hangs)."""
-    previous = snapshot(data)
-    while True:
-        await asyncio.sleep(0.3)
-        current = snapshot(data)
-        if current == previous:
-            return current
-        previous = current
+async def settled_snapshot(data: Path, client: Client) -> tuple[list[tuple[object, ...]], ...]:
+    """The snapshot once the live turn's last event (its claude then hangs) is stored."""
+    last = (client.session_id, max(client.sequences))
+    async with asyncio.timeout(30):
+        while last not in (current := snapshot(data))[1]:  # noqa: ASYNC110 - rows in SQLite
+            await asyncio.sleep(0.05)
+    return current
 
 
 @pytest.fixture
@@ -89,11 +87,12 @@ def first(world: tuple[Path, Path]) -> Iterator[DaemonProcess]:
 
 
 async def live_session(socket: Path) -> Client:
-    """A session whose claude is in the middle of a turn."""
+    """A session whose claude is in the middle of a turn, every event of it received (the
+    text's one delta, then its end: claude then hangs)."""
     client = Client(socket, "watcher")
     client.converse(agent_pb2.StartConversation(working_directory=str(socket.parent)))
     client.say("go")
-    await client.wait_for("text_delta")
+    assert (await client.wait_for("text_delta", 2)).text_delta.is_complete
     return client
 
 
@@ -103,7 +102,7 @@ async def test_a_second_daemon_on_the_data_dir_is_refused_and_changes_nothing(
     root, claude = world
     client = await live_session(first.socket)
     try:
-        before = await settled_snapshot(root / "data")
+        before = await settled_snapshot(root / "data", client)
         lock_before = (root / "data" / "daemon.lock").read_bytes()
         second_env = env_for(root, claude, root / "data", root / "b.sock")
         second = betcode(second_env, "daemon", "start", "--foreground", "--no-import")
