@@ -24,7 +24,6 @@ from betcode.config.dirs import config_dir
 from betcode.config.errors import ConfigError
 from betcode.config.layers import PermissionLists
 from betcode.config.resolve import parse_override
-from betcode.daemon import KEEP_SESSIONS_SIGNAL, run_daemon
 from betcode.daemon_config import (
     EXIT_CONFIG_INVALID,
     PYTHON_LOG_LEVELS,
@@ -149,6 +148,10 @@ def start(
     if not no_import:
         offer_first_run_import()
     if foreground:
+        # Here only: the daemon's modules take ~0.5 s to import, which status and stop and a
+        # detached start's own process never need.
+        from betcode.daemon import run_daemon
+
         configure_logging(
             PYTHON_LOG_LEVELS[config.settings.log_level], log_format, environ=os.environ
         )
@@ -318,7 +321,12 @@ def _stop(paths: DaemonPaths, keep_sessions: bool) -> None:
     if running is None:
         click.echo(f"daemon is not running (socket {paths.socket})")
         return
-    os.kill(running.pid, KEEP_SESSIONS_SIGNAL if keep_sessions else signal.SIGTERM)
+    if keep_sessions:
+        from betcode.daemon import KEEP_SESSIONS_SIGNAL
+
+        os.kill(running.pid, KEEP_SESSIONS_SIGNAL)
+    else:
+        os.kill(running.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if not _pid_alive(running.pid):
