@@ -57,12 +57,12 @@ async def test_wait_wakes_on_publish_and_on_close() -> None:
     await asyncio.sleep(0)
     assert not waiter.done()
     hub.publish(frames(1, 1))
-    await asyncio.wait_for(waiter, 1)
+    await asyncio.wait_for(waiter, 10)
     sub.take(10, 1 << 20)
     waiter = asyncio.create_task(sub.wait())
     await asyncio.sleep(0)
     assert not waiter.done()
     hub.unsubscribe(sub)
-    await asyncio.wait_for(waiter, 1)
+    await asyncio.wait_for(waiter, 10)
     assert sub.closed
     assert len(hub) == 0

@@ -38,5 +38,5 @@ async def test_a_conflicting_holder_waits_until_the_other_lets_go() -> None:
     await asyncio.sleep(0)
     assert not waiting.done()
     locks.release("a")
-    await asyncio.wait_for(waiting, 1)
+    await asyncio.wait_for(waiting, 10)
     assert locks.holders("/w") == {"c": S}
