@@ -72,6 +72,9 @@ class Hooks:
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
         pass
 
+    def on_conversation_lost(self, claude_session_id: str) -> None:
+        pass
+
 
 async def test_kill9_of_a_holder_is_a_claude_crash_resumed_with_resume(tmp_path: Path) -> None:
     fake = FakeClaude(tmp_path)

@@ -4,6 +4,7 @@ hangs, idle reaping, process groups; each supervisor a bulkhead."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -21,7 +22,12 @@ from betcode.claude.environment import build_child_env
 from betcode.claude.holder.client import StdoutMark
 from betcode.claude.locate import BinarySource, ClaudeBinary
 from betcode.claude.process import ClaudeProcess, ClaudeStartError
-from betcode.claude.supervisor import ClaudeSupervisor, SupervisorCrashed, SupervisorState
+from betcode.claude.supervisor import (
+    NO_CONVERSATION,
+    ClaudeSupervisor,
+    SupervisorCrashed,
+    SupervisorState,
+)
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.protocol.framing import Line
 
@@ -47,6 +53,7 @@ class Session:
         self.lines: list[Line] = []
         self.states: list[tuple[SupervisorState, str]] = []
         self.exits: list[tuple[int, list[str]]] = []
+        self.lost: list[str] = []  # conversations claude could not resume
         self.claude_session_id: str | None = None
         self.turn = False
         self.pending = False
@@ -74,6 +81,9 @@ class Session:
 
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
         self.exits.append((returncode, stderr_tail))
+
+    def on_conversation_lost(self, claude_session_id: str) -> None:
+        self.lost.append(claude_session_id)
 
     def state_names(self) -> list[SupervisorState]:
         return [state for state, _ in self.states]
@@ -108,6 +118,11 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path) -> World:
     return World(tmp_path)
+
+
+def new_session_id(argv: list[str]) -> str | None:
+    """The id a start gave a new conversation (`--session-id ID`)."""
+    return argv[argv.index("--session-id") + 1] if "--session-id" in argv else None
 
 
 async def dies(pid: int) -> bool:
@@ -193,6 +208,47 @@ async def test_five_crashes_within_the_window_is_crashed(world: World) -> None:
     assert supervisor.state is S.IDLE
     await supervisor.ensure_running()  # runs again (and crashes again) after a reset
     await until(lambda: len(world.starts()) == 6)
+    await supervisor.stop()
+
+
+async def test_a_conversation_claude_cannot_resume_is_started_anew_until_given_input(
+    world: World,
+) -> None:
+    conversation = "0b6f4f4e-8d0c-4a53-9a55-3c1c2b1f7a10"
+    not_found = [
+        {"do": "stderr", "text": NO_CONVERSATION.format(conversation)},
+        {"do": "exit", "code": 1},
+    ]
+    crash_at_once = [{"do": "exit", "code": 2}]
+    crash_in_turn = [{"do": "kill"}]
+    runs: list[dict[str, Any]] = [
+        {"startup": not_found},
+        {"startup": crash_at_once},
+        {"turns": [crash_in_turn]},
+        {"turns": [TEXT_TURN]},
+    ]
+    # Three crashes give up: the conversation not found must not count as one.
+    supervisor, session = world.supervisor(runs, dataclasses.replace(FAST, max_crashes=3))
+    session.claude_session_id = conversation
+    await supervisor.ensure_running()
+    await until(lambda: len(world.starts()) == 3 and supervisor.state is S.RUNNING)
+    assert session.lost == [conversation]
+    restarting = [detail for state, detail in session.states if state is S.RESTARTING]
+    assert "starting a new conversation" in restarting[0]
+    # Until it was given input, claude starts anew: a crash before that changes nothing.
+    session.turn = True
+    await supervisor.send(USER_LINE)
+    await until(lambda: len(world.starts()) == 4 and supervisor.state is S.RUNNING)
+    await supervisor.send(USER_LINE)
+    await until(lambda: session.results() == 1)
+    starts = [(resume_id(argv), new_session_id(argv)) for argv in world.starts()]
+    assert starts == [
+        (conversation, None),
+        (None, conversation),
+        (None, conversation),
+        (conversation, None),  # given input, claude saved the new conversation
+    ]
+    assert session.lost == [conversation]
     await supervisor.stop()
 
 

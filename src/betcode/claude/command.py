@@ -49,14 +49,15 @@ class CommandOptions:
     tools: Sequence[str] = ()
 
 
-def _check_resume_id(resume_session_id: str) -> None:
+def _check_session_id(claude_session_id: str, use: str) -> None:
     # The CLI takes a non-UUID --resume value as a session *title* to search for, which would
-    # silently resume the wrong conversation or fail with a confusing error.
+    # silently resume the wrong conversation or fail with a confusing error; it refuses a
+    # non-UUID --session-id.
     try:
-        uuid.UUID(resume_session_id)
+        uuid.UUID(claude_session_id)
     except ValueError:
         raise InvalidClaudeOption(
-            f"cannot resume claude session {resume_session_id!r}: not a UUID session id"
+            f"cannot {use} claude session {claude_session_id!r}: not a UUID session id"
         ) from None
 
 
@@ -71,6 +72,7 @@ def build_argv(
     binary: ClaudeBinary | Path | str,
     *,
     resume_session_id: str | None = None,
+    new_session_id: str | None = None,
     model: str | None = None,
     allowed_tools: Sequence[str] = (),
     permission_mode: str | None = None,
@@ -79,14 +81,22 @@ def build_argv(
     max_turns: int | None = None,
     tools: Sequence[str] = (),
 ) -> list[str]:
-    """argv for one claude process; raises InvalidClaudeOption for values claude would reject."""
+    """argv for one claude process; raises InvalidClaudeOption for values claude would reject.
+    `resume_session_id` continues that conversation; `new_session_id` starts a new one under
+    that id (claude refuses an id it has a conversation of)."""
     path = binary.path if isinstance(binary, ClaudeBinary) else Path(binary)
     argv = [str(path), *BASE_FLAGS]
     if include_partial_messages:
         argv.append(PARTIAL_MESSAGES_FLAG)
+    if resume_session_id is not None and new_session_id is not None:
+        # Together they would fork the conversation (claude wants --fork-session then).
+        raise InvalidClaudeOption("a claude process either resumes a session or starts one")
     if resume_session_id is not None:
-        _check_resume_id(resume_session_id)
+        _check_session_id(resume_session_id, "resume")
         argv += ["--resume", resume_session_id]
+    if new_session_id is not None:
+        _check_session_id(new_session_id, "start")
+        argv += ["--session-id", new_session_id]
     if model is not None:
         if not model.strip():
             raise InvalidClaudeOption("the model name is empty")
@@ -114,11 +124,14 @@ def build_argv_from(
     binary: ClaudeBinary | Path | str,
     options: CommandOptions,
     resume_session_id: str | None,
+    *,
+    new_session_id: str | None = None,
 ) -> list[str]:
     """build_argv with a session's stored options."""
     return build_argv(
         binary,
         resume_session_id=resume_session_id,
+        new_session_id=new_session_id,
         model=options.model,
         allowed_tools=options.allowed_tools,
         permission_mode=options.permission_mode,

@@ -4,9 +4,17 @@
                                             └─crash (exit ≠ 0, signal, watchdog)→ RESTARTING
     RESTARTING ─after the backoff, respawn with --resume→ RUNNING
     RESTARTING ─max_crashes within window_seconds→ CRASHED ─reset()→ IDLE
+    RUNNING ─a --resume found no conversation→ RESTARTING ─at once, a new conversation→ RUNNING
 
 CRASHED waits for manual action: the session calls reset() when the user sends a new message,
 which starts claude again (with --resume) on a fresh crash budget.
+
+A claude stopped before it saved its conversation (it saves a turn's prompt shortly after the
+turn starts) leaves nothing to resume: `--resume` then exits 1 at startup with "No conversation
+found" (CLAUDE_CLI.md §2.9, §6.6), and would again at every restart. So the next claude starts
+a new conversation under the same id (`--session-id`), without the earlier context, and the
+session tells its clients. That is no crash of claude: it is not counted, and nothing repeats
+it, since claude starts anew until it was given input (which it then saves).
 
 An exit we asked for (stop, idle reaping) is never a crash: at EOF the CLI exits 1 when the
 last result was an error (CLAUDE_CLI.md §1). The watchdog only counts silence while a turn is
@@ -37,6 +45,10 @@ from betcode.protocol.framing import Line
 
 logger = logging.getLogger(__name__)
 
+# What claude prints (stderr, and in its startup `result`) for a --resume of a conversation it
+# has no saved record of, then it exits 1.
+NO_CONVERSATION = "No conversation found with session ID: {}"
+
 MAX_MONITOR_TICK = 1.0
 MIN_MONITOR_TICK = 0.005
 
@@ -59,6 +71,7 @@ class SupervisorHooks(Protocol):
     def turn_in_progress(self) -> bool: ...
     def permission_pending(self) -> bool: ...
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None: ...
+    def on_conversation_lost(self, claude_session_id: str) -> None: ...
 
 
 class SupervisorCrashed(Exception):
@@ -115,6 +128,12 @@ class ClaudeSupervisor:
         self._kill_reason: tuple[RunningClaude, str] | None = None
         self._last_input_at = time.monotonic()
         self._given_input: RunningClaude | None = None
+        # The process started with --resume, and the conversation it was asked to resume.
+        self._resuming: tuple[RunningClaude, str] | None = None
+        # A conversation claude has no record of: started anew (not resumed) until the process
+        # started so is given input, as claude then saves it.
+        self._start_anew: str | None = None
+        self._started_anew: RunningClaude | None = None
         # The process running now was found under its holder at startup, not spawned by us.
         self.reattached = False  # the process that was written to
 
@@ -126,6 +145,14 @@ class ClaudeSupervisor:
     @property
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
+
+    @property
+    def resumed_conversation(self) -> str | None:
+        """The conversation the running claude was started to resume (--resume); None for one
+        that started a conversation, or was found under its holder."""
+        if self._resuming is None or self._resuming[0] is not self._process:
+            return None
+        return self._resuming[1]
 
     async def ensure_running(self) -> None:
         """Return once a claude process is RUNNING (spawning one if IDLE, waiting out a
@@ -156,6 +183,8 @@ class ClaudeSupervisor:
             else:
                 self._last_input_at = time.monotonic()
                 self._given_input = process
+                if process is self._started_anew:
+                    self._start_anew = None
                 return
 
     def runs(self, pid: int | None) -> bool:
@@ -230,12 +259,21 @@ class ClaudeSupervisor:
         """Leave CRASHED (manual action): forget the crashes, back to IDLE."""
         if self._state is SupervisorState.CRASHED:
             self._crash_window.clear()
+            # If starting anew is what kept failing, resuming is tried again.
+            self._start_anew = None
             self._set_state(SupervisorState.IDLE, "reset after crash")
 
     # -- spawning ---------------------------------------------------------------------------
     async def _start_process(self) -> RunningClaude:
-        resume_id = self._hooks.resume_session_id()
-        argv = build_argv_from(self.binary, self.command_options, resume_id)
+        claude_session_id = self._hooks.resume_session_id()
+        anew = claude_session_id is not None and claude_session_id == self._start_anew
+        resume_id = None if anew else claude_session_id
+        argv = build_argv_from(
+            self.binary,
+            self.command_options,
+            resume_id,
+            new_session_id=claude_session_id if anew else None,
+        )
         process: RunningClaude
         if self.holding is None:
             process = ClaudeProcess(self._hooks.on_lines, max_line_bytes=self.policy.max_line_bytes)
@@ -259,11 +297,17 @@ class ClaudeSupervisor:
             observer().claude_spawned("error", time.monotonic() - started)
             raise
         observer().claude_spawned("ok", time.monotonic() - started)
+        self._resuming = None if resume_id is None else (process, resume_id)
+        self._started_anew = process if anew else None
         logger.info(
             "claude pid %d started in %s%s",
             process.pid,
             self.cwd,
-            f" resuming {resume_id}" if resume_id else "",
+            f" resuming {resume_id}"
+            if resume_id
+            else f" as new conversation {claude_session_id}"
+            if anew
+            else "",
         )
         return process
 
@@ -320,9 +364,29 @@ class ClaudeSupervisor:
             )
         elif returncode == 0:
             self._set_state(SupervisorState.IDLE, "claude exited normally")
+        elif (lost := self._conversation_not_found(process, tail)) is not None:
+            self._restart_anew(lost)
         else:
             observer().claude_crashed(returncode)
             self._crashed(f"claude {describe_returncode(returncode)}", tail)
+
+    def _conversation_not_found(self, process: RunningClaude, stderr_tail: list[str]) -> str | None:
+        """The conversation `process` failed to resume because claude has no record of it."""
+        if self._resuming is None or self._resuming[0] is not process:
+            return None
+        conversation = self._resuming[1]
+        return conversation if NO_CONVERSATION.format(conversation) in stderr_tail else None
+
+    def _restart_anew(self, conversation: str) -> None:
+        self._start_anew = conversation
+        detail = (
+            f"claude has no saved conversation {conversation} to resume (it was stopped before "
+            "it saved any); starting a new conversation, without the earlier context"
+        )
+        logger.warning("claude for %s: %s", self.cwd, detail)
+        self._call_hook("on_conversation_lost", self._hooks.on_conversation_lost, conversation)
+        self._restart = asyncio.create_task(self._restart_after(0), name="claude-restart")
+        self._set_state(SupervisorState.RESTARTING, detail)
 
     def _crashed(self, reason: str, stderr_tail: list[str] | None = None) -> None:
         now = time.monotonic()

@@ -12,7 +12,8 @@ The script is a JSON file named by $BETCODE_FAKE_CLAUDE_SCRIPT:
      "runs": [RUN, RUN, ...]}            # start number i plays runs[i] (the last one repeats);
                                          # without "runs" the whole script is the single RUN
     RUN = {"version": "2.1.330 (Claude Code)",  # what --version prints
-           "session_id": "...",                 # default: the --resume id, else a new uuid4
+           "session_id": "...",                 # default: the --resume or --session-id id,
+                                                #   else a new uuid4
            "ignore_sigterm": false,             # true: SIGTERM only prints a stderr line
            "startup": [STEP, ...],              # played before reading stdin
            "turns": [[STEP, ...], ...]}         # turn n plays turns[n] (the last one repeats)
@@ -156,7 +157,12 @@ class FakeClaude:
         self.deaf_until: Path | None = None  # stdin is not read until this file exists
         self.out = Output()
         self.version = str(run.get("version", DEFAULT_VERSION))
-        self.session_id = str(run.get("session_id") or _option(argv, "--resume") or uuid.uuid4())
+        self.session_id = str(
+            run.get("session_id")
+            or _option(argv, "--resume")
+            or _option(argv, "--session-id")
+            or uuid.uuid4()
+        )
         self.model = _option(argv, "--model") or DEFAULT_MODEL
         self.permission_mode = _option(argv, "--permission-mode") or "default"
         self.partial = "--include-partial-messages" in argv

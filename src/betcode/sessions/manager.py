@@ -98,13 +98,8 @@ class AuditedSession(Session):
 
     def on_state(self, state: SupervisorState, detail: str) -> None:
         super().on_state(state, detail)
-        resumed = self.resume_session_id()
-        if (
-            state is SupervisorState.RUNNING
-            and resumed is not None
-            and not self.supervisor.reattached
-        ):
-            # The process that just started was given --resume (the id is read at spawn).
+        resumed = self.supervisor.resumed_conversation
+        if state is SupervisorState.RUNNING and resumed is not None:
             self._audit.record(
                 AuditEvent(
                     event_type="session_resume",

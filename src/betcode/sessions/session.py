@@ -461,6 +461,9 @@ class Session:
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
         self._reports.on_exit(returncode, stderr_tail)
 
+    def on_conversation_lost(self, claude_session_id: str) -> None:
+        self._reports.on_conversation_lost(claude_session_id)
+
     def resume_session_id(self) -> str | None:
         return self.claude_session_id
 

@@ -1,5 +1,5 @@
 """How a session answers what its claude supervisor reports: a process state (RESTARTING,
-CRASHED, RUNNING again) and an exit.
+CRASHED, RUNNING again), an exit, and a conversation claude could not resume.
 
 A report is not acted on when it is made: it is queued behind the stdout lines claude printed
 before it (the session's consumer runs the queue in order), so an exit is judged only after a
@@ -23,6 +23,7 @@ from betcode.v1 import common_pb2
 Status = common_pb2.AgentStatus
 
 CRASHED_HINT = "send a message to try again"
+CONVERSATION_LOST = "CONVERSATION_LOST"
 
 
 class SupervisorReports:
@@ -52,6 +53,9 @@ class SupervisorReports:
 
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
         self._enqueue(partial(self._exited, returncode, stderr_tail, self._turns.current))
+
+    def on_conversation_lost(self, claude_session_id: str) -> None:
+        self._enqueue(partial(self._conversation_lost, claude_session_id))
 
     def _state_changed(self, state: SupervisorState, detail: str, waiting: bool) -> None:
         if state is SupervisorState.RESTARTING:
@@ -102,3 +106,13 @@ class SupervisorReports:
             events += self._translator.set_status(Status.AGENT_STATUS_IDLE, message)
         self._emit(events)
         self._turn_cut(message, returncode)
+
+    def _conversation_lost(self, claude_session_id: str) -> None:
+        """claude starts a new conversation: what it knew of this one is gone (this session's
+        event log keeps everything)."""
+        message = (
+            f"claude could not resume its conversation {claude_session_id}: claude had not "
+            "saved it (it was stopped first). claude starts a new conversation and has none of "
+            "the earlier context; this session's history still has all of it"
+        )
+        self._emit([translate.error_event(CONVERSATION_LOST, message, is_fatal=False)])

@@ -33,6 +33,10 @@ SESSION = "3fc6896c-2f41-4b8a-9d0e-8f1c2a3b4c5d"
             {"resume_session_id": SESSION},
             ["--include-partial-messages", "--resume", SESSION],
         ),
+        (
+            {"new_session_id": SESSION},
+            ["--include-partial-messages", "--session-id", SESSION],
+        ),
         ({"model": "sonnet"}, ["--include-partial-messages", "--model", "sonnet"]),
         (
             {"allowed_tools": ["Bash(python3:*)", "Write"]},
@@ -84,6 +88,8 @@ def test_plain_paths_work_as_binary() -> None:
     [
         ({"resume_session_id": "my session title"}, "not a UUID"),
         ({"resume_session_id": ""}, "not a UUID"),
+        ({"new_session_id": "my session title"}, "not a UUID"),
+        ({"resume_session_id": SESSION, "new_session_id": SESSION}, "either resumes"),
         ({"model": "  "}, "model name is empty"),
         ({"allowed_tools": ["Bash", ""]}, "empty tool name"),
         ({"permission_mode": "yolo"}, "unknown permission mode 'yolo'"),
