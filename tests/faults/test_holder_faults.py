@@ -334,17 +334,21 @@ async def test_a_live_holder_that_greets_late_is_reached_not_taken_for_gone(
     claude = subprocess.Popen(["sleep", "300"], start_new_session=True)  # noqa: ASYNC220
     serve_late_hello = (
         "import os, socket, sys, time; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]);"
-        "s.listen(); c, _ = s.accept(); time.sleep(6);"
+        "s.listen(); print('listening', flush=True); c, _ = s.accept(); time.sleep(6);"
         f"c.sendall(f'HELLO {PROTOCOL} {{os.getpid()}} {{sys.argv[2]}} running 4096\\n'.encode());"
         "c.recv(1)"
     )
     late = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, "-c", serve_late_hello, str(directory / "sock"), str(claude.pid)]
+        [sys.executable, "-c", serve_late_hello, str(directory / "sock"), str(claude.pid)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         facts = {"session_id": "s1", "holder_pid": late.pid, "claude_pid": claude.pid}
         (directory / "holder.json").write_text(json.dumps({**facts, "started_at": 0.0}))
-        await until(lambda: (directory / "sock").exists())
+        assert late.stdout is not None
+        # Listening, not just bound: a connection refused would be a holder gone.
+        assert await asyncio.to_thread(late.stdout.readline) == "listening\n"
 
         [found] = await find_holders(HolderPlace(tmp_path / "holders"))
         assert (found.session_id, found.link.holder_pid) == ("s1", late.pid)
