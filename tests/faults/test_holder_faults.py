@@ -303,15 +303,20 @@ async def test_a_holder_of_another_protocol_is_stopped_with_its_claude(tmp_path:
     claude = subprocess.Popen(["sleep", "300"], start_new_session=True)  # noqa: ASYNC220
     serve_old_hello = (
         "import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen();"
-        "c, _ = s.accept(); c.sendall(b'HELLO 1 2 running\\n'); c.recv(1)"
+        "print('listening', flush=True); c, _ = s.accept(); c.sendall(b'HELLO 1 2 running\\n');"
+        "c.recv(1)"
     )
     old = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, "-c", serve_old_hello, str(directory / "sock")]
+        [sys.executable, "-c", serve_old_hello, str(directory / "sock")],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         facts = {"session_id": "s1", "holder_pid": old.pid, "claude_pid": claude.pid}
         (directory / "holder.json").write_text(json.dumps({**facts, "started_at": 0.0}))
-        await until(lambda: (directory / "sock").exists())
+        assert old.stdout is not None
+        # Listening, not just bound: a connection refused would be a holder gone.
+        assert await asyncio.to_thread(old.stdout.readline) == "listening\n"
 
         assert await find_holders(HolderPlace(tmp_path / "holders")) == []
         assert await asyncio.to_thread(claude.wait, 10) == -signal.SIGKILL
