@@ -295,6 +295,30 @@ async def test_a_left_holder_that_cannot_be_replayed_is_removed_sparing_its_old_
         other.wait()
 
 
+async def stand_in_holder(
+    directory: Path, serve: str, claude: subprocess.Popen[bytes]
+) -> subprocess.Popen[str]:
+    """A process in the place of session s1's holder of ``claude``: Python ``serve``, given the
+    holder's socket path and claude's pid, prints "listening" once it listens there. Returned
+    then, not once the socket file exists: bound but not yet listening, a connection is
+    refused, which a daemon takes for a holder gone."""
+    holder = subprocess.Popen(  # noqa: ASYNC220
+        [sys.executable, "-c", serve, str(directory / "sock"), str(claude.pid)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        facts = {"session_id": "s1", "holder_pid": holder.pid, "claude_pid": claude.pid}
+        (directory / "holder.json").write_text(json.dumps({**facts, "started_at": 0.0}))
+        assert holder.stdout is not None
+        assert await asyncio.to_thread(holder.stdout.readline) == "listening\n"
+    except BaseException:
+        holder.kill()
+        holder.wait()
+        raise
+    return holder
+
+
 async def test_a_holder_of_another_protocol_is_stopped_with_its_claude(tmp_path: Path) -> None:
     """One left by an older BetCode (its HELLO has no protocol number): this daemon cannot
     speak to it, so it goes, with its claude, as after a crash (the session resumes)."""
@@ -306,18 +330,8 @@ async def test_a_holder_of_another_protocol_is_stopped_with_its_claude(tmp_path:
         "print('listening', flush=True); c, _ = s.accept(); c.sendall(b'HELLO 1 2 running\\n');"
         "c.recv(1)"
     )
-    old = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, "-c", serve_old_hello, str(directory / "sock")],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    old = await stand_in_holder(directory, serve_old_hello, claude)
     try:
-        facts = {"session_id": "s1", "holder_pid": old.pid, "claude_pid": claude.pid}
-        (directory / "holder.json").write_text(json.dumps({**facts, "started_at": 0.0}))
-        assert old.stdout is not None
-        # Listening, not just bound: a connection refused would be a holder gone.
-        assert await asyncio.to_thread(old.stdout.readline) == "listening\n"
-
         assert await find_holders(HolderPlace(tmp_path / "holders")) == []
         assert await asyncio.to_thread(claude.wait, 10) == -signal.SIGKILL
         assert await asyncio.to_thread(old.wait, 10) == -signal.SIGKILL
@@ -343,18 +357,8 @@ async def test_a_live_holder_that_greets_late_is_reached_not_taken_for_gone(
         f"c.sendall(f'HELLO {PROTOCOL} {{os.getpid()}} {{sys.argv[2]}} running 4096\\n'.encode());"
         "c.recv(1)"
     )
-    late = subprocess.Popen(  # noqa: ASYNC220
-        [sys.executable, "-c", serve_late_hello, str(directory / "sock"), str(claude.pid)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    late = await stand_in_holder(directory, serve_late_hello, claude)
     try:
-        facts = {"session_id": "s1", "holder_pid": late.pid, "claude_pid": claude.pid}
-        (directory / "holder.json").write_text(json.dumps({**facts, "started_at": 0.0}))
-        assert late.stdout is not None
-        # Listening, not just bound: a connection refused would be a holder gone.
-        assert await asyncio.to_thread(late.stdout.readline) == "listening\n"
-
         [found] = await find_holders(HolderPlace(tmp_path / "holders"))
         assert (found.session_id, found.link.holder_pid) == ("s1", late.pid)
         assert (found.link.claude_pid, found.link.claude_exited) == (claude.pid, False)

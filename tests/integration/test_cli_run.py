@@ -7,17 +7,15 @@ tests/unit/cli/test_run_command.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
 import signal
-import sys
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from harness.cli_process import betcode, finish, spawn
 from harness.daemon import Client, DaemonProcess, InProcessDaemon, daemon_config, daemon_process_env
 from harness.environment import Workspace
 
@@ -34,85 +32,6 @@ BASH_PROMPT = "SCN:tool_bash run it"
 HELLO = "python3 -c \"print('hello-from-bash')\""
 ALLOW_HINT = re.compile(r"betcode permissions allow (\S+)")
 ANSWER_HINT = re.compile(r"betcode permissions answer (\S+)")
-
-
-@dataclass
-class Finished:
-    code: int
-    out: str
-    err: str
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    # The commands' own config and data stay in tmp_path, never the developer's.
-    env = dict(os.environ)
-    env.update(
-        {
-            "BETCODE_CONFIG_DIR": str(tmp_path / "cli-config"),
-            "BETCODE_DATA_DIR": str(tmp_path),
-            "PYTHONFAULTHANDLER": "1",  # a SIGABRT prints every thread's stack
-        }
-    )
-    return env
-
-
-@contextlib.contextmanager
-def sigint_not_ignored() -> Iterator[None]:
-    """A terminal's shell starts a command with SIGINT's default action. A command inherits an
-    ignored SIGINT, though, and pytest ignores it when started as a background job of a script
-    (`pytest ... &`, nohup): the Ctrl-C of test_timeout_or_ctrl_c_... then never stopped its
-    run (it hung until the 90 s limit). A signal with a handler is reset to its default at
-    exec, so the command is started while SIGINT has one."""
-    before = signal.getsignal(signal.SIGINT)
-    if before is not signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
-
-
-async def spawn(
-    socket: Path, cwd: Path, *args: str, stdin: bytes | None = None
-) -> asyncio.subprocess.Process:
-    """`betcode ARGS --socket SOCKET` in its own process, as from another terminal."""
-    with sigint_not_ignored():
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "betcode.cli.main",
-            *args,
-            "--socket",
-            str(socket),
-            cwd=cwd,
-            env=_env(cwd.parent),
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    if stdin is not None:
-        assert process.stdin is not None
-        process.stdin.write(stdin)
-        process.stdin.close()
-    return process
-
-
-async def finish(process: asyncio.subprocess.Process) -> Finished:
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), 90)
-    except TimeoutError:
-        # Say where it is stuck (PYTHONFAULTHANDLER prints every thread's stack at SIGABRT).
-        process.send_signal(signal.SIGABRT)
-        _, err = await asyncio.wait_for(process.communicate(), 30)
-        raise AssertionError(f"betcode did not exit in 90 s; its stacks:\n{err.decode()}") from None
-    assert process.returncode is not None
-    return Finished(process.returncode, out.decode(), err.decode())
-
-
-async def betcode(socket: Path, cwd: Path, *args: str, stdin: bytes | None = None) -> Finished:
-    return await finish(await spawn(socket, cwd, *args, stdin=stdin))
 
 
 async def stderr_until(process: asyncio.subprocess.Process, pattern: re.Pattern[str]) -> str:

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from harness.cli_process import Finished, finish, spawn
+from harness.cli_process import betcode as betcode_process
 from harness.daemon import InProcessDaemon
 from harness.environment import Workspace
-from test_cli_run import ALLOW_HINT, BASH_PROMPT, Finished, finish, spawn, stderr_until
-from test_cli_run import betcode as betcode_process
+from test_cli_run import ALLOW_HINT, BASH_PROMPT, stderr_until
 
 from betcode.cli.main import cli
 

@@ -5,15 +5,14 @@ permissions`). The daemon runs in this event loop with its rules in a config dir
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from google.protobuf.struct_pb2 import Struct
+from harness.cli_process import betcode
 from harness.daemon import Client, Decision, InProcessDaemon, daemon_config
 from harness.environment import Workspace
 
@@ -222,40 +221,25 @@ async def test_reminders_then_expiry_with_a_short_ttl(
     assert len(client.of_kind("permission_reminder")) == 2
 
 
-async def betcode(socket: Path, *args: str) -> tuple[int, str, str]:
-    """Run the `betcode` command in its own process, as from another terminal."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "betcode.cli.main",
-        *args,
-        "--socket",
-        str(socket),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 async def test_answers_from_another_terminal_and_duplicate_answers(
-    start_daemon: StartDaemon, attach: Callable[[InProcessDaemon], Client]
+    start_daemon: StartDaemon, attach: Callable[[InProcessDaemon], Client], workspace: Workspace
 ) -> None:
     daemon = await start_daemon()
     client = attach(daemon)
     client.say(BASH_PROMPT)
     request = (await client.wait_for("permission_request")).permission_request
-    code, out, _ = await betcode(daemon.socket, "permissions", "pending", "--json")
-    assert code == 0
-    [listed] = json.loads(out)
+    pending = await betcode(daemon.socket, workspace.repo, "permissions", "pending", "--json")
+    assert pending.code == 0
+    [listed] = json.loads(pending.out)
     assert (listed["request_id"], listed["tool_name"]) == (request.request_id, "Bash")
     assert listed["input"]["command"] == HELLO
 
-    code, out, _ = await betcode(
-        daemon.socket, "permissions", "deny", request.request_id, "--message", "from elsewhere"
+    denied = await betcode(
+        daemon.socket,
+        workspace.repo,
+        *("permissions", "deny", request.request_id, "--message", "from elsewhere"),
     )
-    assert (code, out.strip()) == (0, f"{request.request_id}: denied")
+    assert (denied.code, denied.out.strip()) == (0, f"{request.request_id}: denied")
     [result] = await results(client)
     assert "from elsewhere" in result.output
     # The session's own client answers too late: first answer wins, nothing changes.
@@ -263,11 +247,13 @@ async def test_answers_from_another_terminal_and_duplicate_answers(
     await client.wait_for("turn_complete")
     assert len(client.of_kind("permission_resolved")) == 1
     assert client.of_kind("error") == []
-    code, out, _ = await betcode(daemon.socket, "permissions", "pending")
-    assert (code, out.strip()) == (0, "No permission requests are waiting.")
-    code, _, err = await betcode(daemon.socket, "permissions", "allow", "no-such-request")
-    assert code == 6
-    assert "no-such-request" in err
+    none_left = await betcode(daemon.socket, workspace.repo, "permissions", "pending")
+    assert (none_left.code, none_left.out.strip()) == (0, "No permission requests are waiting.")
+    unknown = await betcode(
+        daemon.socket, workspace.repo, "permissions", "allow", "no-such-request"
+    )
+    assert unknown.code == 6
+    assert "no-such-request" in unknown.err
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from harness.cli_process import betcode
 from harness.daemon import Client, DaemonProcess, daemon_process_env
 from harness.environment import Workspace
 
@@ -24,23 +24,6 @@ pytestmark = pytest.mark.real_cli
 
 APPEND = "python3 -c \"print('x', file=open('counter.txt', 'a')); print('appended')\""
 CALL = {"command": APPEND, "description": "Append a line"}
-
-
-async def betcode(socket: Path, *args: str) -> tuple[int, str]:
-    """Run the `betcode` command in its own process, as from another terminal."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "betcode.cli.main",
-        *args,
-        "--socket",
-        str(socket),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    return process.returncode, out.decode()
 
 
 async def test_an_approval_after_kill_9_of_the_daemon_runs_the_tool_exactly_once(
@@ -70,10 +53,13 @@ async def test_an_approval_after_kill_9_of_the_daemon_runs_the_tool_exactly_once
         daemon.socket.unlink()
         await asyncio.to_thread(daemon.start)
 
-        _, listed = await betcode(daemon.socket, "permissions", "pending", "--json")
-        assert [row["request_id"] for row in json.loads(listed)] == [request.request_id]
-        _, out = await betcode(daemon.socket, "permissions", "allow", request.request_id)
-        assert out.strip() == f"{request.request_id}: allowed"
+        listed = await betcode(daemon.socket, workspace.repo, "permissions", "pending", "--json")
+        assert listed.code == 0, listed.err
+        assert [row["request_id"] for row in json.loads(listed.out)] == [request.request_id]
+        allowed = await betcode(
+            daemon.socket, workspace.repo, "permissions", "allow", request.request_id
+        )
+        assert (allowed.code, allowed.out.strip()) == (0, f"{request.request_id}: allowed")
 
         watcher = Client(daemon.socket, "watcher")
         watcher.converse(agent_pb2.StartConversation(session_id=session_id))
@@ -92,7 +78,8 @@ async def test_an_approval_after_kill_9_of_the_daemon_runs_the_tool_exactly_once
             APPEND
             in json.loads(note.split(" with input ", 1)[1].split(". It has not run")[0])["command"]
         )
-        _, listed = await betcode(daemon.socket, "permissions", "pending", "--json")
-        assert json.loads(listed) == []
+        listed = await betcode(daemon.socket, workspace.repo, "permissions", "pending", "--json")
+        assert listed.code == 0, listed.err
+        assert json.loads(listed.out) == []
     finally:
         await asyncio.to_thread(daemon.stop)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from harness.cli_process import Finished
+from harness.cli_process import betcode as betcode_process
 from harness.daemon import InProcessDaemon
 from harness.environment import Workspace
 from harness.git_repos import make_repository, sh
-from test_cli_run import Finished
-from test_cli_run import betcode as betcode_process
 
 from betcode.cli.connection import DaemonClient, resolve_daemon_address
 from betcode.cli.main import cli
