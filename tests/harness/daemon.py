@@ -139,14 +139,24 @@ class DaemonProcess:
         return found
 
     def stop(self) -> int:
-        """SIGTERM the daemon if it runs, then kill the process groups of any orphans."""
+        """SIGTERM the daemon if it runs, then kill the process groups of any orphans. A daemon
+        still there 20 s after SIGTERM (its loop blocked) is killed, never left running after
+        the test, and the stop fails saying so."""
         returncode = 0
+        ignored_sigterm = False
         if self.process is not None:
             if self.process.poll() is None:
                 self.process.send_signal(signal.SIGTERM)
-                self.process.wait(20)
+                try:
+                    self.process.wait(20)
+                except subprocess.TimeoutExpired:
+                    ignored_sigterm = True
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait(10)
             returncode = self.process.returncode
         self._kill_orphans()
+        if ignored_sigterm:
+            raise AssertionError("the daemon did not stop within 20 s of SIGTERM; killed")
         return returncode
 
 
