@@ -38,8 +38,8 @@ import grpc.aio
 from betcode.cli.relay_e2e import EncryptingChannel
 from betcode.relay.layout import RelayFiles, init_relay
 from betcode.relay.nats_server import NatsServer
+from betcode.remote.e2e import E2E_METADATA_KEY, ClientSession, DaemonIdentity
 from betcode.tunnel.client import Backoff, TunnelClient, TunnelSettings
-from betcode.tunnel.e2e import E2E_METADATA_KEY, ClientSession, DaemonIdentity
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
 

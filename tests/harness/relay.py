@@ -23,8 +23,8 @@ from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, init_relay
-from betcode.relay.pki import certificate_request, key_pem, new_key
 from betcode.relay.server import Relay, RelayOptions
+from betcode.remote.pki import certificate_request, key_pem, new_key
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import (
     agent_pb2,

@@ -24,12 +24,12 @@ from harness.relay import client_channel, register, register_machine, relay_in_p
 from betcode.relay.nats_server import NatsServer
 from betcode.relay.notifications import Notifications, NotifySettings
 from betcode.relay.notify_limits import SharedLimits
+from betcode.remote.e2e import DaemonIdentity
 from betcode.sessions.attention import AttentionLog
 from betcode.sessions.input_lock import InputLock
 from betcode.sessions.turns import TurnEnd
 from betcode.storage.sessions import SessionRecord
 from betcode.tunnel.client import Backoff, TunnelClient, TunnelSettings
-from betcode.tunnel.e2e import DaemonIdentity
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import agent_pb2
 

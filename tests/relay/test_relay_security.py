@@ -28,7 +28,9 @@ from harness.relay import (
 )
 
 from betcode.relay.accounts import Accounts
-from betcode.relay.pki import (
+from betcode.relay.server import Relay
+from betcode.relay.tokens import ALGORITHM, AUDIENCE, ISSUER
+from betcode.remote.pki import (
     Authority,
     cert_pem,
     certificate_request,
@@ -36,8 +38,6 @@ from betcode.relay.pki import (
     new_key,
     serial_hex,
 )
-from betcode.relay.server import Relay
-from betcode.relay.tokens import ALGORITHM, AUDIENCE, ISSUER
 from betcode.tunnel.client import Backoff, TunnelClient, TunnelSettings
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from betcode.tunnel import frames
+from betcode.remote import frames
 
 
 def test_method_names_in_both_spellings() -> None:

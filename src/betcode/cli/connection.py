@@ -250,7 +250,7 @@ class DaemonClient:
     ) -> DaemonClient:
         """Bearer token + machine id on every call; every message sealed for the daemon."""
         from betcode.cli.relay_e2e import EncryptingChannel, daemon_identity
-        from betcode.tunnel.e2e import E2E_METADATA_KEY, ClientSession
+        from betcode.remote.e2e import E2E_METADATA_KEY, ClientSession
 
         channel = relay_channel(relay)
         try:

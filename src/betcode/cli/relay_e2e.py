@@ -1,6 +1,6 @@
 """The client's end of end-to-end encryption over the relay: the daemon's identity key, pinned
 on first use in ``<config dir>/known_machines.json`` (a changed one is refused, loudly), and a
-channel whose every message is sealed for that daemon (tunnel/e2e.py)."""
+channel whose every message is sealed for that daemon (remote/e2e.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import grpc
 import grpc.aio
 
 from betcode.config.dirs import config_dir
-from betcode.relay.owner_only import write_private
-from betcode.tunnel.e2e import ClientSession, fingerprint
+from betcode.remote.e2e import ClientSession, fingerprint
+from betcode.remote.owner_only import write_private
 from betcode.v1 import agent_pb2_grpc, tunnel_pb2
 
 KNOWN_MACHINES = "known_machines.json"

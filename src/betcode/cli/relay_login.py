@@ -16,8 +16,8 @@ import grpc
 import grpc.aio
 
 from betcode.config.dirs import config_dir
-from betcode.relay.owner_only import write_private
-from betcode.tunnel.frames import relay_target
+from betcode.remote.frames import relay_target
+from betcode.remote.owner_only import write_private
 from betcode.v1 import auth_pb2, auth_pb2_grpc
 
 REFRESH_MARGIN_SECONDS = 60

@@ -24,9 +24,9 @@ def relay_tunnel(config: DaemonConfig) -> TunnelClient | None:
     if not urls:
         return None
     # Imported only for a daemon that dials out (the tunnel brings its crypto and gRPC client).
+    from betcode.remote.e2e import DaemonIdentity
     from betcode.sessions.attention import AttentionLog
     from betcode.tunnel.client import TunnelClient, TunnelSettings
-    from betcode.tunnel.e2e import DaemonIdentity
     from betcode.tunnel.identity import MachineIdentity, NoMachineIdentity
 
     identity = MachineIdentity(config.config_dir / "certs")

@@ -27,7 +27,7 @@ from nats.aio.client import Client as Nats
 from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 
 from betcode.relay.auth_service import abort
-from betcode.tunnel import frames
+from betcode.remote import frames
 from betcode.v1 import tunnel_pb2
 
 log = logging.getLogger(__name__)

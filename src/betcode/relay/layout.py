@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from betcode.config.dirs import config_dir
-from betcode.relay.owner_only import write_private
-from betcode.relay.pki import Authority, cert_pem, key_pem, new_key
+from betcode.remote.owner_only import write_private
+from betcode.remote.pki import Authority, cert_pem, key_pem, new_key
 
 CONFIG_NAME = "relay.json"
 JWT_KEY_BYTES = 32

@@ -13,8 +13,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from betcode.relay.accounts import Accounts, Machine, MachineTaken
 from betcode.relay.auth_service import abort, caller_claims
-from betcode.relay.pki import Authority, cert_pem, serial_hex
 from betcode.relay.tokens import TokenIssuer
+from betcode.remote.pki import Authority, cert_pem, serial_hex
 from betcode.v1 import machine_pb2, machine_pb2_grpc
 
 MACHINE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

@@ -17,13 +17,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from betcode.relay.notify_limits import MemoryLimits, NotifyLimits
+from betcode.remote.notify_params import ID_PARAM, NOTIFY_PARAM, SESSION_PARAM, TITLE_PARAM
 
 log = logging.getLogger(__name__)
 
-NOTIFY_PARAM = "notify"
-SESSION_PARAM = "session_id"
-ID_PARAM = "notification_id"
-TITLE_PARAM = "title"
 MAX_TITLE_CHARS = 80
 KINDS = frozenset({"permission", "question", "error", "turn_finished"})
 POST_TIMEOUT_SECONDS = 10.0

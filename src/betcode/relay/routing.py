@@ -25,7 +25,7 @@ from nats.aio.msg import Msg
 from betcode.relay.accounts import Accounts
 from betcode.relay.auth_service import abort, caller_claims
 from betcode.relay.tokens import TokenIssuer
-from betcode.tunnel import frames
+from betcode.remote import frames
 from betcode.v1 import tunnel_pb2
 
 if TYPE_CHECKING:

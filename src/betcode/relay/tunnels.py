@@ -24,8 +24,7 @@ from nats.aio.msg import Msg
 
 from betcode.relay.accounts import Accounts, Machine
 from betcode.relay.auth_service import abort
-from betcode.relay.notifications import NOTIFY_PARAM, Notifications
-from betcode.relay.pki import Authority, cert_pem, common_name, serial_hex
+from betcode.relay.notifications import Notifications
 from betcode.relay.routing import (
     CALL_ALIVE,
     CHECK_PARAM,
@@ -34,7 +33,9 @@ from betcode.relay.routing import (
     REPLY_TO_HEADER,
     machine_subject,
 )
-from betcode.tunnel import frames
+from betcode.remote import frames
+from betcode.remote.notify_params import NOTIFY_PARAM
+from betcode.remote.pki import Authority, cert_pem, common_name, serial_hex
 from betcode.v1 import tunnel_pb2, tunnel_pb2_grpc
 
 log = logging.getLogger(__name__)

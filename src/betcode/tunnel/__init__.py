@@ -1,1 +1,1 @@
-"""The tunnel between a daemon and a relay: its frames, and the daemon's side of it."""
+"""The daemon's side of the tunnel to a relay (what it shares with the relay is in remote/)."""

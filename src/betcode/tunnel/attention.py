@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc.aio
 
-from betcode.relay.notifications import ID_PARAM, NOTIFY_PARAM, SESSION_PARAM, TITLE_PARAM
+from betcode.remote.notify_params import ID_PARAM, NOTIFY_PARAM, SESSION_PARAM, TITLE_PARAM
 from betcode.sessions.attention import AttentionLog
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 

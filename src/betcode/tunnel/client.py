@@ -20,11 +20,11 @@ import grpc
 import grpc.aio
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from betcode.remote import frames
+from betcode.remote.e2e import E2E_METADATA_KEY, DaemonIdentity, E2EError, Keys
+from betcode.remote.frames import relay_target
 from betcode.sessions.attention import AttentionLog
-from betcode.tunnel import frames
 from betcode.tunnel.attention import Announcer
-from betcode.tunnel.e2e import E2E_METADATA_KEY, DaemonIdentity, E2EError, Keys
-from betcode.tunnel.frames import relay_target
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import agent_pb2_grpc, tunnel_pb2, tunnel_pb2_grpc
 

@@ -13,8 +13,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from betcode.relay.owner_only import write_private
-from betcode.relay.pki import certificate_request, key_pem, new_key
+from betcode.remote.owner_only import write_private
+from betcode.remote.pki import certificate_request, key_pem, new_key
 
 
 class NoMachineIdentity(Exception):
@@ -39,7 +39,7 @@ class MachineIdentity:
 
     @property
     def e2e_key_file(self) -> Path:
-        """The X25519 identity key for end-to-end encryption (tunnel/e2e.py)."""
+        """The X25519 identity key for end-to-end encryption (remote/e2e.py)."""
         return self.root / "e2e.key"
 
     @property

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from betcode.relay.owner_only import write_private
+from betcode.remote.owner_only import write_private
 from betcode.v1 import tunnel_pb2
 
 E2E_METADATA_KEY = "x-betcode-e2e"
