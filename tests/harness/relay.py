@@ -111,7 +111,9 @@ class RelayProcess:
                 self.process.wait(5)
 
     def kill9(self) -> None:
-        """Crash the relay; its nats-server child (own session) is killed with it."""
+        """Crash the relay (SIGKILL to its process group). Its nats-server, in a session of its
+        own, is not in that group: it lives on, as after a real crash, until the next relay
+        started on the directory ends it."""
         assert self.process is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)

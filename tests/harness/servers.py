@@ -16,16 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from betcode.relay.nats_server import ClusterSpec, NatsServer, free_port
+from betcode.relay.nats_server import ClusterSpec, Credentials, NatsServer, free_port
 
 
 @contextlib.asynccontextmanager
 async def nats_cluster(root: Path, size: int = 3) -> AsyncIterator[list[NatsServer]]:
     cluster_ports = [free_port() for _ in range(size)]
+    credentials = Credentials.load_or_create(root / "credentials.json")
     servers = [
         NatsServer(
             root / f"n{index}",
             name=f"n{index}",
+            credentials=credentials,
             cluster=ClusterSpec("betcode", port, [p for p in cluster_ports if p != port]),
         )
         for index, port in enumerate(cluster_ports)

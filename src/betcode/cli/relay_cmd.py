@@ -12,6 +12,7 @@ import click
 
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, RelayNotInitialized, default_relay_dir, init_relay
+from betcode.relay.nats_server import NatsRefused, NatsUnavailable
 from betcode.relay.notifications import NotifySettings
 from betcode.relay.server import (
     DEFAULT_LISTEN,
@@ -62,7 +63,21 @@ def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
 @click.option("--tls-cert", type=click.Path(path_type=Path, exists=True), help="Server cert.")
 @click.option("--tls-key", type=click.Path(path_type=Path, exists=True), help="Its key.")
 @click.option(
-    "--nats", "nats_urls", multiple=True, help="A NATS server of a shared cluster (repeat)."
+    "--nats",
+    "nats_urls",
+    multiple=True,
+    help="A NATS server of a shared cluster (repeat): nats://USER:PASSWORD@HOST:PORT, "
+    "tls://... for another host.",
+)
+@click.option(
+    "--nats-creds",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="A NATS credentials file (JWT + nkey seed) instead of a password in the URLs.",
+)
+@click.option(
+    "--nats-ca",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="The CA certificate of tls:// NATS servers.",
 )
 @click.option("--database-url", help="PostgreSQL URL shared by every relay instance.")
 @click.option("--relay-id", help="This instance's name (default: random).")
@@ -92,6 +107,8 @@ def start(
     tls_cert: Path | None,
     tls_key: Path | None,
     nats_urls: tuple[str, ...],
+    nats_creds: Path | None,
+    nats_ca: Path | None,
     database_url: str | None,
     relay_id: str | None,
     notify_webhook: str | None,
@@ -114,6 +131,8 @@ def start(
         listen=listen,
         tunnel_listen=tunnel_listen,
         nats_urls=nats_urls,
+        nats_credentials_file=nats_creds,
+        nats_ca=nats_ca,
         database_url=database_url,
         tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
         buffer=BufferSettings(ttl_seconds=buffer_ttl, max_per_machine=buffer_cap),
@@ -121,4 +140,8 @@ def start(
     )
     if relay_id:
         options = replace(options, relay_id=relay_id)
-    sys.exit(asyncio.run(run_relay(options)))
+    try:
+        code = asyncio.run(run_relay(options))
+    except (NatsRefused, NatsUnavailable) as error:
+        raise click.ClickException(str(error)) from None
+    sys.exit(code)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from betcode.relay.auth_service import AuthService
 from betcode.relay.buffer import BufferSettings, OfflineBuffer
 from betcode.relay.layout import RelayFiles
 from betcode.relay.machine_service import MachineService
-from betcode.relay.nats_server import NatsServer
+from betcode.relay.nats_server import NatsServer, check_external_nats
 from betcode.relay.notifications import Notifications, NotifySettings
 from betcode.relay.notify_limits import SharedLimits
 from betcode.relay.routing import Router
@@ -42,6 +43,8 @@ class RelayOptions:
     listen: str = DEFAULT_LISTEN
     tunnel_listen: str = DEFAULT_TUNNEL_LISTEN
     nats_urls: Sequence[str] = ()
+    nats_credentials_file: Path | None = None  # a NATS .creds file (JWT + nkey seed)
+    nats_ca: Path | None = None  # the CA of tls:// NATS servers
     database_url: str | None = None
     relay_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     tls: tuple[Path, Path] | None = None  # (cert, key) instead of the files' server pair
@@ -68,11 +71,26 @@ class Relay:
         files = self.options.files
         authority = files.authority()
         urls = list(self.options.nats_urls)
-        if not urls:
+        if urls:
+            await check_external_nats(urls, credentials_file=self.options.nats_credentials_file)
+        else:
             self.nats_server = NatsServer(files.nats_dir)
             await self.nats_server.start()
             urls = [self.nats_server.url]
-        self.nc = await nats.connect(servers=urls, name=f"betcode-relay-{self.options.relay_id}")
+        self.nc = await nats.connect(
+            servers=urls,
+            name=f"betcode-relay-{self.options.relay_id}",
+            user_credentials=(
+                str(self.options.nats_credentials_file)
+                if self.options.nats_credentials_file
+                else None
+            ),
+            tls=(
+                ssl.create_default_context(cafile=str(self.options.nats_ca))
+                if self.options.nats_ca
+                else None
+            ),
+        )
         self.database = await open_database(self.options.database_url, files.accounts_db)
         accounts = Accounts(self.database)
         issuer = TokenIssuer(accounts, files.jwt_secret())
