@@ -136,12 +136,12 @@ async def test_subagent_spawn_watch_and_list(
     assert spawned.exit_code == 0, spawned.output
     subagent_id = json.loads(spawned.stdout)["subagent_id"]
 
-    watched = await betcode(daemon, "subagent", "watch", subagent_id)
+    watched = await betcode(daemon, "subagent", "watch", subagent_id[:8])  # a start of its id
     assert watched.exit_code == 0, watched.output
     assert "[completed] watched-9" in watched.stdout
-    listed = await betcode(daemon, "subagent", "list", "--parent", parent)
+    listed = await betcode(daemon, "subagent", "list", "--parent", parent[:8])
     assert f"{subagent_id}  completed  scout" in listed.stdout
-    sent = await betcode(daemon, "subagent", "send", subagent_id, "more?")
+    sent = await betcode(daemon, "subagent", "send", "scout", "more?")  # its name
     assert sent.exit_code == 1
     assert "is not running" in sent.stderr
 

@@ -10,13 +10,19 @@ import click
 
 from betcode.cli.chat import ChatOptions, NoSessionToContinue, run_chat
 from betcode.cli.connection import DaemonError, DaemonUnavailable
+from betcode.cli.ids import SESSIONS
 
 START_DAEMON_QUESTION = "Start the BetCode daemon now?"
 
 
 @click.command("chat")
 @click.argument("prompt", required=False, default="")
-@click.option("--session", "session_id", help="Attach to this session.")
+@click.option(
+    "--session",
+    "session_id",
+    shell_complete=SESSIONS.complete,
+    help="Attach to this session (id, unique prefix or name).",
+)
 @click.option("--continue", "continue_last", is_flag=True, help="Reattach the latest session here.")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--model", default="", help="Model for a new session.")

@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.exit_codes import ExitCode
+from betcode.cli.ids import REQUESTS, NotFound
 from betcode.config.values import format_duration
 from betcode.v1 import agent_pb2, common_pb2
 
@@ -60,14 +61,14 @@ def pending(as_json: bool, socket_path: str | None) -> None:
 
 
 @permissions_group.command("allow")
-@click.argument("request_id")
+@click.argument("request_id", shell_complete=REQUESTS.complete)
 @click.option(
     "--session-wide", is_flag=True, help="Also allow such calls for the rest of the session."
 )
 @socket_option
 def allow(request_id: str, session_wide: bool, socket_path: str | None) -> None:
-    """Allow the request REQUEST_ID."""
-    row = _pending_row(socket_path, request_id)
+    """Allow the request REQUEST_ID (its id or a unique start of it)."""
+    request_id, row = _pending_row(socket_path, request_id)
     if row is not None and row.is_question:
         _fail(
             f"{request_id} is a question, not a tool request: allowing it would send claude no "
@@ -87,11 +88,12 @@ def allow(request_id: str, session_wide: bool, socket_path: str | None) -> None:
 
 
 @permissions_group.command("deny")
-@click.argument("request_id")
+@click.argument("request_id", shell_complete=REQUESTS.complete)
 @click.option("--message", default="", help="What claude is told (default: a generic denial).")
 @socket_option
 def deny(request_id: str, message: str, socket_path: str | None) -> None:
-    """Deny the request REQUEST_ID."""
+    """Deny the request REQUEST_ID (its id or a unique start of it)."""
+    request_id, _row = _pending_row(socket_path, request_id)
     request = agent_pb2.AnswerPermissionRequest(
         request_id=request_id, decision=Decision.PERMISSION_DECISION_DENY, message=message
     )
@@ -99,7 +101,7 @@ def deny(request_id: str, message: str, socket_path: str | None) -> None:
 
 
 @permissions_group.command("answer")
-@click.argument("request_id")
+@click.argument("request_id", shell_complete=REQUESTS.complete)
 @click.argument("answers", nargs=-1)
 @socket_option
 def answer(request_id: str, answers: tuple[str, ...], socket_path: str | None) -> None:
@@ -109,7 +111,7 @@ def answer(request_id: str, answers: tuple[str, ...], socket_path: str | None) -
     separate several choices with commas ("1,3"). Without ANSWERs, shows the questions and their
     options and sends nothing.
     """
-    row = _pending_row(socket_path, request_id)
+    request_id, row = _pending_row(socket_path, request_id)
     if row is None:
         _fail(
             f"no question {request_id} is waiting (answered already, or expired); "
@@ -173,10 +175,19 @@ def describe_questions(questions: Sequence[agent_pb2.QuestionPrompt]) -> str:
     return "\n".join(lines)
 
 
-def _pending_row(socket_path: str | None, request_id: str) -> agent_pb2.PendingPermission | None:
-    async def find(client: DaemonClient) -> agent_pb2.PendingPermission | None:
-        rows = await client.list_pending_permissions()
-        return next((row for row in rows if row.request_id == request_id), None)
+def _pending_row(
+    socket_path: str | None, reference: str
+) -> tuple[str, agent_pb2.PendingPermission | None]:
+    """The full id `reference` names (`ids`) and its waiting row, if it is waiting."""
+
+    async def find(client: DaemonClient) -> tuple[str, agent_pb2.PendingPermission | None]:
+        try:
+            row = REQUESTS.pick(reference, await client.list_pending_permissions())
+        except NotFound:
+            # Sent as given: the daemon still knows an answered request (and says it was
+            # answered already) and refuses an unknown one with NOT_FOUND (exit 6).
+            return reference, None
+        return row.request_id, row
 
     return call_daemon(socket_path, find)
 

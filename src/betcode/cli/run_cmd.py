@@ -39,7 +39,7 @@ from betcode.cli.headless import (
     TurnFollower,
     parse_allow_rules,
 )
-from betcode.cli.sessions_cmd import find_session
+from betcode.cli.ids import SESSIONS, find_session
 from betcode.cli.worktree_target import open_worktree
 from betcode.permissions.rules import InvalidRule
 from betcode.v1 import common_pb2
@@ -77,7 +77,12 @@ Exit codes:
 
 @click.command("run", epilog=EXIT_CODES_HELP)
 @click.argument("prompt")
-@click.option("--session", "session_ref", help="Continue this session (id or unique prefix).")
+@click.option(
+    "--session",
+    "session_ref",
+    shell_complete=SESSIONS.complete,
+    help="Continue this session (id, unique prefix or name).",
+)
 @click.option("--continue", "continue_last", is_flag=True, help="Continue the latest session here.")
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False), help="Working directory.")
 @click.option(

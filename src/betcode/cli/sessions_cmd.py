@@ -1,8 +1,8 @@
 """`betcode sessions list | show | rename | delete | grants`: the daemon's sessions.
 
-A session is named by its id or by any unique start of it (as `list` shows it), like a git
-commit. Exit codes (DIGEST §11.4): 0 done, 2 the daemon is not reachable, 5 an ambiguous
-id, 6 no such session.
+A session is named by its id, a unique start of it (as `list` shows it) or its name (`ids`).
+Exit codes (DIGEST §11.4): 0 done, 2 the daemon is not reachable, 5 an ambiguous id, 6 no such
+session.
 """
 
 from __future__ import annotations
@@ -16,35 +16,15 @@ from typing import Any
 import click
 from google.protobuf import json_format
 
-from betcode.cli.connection import DaemonClient, RequestRejected, SessionNotFound
+from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
-from betcode.cli.exit_codes import ExitCode
+from betcode.cli.ids import SESSIONS, find_session
 from betcode.v1 import agent_pb2
 
 SHORT_ID = 8
 MAX_PREVIEW = 48
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-
-
-class AmbiguousSession(RequestRejected):
-    exit_code = ExitCode.INVALID_ARGUMENTS
-
-
-async def find_session(client: DaemonClient, reference: str) -> agent_pb2.SessionSummary:
-    """The session whose id is `reference`, or the only one whose id starts with it."""
-    sessions = (await client.list_sessions()).sessions
-    exact = [s for s in sessions if s.id == reference]
-    matches = exact or [s for s in sessions if reference and s.id.startswith(reference)]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise SessionNotFound(
-            f"no session {reference!r} in the daemon; `betcode sessions list` shows them",
-            code="SESSION_NOT_FOUND",
-        )
-    ids = ", ".join(s.id for s in matches[:5])
-    raise AmbiguousSession(f"{reference!r} starts {len(matches)} session ids ({ids}); give more")
 
 
 @click.group("sessions")
@@ -91,7 +71,7 @@ def list_sessions(cwd: str | None, limit: int, as_json: bool, socket_path: str |
 
 
 @sessions_group.command("show")
-@click.argument("session")
+@click.argument("session", shell_complete=SESSIONS.complete)
 @json_option
 @socket_option
 def show(session: str, as_json: bool, socket_path: str | None) -> None:
@@ -139,7 +119,7 @@ def show(session: str, as_json: bool, socket_path: str | None) -> None:
 
 
 @sessions_group.command("rename")
-@click.argument("session")
+@click.argument("session", shell_complete=SESSIONS.complete)
 @click.argument("name")
 @socket_option
 def rename(session: str, name: str, socket_path: str | None) -> None:
@@ -155,7 +135,7 @@ def rename(session: str, name: str, socket_path: str | None) -> None:
 
 
 @sessions_group.command("delete")
-@click.argument("session")
+@click.argument("session", shell_complete=SESSIONS.complete)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @socket_option
 def delete(session: str, yes: bool, socket_path: str | None) -> None:
@@ -172,7 +152,7 @@ def delete(session: str, yes: bool, socket_path: str | None) -> None:
 
 
 @sessions_group.command("grants")
-@click.argument("session")
+@click.argument("session", shell_complete=SESSIONS.complete)
 @json_option
 @socket_option
 def grants(session: str, as_json: bool, socket_path: str | None) -> None:

@@ -23,6 +23,7 @@ import grpc
 
 from betcode.cli.connection import DaemonClient, daemon_error
 from betcode.cli.daemon_call import call_daemon, socket_option
+from betcode.cli.ids import SESSIONS, SUBAGENTS, session_id_of, subagent_id_of
 from betcode.cli.plan_file import STRATEGIES, PlanFileError, read_plan
 from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
 
@@ -58,7 +59,13 @@ def subagent_group() -> None:
 
 @subagent_group.command("spawn")
 @click.argument("prompt")
-@click.option("--parent", "parent_session_id", required=True, help="The parent session's id.")
+@click.option(
+    "--parent",
+    "parent_session_id",
+    required=True,
+    shell_complete=SESSIONS.complete,
+    help="The parent session (id, unique prefix or name).",
+)
 @click.option("--model", default="", help="Model for this subagent (e.g. a cheaper one).")
 @click.option(
     "--cwd", "working_directory", default="", help="Working directory (default: the parent's)."
@@ -93,7 +100,6 @@ def spawn(
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--env")
         env[key] = value
     request = subagent_pb2.SpawnSubagentRequest(
-        parent_session_id=parent_session_id,
         prompt=prompt,
         model=model,
         working_directory=os.path.abspath(working_directory) if working_directory else "",
@@ -104,9 +110,12 @@ def spawn(
         auto_approve=auto_approve,
         inherit_grants=inherit_grants,
     )
-    response = call_daemon(
-        socket_path, lambda client: client.call(subagents(client).SpawnSubagent, request)
-    )
+
+    async def act(client: DaemonClient) -> subagent_pb2.SpawnSubagentResponse:
+        request.parent_session_id = await session_id_of(client, parent_session_id)
+        return await client.call(subagents(client).SpawnSubagent, request)
+
+    response = call_daemon(socket_path, act)
     if as_json:
         click.echo(
             json.dumps({"subagent_id": response.subagent_id, "session_id": response.session_id})
@@ -116,7 +125,13 @@ def spawn(
 
 
 @subagent_group.command("list")
-@click.option("--parent", "parent_session_id", default="", help="Only this session's subagents.")
+@click.option(
+    "--parent",
+    "parent_session_id",
+    default="",
+    shell_complete=SESSIONS.complete,
+    help="Only this session's subagents (id, unique prefix or name).",
+)
 @click.option("--status", type=click.Choice(sorted(STATUS_NAMES.values())), help="Only these.")
 @json_option
 @socket_option
@@ -124,12 +139,15 @@ def list_subagents(
     parent_session_id: str, status: str | None, as_json: bool, socket_path: str | None
 ) -> None:
     """Subagents, oldest first."""
-    request = subagent_pb2.ListSubagentsRequest(
-        parent_session_id=parent_session_id, status_filter=status or ""
-    )
-    response = call_daemon(
-        socket_path, lambda client: client.call(subagents(client).ListSubagents, request)
-    )
+
+    async def act(client: DaemonClient) -> subagent_pb2.ListSubagentsResponse:
+        request = subagent_pb2.ListSubagentsRequest(
+            parent_session_id=await session_id_of(client, parent_session_id),
+            status_filter=status or "",
+        )
+        return await client.call(subagents(client).ListSubagents, request)
+
+    response = call_daemon(socket_path, act)
     if as_json:
         click.echo(json.dumps([_info(s) for s in response.subagents], indent=2))
         return
@@ -156,7 +174,7 @@ def _info(info: subagent_pb2.SubagentInfo) -> dict[str, Any]:
 
 
 @subagent_group.command("watch")
-@click.argument("subagent_id")
+@click.argument("subagent_id", shell_complete=SUBAGENTS.complete)
 @click.option(
     "--from", "from_sequence", type=click.IntRange(0), default=0, help="Resume after this sequence."
 )
@@ -166,7 +184,7 @@ def watch(subagent_id: str, from_sequence: int, socket_path: str | None) -> None
 
     async def follow(client: DaemonClient) -> str:
         request = subagent_pb2.WatchSubagentRequest(
-            subagent_id=subagent_id, from_sequence=from_sequence
+            subagent_id=await subagent_id_of(client, subagent_id), from_sequence=from_sequence
         )
         end = "running"
         async for event in streamed(client, subagents(client).WatchSubagent(request)):
@@ -201,22 +219,26 @@ def _show(event: subagent_pb2.SubagentEvent) -> str | None:
 
 
 @subagent_group.command("send")
-@click.argument("subagent_id")
+@click.argument("subagent_id", shell_complete=SUBAGENTS.complete)
 @click.argument("text")
 @socket_option
 def send(subagent_id: str, text: str, socket_path: str | None) -> None:
     """Send TEXT to a running subagent (exit 1 if it is not running)."""
-    request = subagent_pb2.SendToSubagentRequest(subagent_id=subagent_id, content=text)
-    response = call_daemon(
-        socket_path, lambda client: client.call(subagents(client).SendToSubagent, request)
-    )
+
+    async def act(client: DaemonClient) -> subagent_pb2.SendToSubagentResponse:
+        request = subagent_pb2.SendToSubagentRequest(
+            subagent_id=await subagent_id_of(client, subagent_id), content=text
+        )
+        return await client.call(subagents(client).SendToSubagent, request)
+
+    response = call_daemon(socket_path, act)
     if not response.delivered:
         click.echo(f"{subagent_id} is not running; nothing was sent", err=True)
         sys.exit(EXIT_STEP_FAILED)
 
 
 @subagent_group.command("cancel")
-@click.argument("subagent_id")
+@click.argument("subagent_id", shell_complete=SUBAGENTS.complete)
 @click.option("--reason", default="", help="Why (audited).")
 @click.option(
     "--force", is_flag=True, help="SIGKILL at once instead of SIGTERM and a grace period."
@@ -231,12 +253,17 @@ def cancel(
     subagent_id: str, reason: str, force: bool, cleanup_worktree: bool, socket_path: str | None
 ) -> None:
     """Stop a subagent; prints the calls it ran and how many were auto-approved."""
-    request = subagent_pb2.CancelSubagentRequest(
-        subagent_id=subagent_id, reason=reason, force=force, cleanup_worktree=cleanup_worktree
-    )
-    response = call_daemon(
-        socket_path, lambda client: client.call(subagents(client).CancelSubagent, request)
-    )
+
+    async def act(client: DaemonClient) -> subagent_pb2.CancelSubagentResponse:
+        request = subagent_pb2.CancelSubagentRequest(
+            subagent_id=await subagent_id_of(client, subagent_id),
+            reason=reason,
+            force=force,
+            cleanup_worktree=cleanup_worktree,
+        )
+        return await client.call(subagents(client).CancelSubagent, request)
+
+    response = call_daemon(socket_path, act)
     if not response.cancelled:
         click.echo(f"{subagent_id} had already ended: {response.final_status}")
         return
@@ -256,7 +283,7 @@ def worktree_cleanup_outcome(response: subagent_pb2.CancelSubagentResponse) -> s
 
 
 @subagent_group.command("revoke")
-@click.argument("subagent_id")
+@click.argument("subagent_id", shell_complete=SUBAGENTS.complete)
 @click.option("--reason", required=True, help="Why (at least 10 characters; audited).")
 @click.option("--terminate-if-pending", is_flag=True, help="End it if a call is running.")
 @socket_option
@@ -264,12 +291,16 @@ def revoke(
     subagent_id: str, reason: str, terminate_if_pending: bool, socket_path: str | None
 ) -> None:
     """Turn a subagent's auto-approve off; its next calls ask the parent's inbox."""
-    request = subagent_pb2.RevokeAutoApproveRequest(
-        subagent_id=subagent_id, reason=reason, terminate_if_pending=terminate_if_pending
-    )
-    response = call_daemon(
-        socket_path, lambda client: client.call(subagents(client).RevokeAutoApprove, request)
-    )
+
+    async def act(client: DaemonClient) -> subagent_pb2.RevokeAutoApproveResponse:
+        request = subagent_pb2.RevokeAutoApproveRequest(
+            subagent_id=await subagent_id_of(client, subagent_id),
+            reason=reason,
+            terminate_if_pending=terminate_if_pending,
+        )
+        return await client.call(subagents(client).RevokeAutoApprove, request)
+
+    response = call_daemon(socket_path, act)
     if not response.revoked:
         click.echo(f"nothing to revoke: {subagent_id} is {response.subagent_status}")
         return
@@ -288,7 +319,8 @@ def revoke(
     "--parent",
     "parent_session_id",
     default="",
-    help="The parent session (default: the plan's, else a new one here).",
+    shell_complete=SESSIONS.complete,
+    help="The parent session: id, unique prefix or name (default: the plan's, else a new one).",
 )
 @click.option(
     "--strategy", type=click.Choice(sorted(STRATEGIES)), help="Overrides the plan's strategy."
@@ -313,7 +345,8 @@ def orchestrate(
     chosen = STRATEGIES[strategy] if strategy else planned_strategy
 
     async def run(client: DaemonClient) -> dict[str, Any]:
-        parent = parent_session_id or planned_parent or await _new_session(client)
+        named = parent_session_id or planned_parent
+        parent = await session_id_of(client, named) if named else await _new_session(client)
         stub = subagents(client)
         created = await client.call(
             stub.CreateOrchestration,

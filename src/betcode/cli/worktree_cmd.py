@@ -1,8 +1,9 @@
 """`betcode worktree create | list | get | remove | rescue`: git worktrees of registered
-repositories (`betcode repo`). A worktree is named by its id or name. A refused
-removal exits 1 (a failed precondition, DIGEST §11.4) and lists what it would lose; `--force`
-saves that under a rescue ref first (`betcode worktree rescue list | restore ID`). The
-refusal's message names every uncommitted change, untracked file and unmerged commit.
+repositories (`betcode repo`). A worktree is named by its id, a unique start of it or its name
+(`ids`). A refused removal exits 1 (a failed precondition, DIGEST §11.4) and lists what it
+would lose; `--force` saves that under a rescue ref first (`betcode worktree rescue list |
+restore ID`). The refusal's message names every uncommitted change, untracked file and
+unmerged commit.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import click
 
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
+from betcode.cli.ids import RESCUES, WORKTREES, worktree_id_of
 from betcode.cli.repo_cmd import as_dict, emit_json, find_repo, json_option
 from betcode.cli.sessions_cmd import table
 from betcode.v1 import worktree_pb2, worktree_pb2_grpc
@@ -99,25 +101,37 @@ def list_worktrees(repo: str, as_json: bool, socket_path: str | None) -> None:
 
 
 @worktree_group.command("get")
-@click.argument("worktree")
+@click.argument("worktree", shell_complete=WORKTREES.complete)
 @json_option
 @socket_option
 def get_worktree(worktree: str, as_json: bool, socket_path: str | None) -> None:
     """One worktree, and what removing it now would lose."""
-    request = worktree_pb2.GetWorktreeRequest(id=worktree, include_at_risk=True)
-    detail = call_daemon(socket_path, lambda c: c.call(worktrees(c).GetWorktree, request))
+
+    async def act(client: DaemonClient) -> worktree_pb2.WorktreeDetail:
+        request = worktree_pb2.GetWorktreeRequest(
+            id=await worktree_id_of(client, worktree), include_at_risk=True
+        )
+        return await client.call(worktrees(client).GetWorktree, request)
+
+    detail = call_daemon(socket_path, act)
     show_worktree(detail, as_json)
 
 
 @worktree_group.command("remove")
-@click.argument("worktree")
+@click.argument("worktree", shell_complete=WORKTREES.complete)
 @click.option("--force", is_flag=True, help="Remove even if work would be lost, saving it first.")
 @json_option
 @socket_option
 def remove(worktree: str, force: bool, as_json: bool, socket_path: str | None) -> None:
     """Remove WORKTREE; refused while it holds work that is nowhere else."""
-    request = worktree_pb2.RemoveWorktreeRequest(id=worktree, force=force)
-    response = call_daemon(socket_path, lambda c: c.call(worktrees(c).RemoveWorktree, request))
+
+    async def act(client: DaemonClient) -> worktree_pb2.RemoveWorktreeResponse:
+        request = worktree_pb2.RemoveWorktreeRequest(
+            id=await worktree_id_of(client, worktree), force=force
+        )
+        return await client.call(worktrees(client).RemoveWorktree, request)
+
+    response = call_daemon(socket_path, act)
     if as_json:
         emit_json(as_dict(response))
         return
@@ -154,13 +168,18 @@ def rescue_list(as_json: bool, socket_path: str | None) -> None:
 
 
 @rescue_group.command("restore")
-@click.argument("rescue_id")
+@click.argument("rescue_id", shell_complete=RESCUES.complete)
 @json_option
 @socket_option
 def rescue_restore(rescue_id: str, as_json: bool, socket_path: str | None) -> None:
     """Restore RESCUE_ID into a new worktree: its commits, then its files as uncommitted."""
-    request = worktree_pb2.RestoreRescueRequest(id=rescue_id)
-    detail = call_daemon(socket_path, lambda c: c.call(worktrees(c).RestoreRescue, request))
+
+    async def act(client: DaemonClient) -> worktree_pb2.WorktreeDetail:
+        rescue = await RESCUES.find(client, rescue_id)
+        request = worktree_pb2.RestoreRescueRequest(id=rescue.id)
+        return await client.call(worktrees(client).RestoreRescue, request)
+
+    detail = call_daemon(socket_path, act)
     show_worktree(detail, as_json)
 
 

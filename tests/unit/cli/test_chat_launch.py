@@ -9,7 +9,7 @@ from chat_fake_daemon import FakeAgentService
 
 from betcode.cli.chat import ChatOptions, NoSessionToContinue, chat
 from betcode.cli.chat.launch import pick_session
-from betcode.cli.connection import DaemonClient, DaemonUnavailable
+from betcode.cli.connection import DaemonClient, DaemonUnavailable, SessionNotFound
 from betcode.v1 import agent_pb2
 
 
@@ -19,9 +19,20 @@ def summary(session_id: str, cwd: str, updated: int) -> agent_pb2.SessionSummary
     return made
 
 
-async def test_explicit_session_is_used_as_given(client: DaemonClient) -> None:
-    options = ChatOptions(session_id="sess-x", continue_last=True)
-    assert await pick_session(client, options, Path("/w")) == "sess-x"
+async def test_explicit_session_is_found_by_prefix_or_name(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    fake.sessions = [summary("sess-x-full-id", "/w", 1), summary("other", "/w", 9)]
+    fake.sessions[0].name = "fix-login"
+    for reference in ("sess-x-full-id", "sess-x", "fix-login"):
+        options = ChatOptions(session_id=reference, continue_last=True)
+        assert await pick_session(client, options, Path("/w")) == "sess-x-full-id"
+
+
+async def test_an_unknown_session_fails_before_the_screen_opens(client: DaemonClient) -> None:
+    with pytest.raises(SessionNotFound, match="no session 'nope'") as caught:
+        await pick_session(client, ChatOptions(session_id="nope"), Path("/w"))
+    assert caught.value.exit_code == 6
 
 
 async def test_no_session_flag_means_a_new_session(client: DaemonClient) -> None:

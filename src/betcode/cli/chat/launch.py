@@ -9,6 +9,7 @@ from pathlib import Path
 from betcode.cli.chat.app import ChatApp
 from betcode.cli.connection import DaemonClient, SessionNotFound, resolve_daemon_address
 from betcode.cli.conversation import ConversationStream
+from betcode.cli.ids import find_session
 from betcode.cli.worktree_target import open_worktree, session_branch
 
 
@@ -29,10 +30,11 @@ class ChatOptions:
 
 
 async def pick_session(client: DaemonClient, options: ChatOptions, cwd: Path) -> str:
-    """The session to attach to: --session, else with --continue the one updated last in
-    ``cwd``, else none (a new session is made on the first message)."""
+    """The session to attach to: --session (an id, unique prefix or name: `ids`), else with
+    --continue the one updated last in ``cwd``, else none (a new session is made on the first
+    message)."""
     if options.session_id:
-        return options.session_id
+        return (await find_session(client, options.session_id)).id
     if not options.continue_last:
         return ""
     latest = await client.most_recent_session(str(cwd))
