@@ -72,6 +72,9 @@ WHAT = {
     "off. Beyond loopback only with `tls_cert` and `tls_key`",
     "http.tls_cert": "TLS certificate (PEM file) for the web client (`--http-tls-cert`)",
     "http.tls_key": "TLS private key (PEM file) for the web client (`--http-tls-key`)",
+    "web.push.allow_loopback_endpoints": "also accept Web Push subscriptions whose push "
+    "service is `http://127.0.0.1:PORT` (tests, a push service on this machine); else https "
+    "only",
     "subagent.max_concurrent": "subagents running at once; more wait in the queue",
     "subagent.queue_size": "subagents waiting for a place; one more spawn is refused with "
     "POOL_EXHAUSTED",

@@ -108,6 +108,20 @@ class HttpSettings:
 
 
 @dataclass(frozen=True)
+class WebPushSettings:
+    """Web Push to the web client's browsers (betcode.push): a push service's endpoint must be
+    https; `allow_loopback_endpoints` also admits `http://127.0.0.1:PORT` ones (tests, a push
+    service run on this machine)."""
+
+    allow_loopback_endpoints: bool = setting(False, "bool")
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    push: WebPushSettings = field(default_factory=WebPushSettings)
+
+
+@dataclass(frozen=True)
 class SubagentSettings:
     """The subagent pool (DIGEST SAG-06/07): at most `max_concurrent` run at once, the next
     `queue_size` wait for a place (beyond that a spawn is refused); a parent session may have
@@ -176,6 +190,7 @@ class DaemonSettings:
     permission: PermissionSettings = field(default_factory=PermissionSettings)
     input_lock: InputLockSettings = field(default_factory=InputLockSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
+    web: WebSettings = field(default_factory=WebSettings)
     subagent: SubagentSettings = field(default_factory=SubagentSettings)
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
     relay: RelaySettings = field(default_factory=RelaySettings)

@@ -1,0 +1,53 @@
+"""The `push_subscriptions` table: where the web client's browsers get Web Push messages."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from betcode.storage.database import transaction
+
+
+@dataclass(frozen=True, slots=True)
+class PushSubscription:
+    endpoint: str
+    p256dh: str
+    auth: str
+    client_id: str
+    created_at: float
+
+    def subscription_info(self) -> dict[str, object]:
+        """The browser's PushSubscription JSON, as the page sent it."""
+        return {"endpoint": self.endpoint, "keys": {"p256dh": self.p256dh, "auth": self.auth}}
+
+
+def save_subscription(conn: sqlite3.Connection, subscription: PushSubscription) -> None:
+    """Stores it; one registered again (same endpoint) gets the new keys."""
+    with transaction(conn):
+        conn.execute(
+            "INSERT INTO push_subscriptions (endpoint, p256dh, auth, client_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, "
+            "auth = excluded.auth, client_id = excluded.client_id",
+            (
+                subscription.endpoint,
+                subscription.p256dh,
+                subscription.auth,
+                subscription.client_id,
+                subscription.created_at,
+            ),
+        )
+
+
+def delete_subscription(conn: sqlite3.Connection, endpoint: str) -> bool:
+    """False when there was none."""
+    with transaction(conn):
+        cursor = conn.execute("DELETE FROM push_subscriptions WHERE endpoint = ?", (endpoint,))
+    return cursor.rowcount > 0
+
+
+def list_subscriptions(conn: sqlite3.Connection) -> list[PushSubscription]:
+    rows = conn.execute(
+        "SELECT endpoint, p256dh, auth, client_id, created_at FROM push_subscriptions "
+        "ORDER BY created_at"
+    ).fetchall()
+    return [PushSubscription(*row) for row in rows]
