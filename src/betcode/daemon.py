@@ -123,7 +123,8 @@ class Daemon:
                 self.web,
                 core,
                 health,
-                max_payload_bytes=self.config.settings.max_payload_bytes,
+                self.config,
+                self._tasks,
                 client_silence=lambda: self.config.settings.client_silence_seconds,
             )
         self._tasks.start(health.run(HEALTH_INTERVAL_SECONDS))

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import grpc
 import grpc.aio
 import nats
 from aiohttp import web
+from harness.attention import watched
 from harness.relay import client_channel, register, register_machine, relay_in_process
 
 from betcode.relay.nats_server import NatsServer
@@ -26,9 +26,6 @@ from betcode.relay.notifications import Notifications, NotifySettings
 from betcode.relay.notify_limits import SharedLimits
 from betcode.remote.e2e import DaemonIdentity
 from betcode.sessions.attention import AttentionLog
-from betcode.sessions.input_lock import InputLock
-from betcode.sessions.turns import TurnEnd
-from betcode.storage.sessions import SessionRecord
 from betcode.tunnel.client import Backoff, TunnelClient, TunnelSettings
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import agent_pb2
@@ -77,27 +74,6 @@ def waiting(request_id: str, session_id: str) -> agent_pb2.PendingPermission:
     return agent_pb2.PendingPermission(
         request_id=request_id, session_id=session_id, tool_name="Bash", description="rm -rf SECRET"
     )
-
-
-@dataclass
-class Watched:
-    """The parts of a live session the AttentionLog reads; its input lock is the real one."""
-
-    id: str
-    record: SessionRecord
-    lock: InputLock = field(default_factory=lambda: InputLock(30.0, 300.0))
-    turn_listeners: list[Callable[[TurnEnd], None]] = field(default_factory=list)
-
-    def end_turn(self, ok: bool) -> None:
-        for listener in self.turn_listeners:
-            listener(TurnEnd(ok, "SECRET conversation text", 0 if ok else 1))
-
-
-def watched(session_id: str, directory: str) -> Watched:
-    record = SessionRecord(
-        session_id, None, None, "idle", "m", directory, None, 0.0, 0.0, 0, 0, 0.0, None, 0, "", 0
-    )
-    return Watched(session_id, record)
 
 
 Received = list[tuple[str, dict[str, str]]]

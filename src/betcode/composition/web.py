@@ -1,11 +1,12 @@
 """The web client as a capability of the daemon (`daemon.http.listen`; off while empty): bound
 before anything else changes, started once gRPC serves, on the same sessions and permission
-bridge."""
+bridge, with Web Push to its browsers (composition.push)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from betcode.composition.background import BackgroundTasks
 from betcode.composition.core import Core
 from betcode.composition.startup_checks import DaemonStartupError
 from betcode.daemon_config import DaemonConfig
@@ -32,17 +33,22 @@ async def start_web(
     web: WebServer,
     core: Core,
     health: HealthMonitor,
+    config: DaemonConfig,
+    tasks: BackgroundTasks,
     *,
-    max_payload_bytes: int,
     client_silence: Callable[[], float],
 ) -> None:
+    # Imported here: a daemon without the web client loads nothing of Web Push.
+    from betcode.composition.push import start_push
+
     domain = make_web_domain(
         core.sessions,
         core.bridge,
         core.writer,
-        max_payload_bytes=max_payload_bytes,
+        max_payload_bytes=config.settings.max_payload_bytes,
         client_silence=client_silence,
     )
-    await web.start(domain)
+    push = start_push(core, config.config_dir, config.settings.web.push, tasks)
+    await web.start(domain, push)
     serving = ComponentReport(True, f"serving on {web.url} (`betcode web`)")
     health.add_component("web", lambda: serving, critical=False)

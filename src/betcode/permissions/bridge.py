@@ -109,6 +109,9 @@ class PermissionBridge:
         )
         self._forwarding = Forwarding(writer, reader, self._live, self.settings, clock)
         self._withdrawals = Withdrawals(writer, self._live, clock, self._audit)
+        # Told (with the session id) of each request once it is stored and shown: Web Push
+        # wakes on it instead of waiting for its next look.
+        self.forwarded_listeners: list[Callable[[str], None]] = []
         self._answers = Answers(
             writer,
             reader,
@@ -150,6 +153,8 @@ class PermissionBridge:
 
     async def _forward(self, session: Session, request: ControlRequest, tool: CanUseTool) -> None:
         await self._forwarding.forward(session, request, tool, self._asker_label(session.id))
+        for listener in self.forwarded_listeners:
+            listener(session.id)
 
     def _asker_label(self, session_id: str) -> str | None:
         """Which subagent asks, for a live subagent run's session; None for any other."""

@@ -11,7 +11,10 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
+from betcode.storage import push_subscriptions as rows
 from betcode.storage.push_subscriptions import PushSubscription
+from betcode.storage.reader import StoreReader
+from betcode.storage.writer import StoreWriter
 
 MAX_ENDPOINT_CHARS = 2048
 P256_POINT_BYTES = 65  # uncompressed: 0x04, x, y
@@ -75,3 +78,20 @@ def _is_loopback_ip(host: str | None) -> bool:
         return host is not None and ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class Subscriptions:
+    """The stored subscriptions: written through the daemon's one writer, read from the pool."""
+
+    def __init__(self, writer: StoreWriter, reader: StoreReader) -> None:
+        self._writer = writer
+        self._reader = reader
+
+    async def save(self, subscription: PushSubscription) -> None:
+        await self._writer.call(lambda c: rows.save_subscription(c, subscription))
+
+    async def delete(self, endpoint: str) -> bool:
+        return await self._writer.call(lambda c: rows.delete_subscription(c, endpoint))
+
+    async def all(self) -> list[PushSubscription]:
+        return await self._reader.read(rows.list_subscriptions)

@@ -10,7 +10,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from betcode.relay.owner_only import write_private
+from betcode.remote.owner_only import write_private
 
 KEY_FILE = "push-vapid-key.pem"
 

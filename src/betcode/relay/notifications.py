@@ -3,9 +3,9 @@ permission request or a question waits, a turn finished or failed) while no clie
 session's input lock (tunnel/attention.py); the relay holding its tunnel POSTs an ntfy-style
 message to the configured webhook. Deduplicated by notification id; at most 5 per hour per
 session and 20 per day per user, counted by every relay instance on the NATS cluster together
-(relay/notify_limits.py). The message names the machine, the session (its title: name or
-directory) and the kind only: no conversation content reaches the webhook (the relay has none
-to give)."""
+(remote/attention_limits.py, relay/notify_limits.py). The message names the machine, the
+session (its title: name or directory) and the kind only: no conversation content reaches the
+webhook (the relay has none to give)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from betcode.relay.notify_limits import MemoryLimits, NotifyLimits
+from betcode.remote.attention_limits import (
+    PER_SESSION_PER_HOUR,
+    PER_USER_PER_DAY,
+    MemoryLimits,
+    NotifyLimits,
+    admit_notification,
+)
 from betcode.remote.notify_params import ID_PARAM, NOTIFY_PARAM, SESSION_PARAM, TITLE_PARAM
 
 log = logging.getLogger(__name__)
@@ -29,8 +35,8 @@ POST_TIMEOUT_SECONDS = 10.0
 @dataclass(frozen=True)
 class NotifySettings:
     webhook: str = ""
-    per_session_per_hour: int = 5
-    per_user_per_day: int = 20
+    per_session_per_hour: int = PER_SESSION_PER_HOUR
+    per_user_per_day: int = PER_USER_PER_DAY
 
 
 class Notifications:
@@ -58,15 +64,14 @@ class Notifications:
         notification_id = params.get(ID_PARAM, "")
         if not self.settings.webhook or kind not in KINDS or not notification_id:
             return False
-        if not await self.limits.first_time(f"{machine_id}/{notification_id}"):
-            return False
-        session_key = f"{machine_id}/{session_id}"
-        windows = [
-            (f"session:{session_key}", 3600.0, self.settings.per_session_per_hour),
-            (f"user:{owner_id}", 86400.0, self.settings.per_user_per_day),
-        ]
-        if not await self.limits.admit(windows):
-            log.info("notification %s for %s rate-limited", notification_id, session_key)
+        if not await admit_notification(
+            self.limits,
+            f"{machine_id}/{notification_id}",
+            f"{machine_id}/{session_id}",
+            owner_id,
+            per_session_per_hour=self.settings.per_session_per_hour,
+            per_user_per_day=self.settings.per_user_per_day,
+        ):
             return False
         title = "".join(c for c in params.get(TITLE_PARAM, "") if c.isprintable())
         await self._post(machine_name or machine_id, session_id, kind, title[:MAX_TITLE_CHARS])

@@ -1,21 +1,18 @@
-"""Dedup and rate limits of attention notifications (TOP-06): in this relay's memory, or shared
+"""Dedup and rate limits of attention notifications (TOP-06; remote/attention_limits.py) shared
 by every relay instance on the NATS cluster through a JetStream key-value bucket, so a daemon
 whose tunnel moves to another instance keeps its counts there.
 
-A limit is a sliding window per key: the times of what was sent in the last `seconds`, at most
-`limit` of them. In the shared bucket each key holds that list (JSON), written only over the
+In the shared bucket each key holds a window's list of times (JSON), written only over the
 revision that was read (compare-and-set): two relays counting at once, one reads again. A
 notification id is recorded with `create`, which only one relay wins."""
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import nats.errors
 import nats.js.errors
@@ -23,54 +20,13 @@ from nats.aio.client import Client as Nats
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
+from betcode.remote.attention_limits import MemoryLimits, Window
+
 log = logging.getLogger(__name__)
 
 BUCKET = "betcode_notify"
 KEPT_SECONDS = 2 * 86400  # longer than the longest window; an id is not notified again before
-REMEMBERED_IDS = 10_000  # in memory
 CAS_ATTEMPTS = 5
-
-Window = tuple[str, float, int]  # key, seconds, limit
-
-
-class NotifyLimits(Protocol):
-    async def first_time(self, key: str) -> bool:
-        """True once per key: the notification was not seen before."""
-        ...
-
-    async def admit(self, windows: Sequence[Window]) -> bool:
-        """Counts one notification in every window if each has room; False (counting nothing)
-        when one is full."""
-        ...
-
-
-class MemoryLimits:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
-        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._events: dict[str, collections.deque[float]] = collections.defaultdict(
-            collections.deque
-        )
-
-    async def first_time(self, key: str) -> bool:
-        if key in self._seen:
-            return False
-        self._seen[key] = None
-        if len(self._seen) > REMEMBERED_IDS:
-            self._seen.popitem(last=False)
-        return True
-
-    async def admit(self, windows: Sequence[Window]) -> bool:
-        now = self._clock()
-        for key, seconds, limit in windows:
-            events = self._events[key]
-            while events and events[0] <= now - seconds:
-                events.popleft()
-            if len(events) >= limit:
-                return False
-        for key, _seconds, _limit in windows:
-            self._events[key].append(now)
-        return True
 
 
 class SharedLimits:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import grpc.aio
 
 from betcode.remote.notify_params import ID_PARAM, NOTIFY_PARAM, SESSION_PARAM, TITLE_PARAM
-from betcode.sessions.attention import AttentionLog
+from betcode.sessions.attention import AttentionLog, WaitingNotices
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ Announce = Callable[[dict[str, str]], Awaitable[None]]
 class Announcer:
     def __init__(self, attention: AttentionLog | None) -> None:
         self._attention = attention
-        self._announced: set[str] = set()  # waiting requests the relay was told about
+        self._waiting = WaitingNotices(attention)
 
     async def round(self, stub: agent_pb2_grpc.AgentServiceStub, announce: Announce) -> None:
         """One look: announces what is new since the last one."""
@@ -45,14 +45,7 @@ class Announcer:
         except grpc.aio.AioRpcError as error:
             log.debug("attention check failed: %s", error.code())
             return
-        waiting = {row.request_id for row in pending.pending}
-        self._announced &= waiting
-        for row in pending.pending:
-            if row.request_id in self._announced:
-                continue
-            if attention is not None and attention.lock_held(row.session_id):
-                continue  # someone is at the session; looked at again while it waits
-            self._announced.add(row.request_id)
+        for row in self._waiting.new(pending.pending):
             await announce(
                 {
                     NOTIFY_PARAM: "question" if row.is_question else "permission",

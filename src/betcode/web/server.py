@@ -24,6 +24,7 @@ from betcode.web.access import ACCESS_KEY, Access, make_guard
 from betcode.web.api import DOMAIN_KEY, api_routes
 from betcode.web.domain import WebDomain
 from betcode.web.errors import MAX_PAYLOAD_KEY, translate_errors
+from betcode.web.push_api import PUSH_KEY, PushEndpoints, close_push, push_routes
 from betcode.web.stream import OPEN_SOCKETS_KEY, stream_routes
 from betcode.web.token import TokenFile
 
@@ -90,12 +91,14 @@ class WebServer:
         shown = f"[{host}]" if ":" in host else host
         self.url = f"{'https' if self._tls else 'http'}://{shown}:{bound_port}"
 
-    async def start(self, domain: WebDomain) -> None:
+    async def start(self, domain: WebDomain, push: PushEndpoints) -> None:
         assert self._listener is not None, "listen() first"
         tls = self._tls is not None
         access = Access(TokenFile(self._places.config_dir), self._listener.getsockname()[1], tls)
         runner = web.AppRunner(
-            self._build_app(access, domain), access_log=None, shutdown_timeout=SHUTDOWN_SECONDS
+            self._build_app(access, domain, push),
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_SECONDS,
         )
         await runner.setup()
         self._runner = runner
@@ -119,7 +122,7 @@ class WebServer:
             ) from error
         return context
 
-    def _build_app(self, access: Access, domain: WebDomain) -> web.Application:
+    def _build_app(self, access: Access, domain: WebDomain, push: PushEndpoints) -> web.Application:
         app = web.Application(
             middlewares=[make_guard(access), translate_errors],
             client_max_size=domain.max_payload_bytes,
@@ -128,13 +131,20 @@ class WebServer:
         app[ACCESS_KEY] = access
         app[MAX_PAYLOAD_KEY] = domain.max_payload_bytes
         app[OPEN_SOCKETS_KEY] = set()
+        app[PUSH_KEY] = push
         app[PAGE_KEY] = {name: (STATIC / name).read_bytes() for name in PAGE_FILES}
         app.router.add_routes(
-            [web.get("/", _index), web.get("/static/{name}", _asset), *api_routes()]
+            [
+                web.get("/", _index),
+                web.get("/static/{name}", _asset),
+                *api_routes(),
+                *push_routes(),
+            ]
         )
         app.router.add_routes(stream_routes())
         app.on_response_prepare.append(_security_headers)
         app.on_shutdown.append(_close_streams)
+        app.on_cleanup.append(close_push)
         return app
 
     async def stop(self) -> None:

@@ -1,0 +1,132 @@
+"""What is pushed, and when: the relay's attention notifications (sessions.attention), as Web
+Push to every subscribed browser. A push goes out when a permission request or a question
+waits (each once while it waits), a turn finishes or a session fails; none for a session whose
+input lock a client holds (someone is at it: a request skipped so is pushed once the lock is
+free, if it still waits); deduplicated and rate-limited as the relay's are
+(remote/attention_limits.py: 5 per hour per session, 20 per day for this daemon).
+
+The payload names the session, the tool and what it wants to do (the audit log's redacted
+preview of its input), and carries the request id, so the notification can answer it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from betcode.push.sender import PushSender
+from betcode.push.subscriptions import Subscriptions
+from betcode.remote.attention_limits import MemoryLimits, admit_notification
+from betcode.sessions.attention import AttentionLog, AttentionSession, WaitingNotices
+from betcode.storage.audit_text import cap_utf8, preview_of, redact
+from betcode.storage.pending import PendingPermission
+
+log = logging.getLogger(__name__)
+
+# The tunnel's look for what needs a human is as often: a request skipped while the lock was
+# held is pushed at most this long after the lock is free.
+POLL_SECONDS = 5.0
+USER_KEY = "daemon"  # the daemon's one user: the per-user limit is this daemon's
+TITLE_BYTES = 120
+DESCRIPTION_BYTES = 500  # a push message holds about 4 KB
+HEADLINES = {
+    "permission": "{tool} waits for your approval",
+    "question": "Claude asks you a question",
+    "turn_finished": "The turn is finished",
+    "error": "The session stopped with an error",
+}
+
+
+class Requests(Protocol):
+    """Where requests wait (permissions.bridge.PermissionBridge is it)."""
+
+    forwarded_listeners: list[Callable[[str], None]]
+
+    async def list_pending(self, session_id: str | None) -> list[PendingPermission]: ...
+
+
+class PushNotifications:
+    def __init__(
+        self,
+        bridge: Requests,
+        subscriptions: Subscriptions,
+        sender: PushSender,
+        *,
+        clock: Callable[[], float] = time.time,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self._bridge = bridge
+        self._subscriptions = subscriptions
+        self._sender = sender
+        self._poll_seconds = poll_seconds
+        self._wake = asyncio.Event()
+        self.attention = AttentionLog(on_noted=self._wake.set)
+        self._waiting = WaitingNotices(self.attention)
+        self._limits = MemoryLimits(clock)
+        bridge.forwarded_listeners.append(lambda _session_id: self._wake.set())
+
+    def watch(self, session: AttentionSession) -> None:
+        """Called for every session that comes alive (its turn ends and input lock)."""
+        self.attention.watch(session)
+
+    async def run(self) -> None:
+        """Looks at once when woken (a request forwarded, a turn ended), else every poll."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll_seconds)
+            self._wake.clear()
+            try:
+                await self.round()
+            except Exception:
+                log.exception("push notifications: a look failed; trying again")
+
+    async def round(self) -> None:
+        """One look: pushes what is new since the last one."""
+        notices = [
+            self._notice(noted.kind, noted.session_id, noted.notification_id)
+            for noted in self.attention.take()
+        ]
+        for row in self._waiting.new(await self._bridge.list_pending(None)):
+            notices.append(self._request_notice(row))
+        for notice in notices:
+            if await admit_notification(
+                self._limits, notice["notification_id"], notice["session_id"], USER_KEY
+            ):
+                await self._push(notice)
+
+    async def _push(self, notice: dict[str, Any]) -> None:
+        subscriptions = await self._subscriptions.all()
+        await asyncio.gather(*(self._sender.send(each, notice) for each in subscriptions))
+
+    def _notice(self, kind: str, session_id: str, notification_id: str) -> dict[str, Any]:
+        session = cap_utf8(self.attention.title(session_id), TITLE_BYTES) or session_id[:8]
+        return {
+            "kind": kind,
+            "notification_id": notification_id,
+            "session_id": session_id,
+            "session": session,
+            "title": HEADLINES[kind].format(tool="A tool"),
+            "body": session,
+        }
+
+    def _request_notice(self, row: PendingPermission) -> dict[str, Any]:
+        kind = "question" if row.is_question else "permission"
+        notice = self._notice(kind, row.session_id, row.request_id)
+        try:
+            tool_input = json.loads(row.input)
+        except ValueError:
+            tool_input = {}
+        action = preview_of(tool_input if isinstance(tool_input, dict) else {})
+        notice.update(
+            request_id=row.request_id,
+            tool=row.tool_name,
+            action=action,
+            description=cap_utf8(redact(row.tool_description or ""), DESCRIPTION_BYTES),
+            title=HEADLINES[kind].format(tool=row.tool_name),
+            body=f"{notice['session']}: {action}",
+        )
+        return notice

@@ -1,0 +1,225 @@
+"""Web Push from the daemon's side, against the local RFC 8030 push service of the harness:
+what is pushed (decrypted with the subscription's keys, signed with the daemon's VAPID key),
+when (not while a client holds the input lock), how often (dedup, rate limits), and a
+subscription its push service dropped being forgotten. Real SQLite, real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from harness.attention import waiting_row, watched
+from harness.push_service import PushService
+
+from betcode.push.notifications import PushNotifications
+from betcode.push.sender import PushSender
+from betcode.push.subscriptions import SubscriptionRefused, Subscriptions, parse_subscription
+from betcode.push.vapid import KEY_FILE, VapidKey
+from betcode.storage import StoreReader, StoreWriter, open_database
+from betcode.storage.pending import PendingPermission
+
+
+def waiting(request_id: str, session_id: str, command: str = "rm -rf build") -> PendingPermission:
+    return waiting_row(request_id, session_id, {"command": command})
+
+
+class StandIn:
+    """The permission bridge's side the notifier reads: what waits now."""
+
+    def __init__(self) -> None:
+        self.pending: list[PendingPermission] = []
+        self.forwarded_listeners: list[Callable[[str], None]] = []
+
+    async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
+        return list(self.pending)
+
+
+@dataclass
+class Setup:
+    service: PushService
+    key: VapidKey
+    subscriptions: Subscriptions
+    requests: StandIn
+    notifications: PushNotifications
+    now: list[float]
+
+    async def subscribe(self) -> str:
+        browser = self.service.subscribe()
+        subscription = parse_subscription(browser.json(), "web-phone", 0.0, allow_loopback=True)
+        await self.subscriptions.save(subscription)
+        return browser.endpoint
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
+    service = await PushService().start()
+    database = open_database(tmp_path / "daemon.db")
+    writer, reader = StoreWriter(database), StoreReader(database)
+    key = VapidKey.load_or_create(tmp_path / "config")
+    subscriptions = Subscriptions(writer, reader)
+    sender = PushSender(key, subscriptions.delete)
+    requests = StandIn()
+    now = [1_000_000.0]
+    notifications = PushNotifications(requests, subscriptions, sender, clock=lambda: now[0])
+    try:
+        yield Setup(service, key, subscriptions, requests, notifications, now)
+    finally:
+        await sender.close()
+        await service.stop()
+        await writer.close()
+        reader.close()
+
+
+async def test_a_waiting_request_is_pushed_encrypted_to_the_subscription_and_signed(
+    setup: Setup,
+) -> None:
+    endpoint = await setup.subscribe()
+    shop = watched("session-shop", "/home/alice/shop")
+    setup.notifications.watch(shop)
+    setup.requests.pending = [waiting("req-1", "session-shop", "rm -rf build")]
+    await setup.notifications.round()
+    [push] = await setup.service.wait_for(1)
+    assert setup.service.refused == []
+    assert push.endpoint == endpoint
+    # Decrypted with the browser's private key and auth secret: it names the tool and call.
+    assert push.payload["kind"] == "permission"
+    assert push.payload["request_id"] == "req-1"
+    assert push.payload["session_id"] == "session-shop"
+    assert push.payload["session"] == "shop"
+    assert push.payload["tool"] == "Bash"
+    assert push.payload["action"] == "rm -rf build"
+    assert push.payload["title"] == "Bash waits for your approval"
+    # Signed by the daemon's VAPID key, for this push service, with a contact.
+    assert push.vapid_key == setup.key.public_key_base64url()
+    assert push.claims["aud"] == setup.service.url
+    assert push.claims["sub"].startswith("mailto:")
+    assert push.headers["urgency"] == "high"
+    assert int(push.headers["ttl"]) > 0
+
+
+async def test_secrets_in_the_call_are_cut_out_of_the_push(setup: Setup) -> None:
+    await setup.subscribe()
+    setup.requests.pending = [
+        waiting("req-1", "s", "curl -H 'Authorization: Bearer sk-ant-abcdefghijklmnop' x")
+    ]
+    await setup.notifications.round()
+    [push] = await setup.service.wait_for(1)
+    assert "sk-ant" not in json.dumps(push.payload)
+    assert "[REDACTED]" in push.payload["action"]
+
+
+async def test_nothing_is_pushed_while_a_client_holds_the_input_lock(setup: Setup) -> None:
+    await setup.subscribe()
+    shop = watched("session-shop", "/home/alice/shop")
+    setup.notifications.watch(shop)
+    assert shop.lock.attach("web-laptop")  # someone is at the session
+    setup.requests.pending = [waiting("req-1", "session-shop")]
+    shop.end_turn(ok=True)
+    for _ in range(3):
+        await setup.notifications.round()
+    assert setup.service.received == []
+    shop.lock.detach("web-laptop")  # gone: the request still waits, so it is pushed now
+    await setup.notifications.round()
+    await setup.notifications.round()
+    [push] = await setup.service.wait_for(1)
+    assert push.payload["request_id"] == "req-1"
+    assert len(setup.service.received) == 1  # the turn end while held is not pushed later
+
+
+async def test_turn_ends_and_failures_are_pushed_without_conversation_text(setup: Setup) -> None:
+    await setup.subscribe()
+    shop = watched("session-shop", "/home/alice/shop")
+    setup.notifications.watch(shop)
+    shop.end_turn(ok=True)
+    shop.end_turn(ok=False)
+    await setup.notifications.round()
+    pushes = await setup.service.wait_for(2)
+    assert [push.payload["kind"] for push in pushes] == ["turn_finished", "error"]
+    assert all("SECRET" not in json.dumps(push.payload) for push in pushes)
+
+
+async def test_each_request_once_and_the_rate_limits_hold(setup: Setup) -> None:
+    await setup.subscribe()
+    setup.requests.pending = [waiting("req-1", "s1")]
+    for _ in range(3):
+        await setup.notifications.round()
+    assert len(await setup.service.wait_for(1)) == 1
+    # 5 an hour per session: of 7 more requests in s1, 4 are pushed (5 in all).
+    setup.requests.pending = [waiting(f"req-{n}", "s1") for n in range(1, 9)]
+    await setup.notifications.round()
+    assert [p.payload["request_id"] for p in setup.service.received] == [
+        f"req-{n}" for n in range(1, 6)
+    ]
+    # 20 a day for the daemon: three more sessions fill it, a fifth gets nothing.
+    setup.requests.pending = [
+        waiting(f"{s}-{n}", s) for s in ("s2", "s3", "s4", "s5") for n in range(5)
+    ]
+    await setup.notifications.round()
+    assert len(setup.service.received) == 20
+    assert not any(p.payload["session_id"] == "s5" for p in setup.service.received)
+    # An hour later s1 may have 5 more, but the day's 20 are spent.
+    setup.now[0] += 3601
+    setup.requests.pending = [waiting("later", "s1")]
+    await setup.notifications.round()
+    assert len(setup.service.received) == 20
+    setup.now[0] += 86_400
+    await setup.notifications.round()
+    assert len(setup.service.received) == 20  # "later" was counted out, not kept for later
+    setup.requests.pending = [waiting("next-day", "s1")]
+    await setup.notifications.round()
+    await setup.service.wait_for(21)
+    assert setup.service.received[-1].payload["request_id"] == "next-day"
+
+
+async def test_a_subscription_its_push_service_dropped_is_forgotten(setup: Setup) -> None:
+    gone = await setup.subscribe()
+    kept = await setup.subscribe()
+    setup.service.gone.add(gone)
+    setup.requests.pending = [waiting("req-1", "s1")]
+    await setup.notifications.round()
+    [push] = await setup.service.wait_for(1)
+    assert push.endpoint == kept
+    assert [s.endpoint for s in await setup.subscriptions.all()] == [kept]
+
+
+def test_the_vapid_key_is_made_once_owner_only(tmp_path: Path) -> None:
+    first = VapidKey.load_or_create(tmp_path)
+    assert (tmp_path / KEY_FILE).stat().st_mode & 0o777 == 0o600
+    assert VapidKey.load_or_create(tmp_path).public_key_base64url() == (
+        first.public_key_base64url()
+    )
+
+
+def test_an_endpoint_must_be_https_or_an_admitted_loopback_one() -> None:
+    service = PushService()
+    service.url = "http://127.0.0.1:9"
+    keys = service.subscribe().json()["keys"]
+
+    def parse(endpoint: str, allow_loopback: bool = False) -> str:
+        body = {"endpoint": endpoint, "keys": keys}
+        return parse_subscription(body, "web-x", 0.0, allow_loopback=allow_loopback).endpoint
+
+    assert parse("https://push.example/abc") == "https://push.example/abc"
+    with pytest.raises(SubscriptionRefused, match="allow_loopback_endpoints"):
+        parse("http://127.0.0.1:9/push/a")
+    assert parse("http://127.0.0.1:9/push/a", allow_loopback=True) == "http://127.0.0.1:9/push/a"
+    for refused in ("http://push.example/a", "http://10.0.0.1:9/a", "ftp://x/", "", "https://"):
+        with pytest.raises(SubscriptionRefused):
+            parse(refused, allow_loopback=True)
+    with pytest.raises(SubscriptionRefused, match="p256dh"):
+        parse_subscription(
+            {"endpoint": "https://p.example/a", "keys": {**keys, "p256dh": "AAAA"}},
+            "web-x",
+            0.0,
+            allow_loopback=False,
+        )
+    with pytest.raises(SubscriptionRefused, match="auth"):
+        parse_subscription(
+            {"endpoint": "https://p.example/a", "keys": {"p256dh": keys["p256dh"]}},
+            "web-x",
+            0.0,
+            allow_loopback=False,
+        )
