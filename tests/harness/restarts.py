@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from betcode.daemon import KEEP_SESSIONS_SIGNAL
 from betcode.v1 import agent_pb2
 from harness.daemon import Client, DaemonProcess, daemon_process_env
 
@@ -55,6 +56,20 @@ class Restarts:
         client = Client(self.root / "sock" / "daemon.sock", client_id)
         self.clients.append(client)
         return client
+
+    async def restart(self, kind: str) -> None:
+        """Restart the daemon as `daemon restart` does ("graceful": SIGUSR2, the holders left
+        running) or as a crash and a new `daemon start` would ("kill9")."""
+        daemon = self.daemon
+        assert daemon is not None
+        assert daemon.process is not None
+        if kind == "kill9":
+            await asyncio.to_thread(daemon.kill9)
+        else:
+            assert kind == "graceful", kind
+            daemon.process.send_signal(KEEP_SESSIONS_SIGNAL)
+            assert await asyncio.to_thread(daemon.process.wait, 30) == 0
+        await asyncio.to_thread(daemon.start)
 
     async def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`betcode ARGS` run against the current daemon, as a user would."""

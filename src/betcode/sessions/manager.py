@@ -29,13 +29,14 @@ from betcode.claude.process import require_workdir
 from betcode.claude.supervisor import SupervisorState
 from betcode.protocol.writer import answered_request_id
 from betcode.sessions.context import SessionContext, SessionSettings
-from betcode.sessions.session import Session
+from betcode.sessions.session import Recalled, Session
 from betcode.storage import holders as holder_rows
 from betcode.storage import pending as pending_rows
 from betcode.storage import sessions as session_rows
 from betcode.storage import worktrees as worktree_rows
 from betcode.storage.audit import AuditEvent, AuditRecorder
-from betcode.v1 import agent_pb2
+from betcode.storage.reader import lines_of_current_turn, newest_event
+from betcode.v1 import agent_pb2, common_pb2
 
 log = logging.getLogger(__name__)
 
@@ -452,13 +453,25 @@ class SessionManager:
             await asyncio.to_thread(found.abandon)
             return None
         link = found.link
-        offset, unconfirmed, journaled, answers, control_lines = await self._ctx.reader.read(
+        (
+            offset,
+            unconfirmed,
+            journaled,
+            answers,
+            control_lines,
+            turn_lines,
+            last_status,
+        ) = await self._ctx.reader.read(
             lambda c: (
                 holder_rows.committed_offset(c, session.id, link.holder_id),
                 holder_rows.unconfirmed_stdin(c, link.holder_id),
                 holder_rows.journaled_keys(c, link.holder_id),
                 pending_rows.answers_written_since(c, session.id, found.started_at),
                 pending_rows.control_lines_since(c, session.id, found.started_at),
+                # Committed in the same transactions as the offset: exactly what the holder
+                # will not send again.
+                lines_of_current_turn(c, session.id, found.started_at),
+                newest_event(c, session.id, "status_change", _set_by_translator),
             )
         )
         # An answer is logged before it is journaled: one logged by a daemon killed before
@@ -486,7 +499,7 @@ class SessionManager:
         }
         resend = dict(unconfirmed) | never_journaled
         process.adopt(link, offset, resend.items())
-        session.adopt(process)
+        session.adopt(process, Recalled(turn_lines, last_status))
         log.info(
             "session %s: re-attached to claude pid %d at byte %d of its output (%d stdin "
             "line(s) sent again)",
@@ -507,3 +520,10 @@ class SessionManager:
             *(session.close(keep_claude=keep_claude) for session in sessions),
             return_exceptions=True,
         )
+
+
+def _set_by_translator(status_event: bytes) -> bool:
+    """Every StatusChange but WAITING_FOR_USER, which the permission layer emits on its own
+    (the translator's status stays what it was)."""
+    status = agent_pb2.AgentEvent.FromString(status_event).status_change.status
+    return bool(status != common_pb2.AGENT_STATUS_WAITING_FOR_USER)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 import uuid
@@ -75,6 +76,16 @@ MAX_ROWS_PER_COMMIT = 256
 # What the consumer task takes in order: a batch of stdout lines (with where they end in a
 # holder's output), a supervisor report, or None (the session is closing).
 _Item = tuple[Sequence[Line], StdoutMark | None] | Callable[[], None] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Recalled:
+    """What a re-attached session's translator is told again (`Translator.recall`): the
+    stored lines of its claude's current turn, and the last status the translator set (a
+    serialized StatusChange event; None if none)."""
+
+    lines: Sequence[MessageRow]
+    status: bytes | None
 
 
 class Session:
@@ -485,12 +496,29 @@ class Session:
     def _set_status(self, status: session_rows.SessionStatus) -> None:
         self.background_write(lambda c: session_rows.update_status(c, self.id, status, time.time()))
 
-    def adopt(self, process: HeldClaude) -> None:
+    def adopt(self, process: HeldClaude, recalled: Recalled) -> None:
         """After a daemon restart: claude still runs under its holder. A turn that was running
         when the daemon went away goes on; its lines come first (the holder spooled them)."""
         if self.record.status == "active":
             self._turns.start()
         self.supervisor.adopt(process)
+        # Queued after the RUNNING report of the adoption (which forgets per-process stream
+        # state) and before any line the holder sends.
+        self._lines.put_nowait(functools.partial(self._recall, recalled))
+
+    def _recall(self, recalled: Recalled) -> None:
+        reader = ProtocolReader()
+        messages = [
+            message
+            for row in recalled.lines
+            if row.direction == "out" or row.message_type == "control_request"
+            if (message := reader.decode(row.payload)) is not None
+        ]
+        status = None
+        if recalled.status is not None:
+            change = agent_pb2.AgentEvent.FromString(recalled.status).status_change
+            status = (change.status, change.message)
+        self.translator.recall(messages, status)
 
     async def close(self, *, keep_claude: bool = False) -> None:
         """Stop claude and the session; `keep_claude`: leave claude running under its holder

@@ -30,12 +30,13 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from betcode.protocol.messages import (
     AssistantMessage,
+    ControlRequest,
     ConversationReset,
     Message,
     StreamEvent,
@@ -195,6 +196,21 @@ class Translator:
         self._cancel_requested = False
         self._is_resumed = self._is_resumed or resumed
         self._cost = CostBaseline.for_process(resumed=resumed)
+
+    def recall(self, earlier: Iterable[Message], status: tuple[AgentStatus, str] | None) -> None:
+        """A daemon restarted and re-attached this claude: the lines it printed since its
+        turn began, already translated, stored and sent by the last daemon, are translated
+        again with their events dropped, so that the open blocks, what each message streamed,
+        the tool calls announced and the cost baseline are as that daemon left them; `status`
+        is the last one it set. The lines the holder sends again continue from there."""
+        for message in earlier:
+            if isinstance(message, ControlRequest):  # translated to nothing: only an
+                if message.subtype == "interrupt":  # interrupt the daemon wrote counts
+                    self.mark_cancel_requested()
+            else:
+                self.translate(message)
+        if status is not None:
+            self._status = status
 
     # ---- translation
 

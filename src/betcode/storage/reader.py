@@ -50,6 +50,46 @@ def messages_after(
     ]
 
 
+def lines_of_current_turn(
+    conn: sqlite3.Connection, session_id: str, since: float
+) -> list[MessageRow]:
+    """The stored lines (both ways) of a session since `since` from claude's newest
+    `system/init` on (all of them when it printed none), preceded by its `result` before
+    that init: what a translator must see again to be where the last one left off."""
+    rows = conn.execute(
+        "SELECT sequence, direction, message_type, CAST(payload AS BLOB), created_at "
+        "FROM messages WHERE session_id = ? AND created_at >= ? ORDER BY sequence DESC",
+        (session_id, since),
+    )
+    kept: list[MessageRow] = []
+    found_init = False
+    for seq, direction, message_type, payload, created_at in rows:
+        row = MessageRow(session_id, seq, direction, message_type, bytes(payload), created_at)
+        if not found_init:
+            kept.append(row)
+            found_init = direction == "out" and message_type == "system" and _is_init(row.payload)
+        elif direction == "out" and message_type == "result":
+            kept.append(row)
+            break
+    kept.reverse()
+    return kept
+
+
+def _is_init(payload: bytes) -> bool:
+    return b'"subtype":"init"' in payload or b'"subtype": "init"' in payload
+
+
+def newest_event(
+    conn: sqlite3.Connection, session_id: str, kind: str, wanted: Callable[[bytes], bool]
+) -> bytes | None:
+    """The newest stored event of `kind` whose serialized form is `wanted`."""
+    rows = conn.execute(
+        "SELECT payload FROM events WHERE session_id = ? AND kind = ? ORDER BY sequence DESC",
+        (session_id, kind),
+    )
+    return next((bytes(payload) for (payload,) in rows if wanted(bytes(payload))), None)
+
+
 def last_system_init(conn: sqlite3.Connection, session_id: str | None) -> bytes | None:
     """The newest `system/init` line claude wrote in the session (any session when None)."""
     where = (

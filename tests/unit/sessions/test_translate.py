@@ -953,3 +953,62 @@ def test_set_status_reports_only_changes() -> None:
     assert translator.status == common_pb2.AGENT_STATUS_RESTARTING
     # A status set from outside is remembered: the next turn start is a change again.
     assert briefs(feed(translator, init()))[-1] == status_of("THINKING")
+
+
+# ---- a daemon restart: the re-attached claude's lines recalled ----------------------------------
+
+TWO_TURNS = [
+    init(),
+    message_start("msg_mock_1"),
+    text_start(0),
+    text_delta(0, "Running "),
+    text_delta(0, "it."),
+    assistant("msg_mock_1", text("Running it.")),
+    block_stop(0),
+    tool_start(1, "toolu_001", "Bash"),
+    json_delta(1, '{"command": "python3 -c \\"print(\'hello-from-bash\')\\"", '),
+    json_delta(1, '"description": "Say hello"}'),
+    assistant("msg_mock_1", tool_use("toolu_001", "Bash", BASH_INPUT)),
+    block_stop(1),
+    can_use_tool("toolu_001"),
+    message_delta("tool_use"),
+    message_stop(),
+    user(tool_result_block("toolu_001", "hello-from-bash")),
+    message_start("msg_mock_2"),
+    text_start(0),
+    text_delta(0, "It printed hello."),
+    assistant("msg_mock_2", text("It printed hello.")),
+    block_stop(0),
+    message_delta("end_turn"),
+    message_stop(),
+    result(),
+    init(mode="plan"),
+    message_start("msg_mock_3"),
+    text_start(0),
+    text_delta(0, "Again."),
+    assistant("msg_mock_3", text("Again.")),
+    block_stop(0),
+    message_delta("end_turn"),
+    message_stop(),
+    result(),
+]
+
+
+@pytest.mark.parametrize("cut", range(len(TWO_TURNS) + 1))
+def test_a_translator_recalling_the_lines_before_a_restart_goes_on_as_if_none_happened(
+    cut: int,
+) -> None:
+    """The re-attached daemon's translator is told the lines the last one translated, then
+    translates the rest: together, the events of one translator that saw everything (the
+    answer's text is not sent again at its `assistant` line, no tool call or status twice)."""
+    whole = Translator(DAEMON_SID)
+    whole.process_restarted()  # what claude's RUNNING report does in the daemon
+    expected = briefs(feed(whole, *TWO_TURNS))
+    before = Translator(DAEMON_SID)
+    before.process_restarted()
+    head = feed(before, *TWO_TURNS[:cut])
+    after = Translator(DAEMON_SID)
+    after.process_restarted()
+    after.recall([decode(line) for line in TWO_TURNS[:cut]], (before.status, ""))
+    tail = feed(after, *TWO_TURNS[cut:])
+    assert briefs(head + tail) == expected
