@@ -24,7 +24,7 @@ import psutil
 
 from betcode.claude.backoff import SupervisorPolicy
 from betcode.daemon import Daemon, DaemonConfig
-from betcode.server.binding import lock_path_for
+from betcode.daemon_socket import lock_path_for
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 Decision = common_pb2.PermissionDecision

@@ -26,10 +26,10 @@ from harness.daemon import (
 from harness.environment import Workspace
 
 from betcode.composition.startup_checks import EXIT_STORAGE_UNUSABLE
+from betcode.core.errors import error_details_of
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic
-from betcode.server.errors import error_details_of
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 Decision = common_pb2.PermissionDecision

@@ -28,10 +28,10 @@ from google.protobuf import struct_pb2
 from harness.daemon import Client, daemon_config
 
 from betcode.claude.backoff import SupervisorPolicy
+from betcode.core.errors import GRPC_STATUS, ErrorCode
+from betcode.core.validation import MAX_TEXT_BYTES
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
-from betcode.server.errors import GRPC_STATUS, ErrorCode
-from betcode.server.validation import MAX_TEXT_BYTES
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

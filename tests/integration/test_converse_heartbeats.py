@@ -19,9 +19,9 @@ from harness.daemon import Client, daemon_config
 from betcode.cli.connection import DaemonAddress, DaemonClient
 from betcode.cli.conversation import ConnectionChange, ConversationStream, StreamItem
 from betcode.config.settings import DaemonSettings
+from betcode.core.errors import ErrorCode
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
-from betcode.server.errors import ErrorCode
 from betcode.v1 import agent_pb2
 
 T = TypeVar("T")

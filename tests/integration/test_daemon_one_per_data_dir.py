@@ -24,7 +24,7 @@ from harness.daemon import Client, DaemonProcess
 from harness.fake_claude import FakeClaude
 
 from betcode.composition.startup_checks import EXIT_CANNOT_LISTEN
-from betcode.server.binding import lock_path_for
+from betcode.daemon_socket import lock_path_for
 from betcode.v1 import agent_pb2
 
 HANG_TURN = [{"do": "text", "text": "working", "deltas": 1}, {"do": "hang"}]

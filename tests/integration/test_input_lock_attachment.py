@@ -17,9 +17,9 @@ import pytest
 from harness.daemon import Client, daemon_config
 from harness.lock_story import lock_story
 
+from betcode.core.errors import ERROR_CODE_METADATA_KEY
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.fake_claude import make_fake_claude
-from betcode.server.errors import ERROR_CODE_METADATA_KEY
 from betcode.sessions.context import SessionSettings
 from betcode.v1 import agent_pb2
 

@@ -13,7 +13,7 @@ import pytest
 from harness.daemon import Client, InProcessDaemon
 from harness.git_repos import make_repository, sh
 
-from betcode.server.errors import ErrorCode, error_code_of, error_details_of
+from betcode.core.errors import ErrorCode, error_code_of, error_details_of
 from betcode.v1 import (
     agent_pb2,
     common_pb2,

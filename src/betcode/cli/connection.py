@@ -20,7 +20,7 @@ import grpc.aio
 
 from betcode.cli.relay_login import RelayChoice, access_token, relay_channel, relay_choice
 from betcode.config.dirs import config_dir, default_socket_path
-from betcode.server.errors import error_code_of, error_details_of
+from betcode.core.errors import error_code_of, error_details_of
 from betcode.v1 import agent_pb2, agent_pb2_grpc, commands_pb2, commands_pb2_grpc
 
 StubT = TypeVar("StubT")

@@ -3,7 +3,7 @@
 0 success · 1 agent error · 2 connection failure · 3 permission denied · 4 rate limited ·
 5 invalid arguments · 6 session not found · 7 internal error.
 
-An ErrorEvent's application code maps onto a gRPC status (DIGEST §11.3, `server.errors`), and the
+An ErrorEvent's application code maps onto a gRPC status (DIGEST §11.3, `core.errors`), and the
 status onto an exit code the way a failed call does (`connection.EXIT_CODE_OF_STATUS`). Two
 codes say more than their status: AGENT_ERROR is claude's own failed turn (1, or 4 when the model
 API answered 429), and SUBPROCESS_CRASHED is claude dying mid-turn (INTERNAL: 7).
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import grpc
 
 from betcode.cli.connection import EXIT_CODE_OF_STATUS
-from betcode.server.errors import GRPC_STATUS, ErrorCode
+from betcode.core.errors import GRPC_STATUS, ErrorCode
 
 
 class ExitCode(enum.IntEnum):

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import grpc
 
-from betcode.server.binding import socket_holder_pid
+from betcode.daemon_socket import socket_holder_pid
 from betcode.v1 import health_pb2, health_pb2_grpc, version_pb2
 
 STATUS_NAMES = {

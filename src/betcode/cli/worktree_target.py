@@ -13,7 +13,7 @@ from pathlib import Path
 from betcode.cli.connection import DaemonClient, RequestRejected, SessionNotFound
 from betcode.cli.repo_cmd import repos
 from betcode.cli.worktree_cmd import worktrees
-from betcode.server.errors import ErrorCode
+from betcode.core.errors import ErrorCode
 from betcode.v1 import git_repo_pb2, worktree_pb2
 
 ALREADY_EXISTS = ErrorCode.ALREADY_EXISTS.value

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 
 from betcode.claude.locate import ClaudeBinary, ClaudeNotFound, find_claude_binary
 from betcode.daemon_config import DaemonConfig
-from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
-from betcode.server.binding import (
+from betcode.daemon_socket import (
     BindError,
     LoopbackAddress,
     SocketClaim,
     claim_socket_path,
     parse_listen_address,
 )
+from betcode.protocol.version import EXIT_CLAUDE_MISSING, probe_claude_version
 from betcode.server.claude_status import ClaudeCodeReport
 from betcode.storage.audit import require_audit_log
 from betcode.storage.data_dir_lock import DataDirClaim, DataDirInUse, claim_data_dir

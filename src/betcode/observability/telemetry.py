@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from betcode.config.addresses import split_host_port
 from betcode.config.settings import ObservabilitySettings
+from betcode.daemon_socket import BindError
 from betcode.observability import hooks
 from betcode.observability.logs import use_trace_ids
 from betcode.observability.metrics import (
@@ -25,7 +26,6 @@ from betcode.observability.metrics import (
     serve_metrics,
 )
 from betcode.observability.recent import RecentTurns
-from betcode.server.binding import BindError
 
 if TYPE_CHECKING:
     from betcode.observability.tracing import TracingObserver

@@ -11,21 +11,23 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 
-from betcode.observability.hooks import incoming_traceparent
-from betcode.observability.logs import bind_log_fields
-from betcode.permissions.bridge import PermissionBridge
-from betcode.permissions.decisions import AnswerError, ClientAnswer
-from betcode.server import convert
-from betcode.server.connected import ConnectedClients
-from betcode.server.converse import CLIENT_SILENCE_TIMEOUT_SECONDS, ConverseRequests, note_activity
-from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
-from betcode.server.framing import encode_event_batch
-from betcode.server.validation import (
+from betcode.core import convert
+from betcode.core.connected import ConnectedClients
+from betcode.core.converse import CLIENT_SILENCE_TIMEOUT_SECONDS, ConverseRequests, note_activity
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.event_pump import (
+    BATCH_MAX_BYTES,
+    BATCH_MAX_EVENTS,
+    OUTBOX_BATCHES,
+    PER_EVENT_BATCH,
+    pump_batches,
+)
+from betcode.core.validation import (
     DEFAULT_CLIENT_TYPE,
     check_answers,
     check_client_type,
@@ -35,6 +37,12 @@ from betcode.server.validation import (
     domain_error,
     input_object,
 )
+from betcode.observability.hooks import incoming_traceparent
+from betcode.observability.logs import bind_log_fields
+from betcode.permissions.bridge import PermissionBridge
+from betcode.permissions.decisions import AnswerError, ClientAnswer
+from betcode.server.errors import translates_errors
+from betcode.server.framing import encode_event_batch
 from betcode.sessions.input_lock import NoInputLock
 from betcode.sessions.manager import SessionManager, SessionNotFound
 from betcode.sessions.session import Session
@@ -49,10 +57,6 @@ log = logging.getLogger(__name__)
 CLIENT_ID_METADATA = "x-client-id"
 TRACEPARENT_METADATA = "traceparent"  # W3C trace context: the turns of this stream continue it
 COMPACT_COMMAND = "/compact"  # claude runs it itself in stream-json mode (CLAUDE_CLI.md §3.1)
-PER_EVENT_BATCH = 64  # frames taken per wake-up on the per-event stream
-BATCH_MAX_EVENTS = 256
-BATCH_MAX_BYTES = 4 * 1024 * 1024
-OUTBOX_BATCHES = 4  # small, so a slow client backs up into its lag-detecting queue
 
 RAW_RESPONSE_METHODS = frozenset({"Converse", "ResumeSession", "ResumeSessionBatched"})
 
@@ -376,17 +380,3 @@ class AgentService:
         self._clients.seen(client_id)
         await note_activity(self._bridge, session)
         return session
-
-
-async def pump_batches(
-    stream: AsyncGenerator[list[Any], None], outbox: asyncio.Queue[list[bytes] | None]
-) -> None:
-    # aclosing: a pump cancelled while waiting on the outbox closes the attachment at once
-    # (input lock, subscription), not when the generator is garbage-collected.
-    async with contextlib.aclosing(stream):
-        try:
-            async for batch in stream:
-                await outbox.put([data for _, data in batch])
-        except Exception:
-            log.exception("event stream failed")
-    await outbox.put(None)

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2 as standard_health_pb2
 from grpc_health.v1 import health_pb2_grpc as standard_health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from betcode.server.binding import (
+from betcode.daemon_socket import (
     BindError,
     LoopbackAddress,
     SocketClaim,

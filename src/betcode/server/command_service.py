@@ -37,8 +37,9 @@ from betcode.commands.registry import (
     Mode,
     filter_agents,
 )
-from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
-from betcode.server.validation import check_id, check_text, domain_error, invalid
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.validation import check_id, check_text, domain_error, invalid
+from betcode.server.errors import translates_errors
 from betcode.sessions.manager import SessionManager, SessionNotFound
 from betcode.storage.sessions import SessionPage
 from betcode.v1 import commands_pb2 as pb

@@ -46,10 +46,11 @@ from google.protobuf.descriptor import FieldDescriptor
 from betcode.config.errors import ConfigError
 from betcode.config.layers import RuleListName
 from betcode.config.resolve import ResolvedSettings
+from betcode.core.errors import BetCodeError, ErrorCode
 from betcode.permissions.rulebook import RuleBook
 from betcode.permissions.rules import InvalidRule, Rule, RuleList, format_rule
 from betcode.server.config_store import ConfigStore, RejectedChange
-from betcode.server.errors import BetCodeError, ErrorCode, abort, handles_errors
+from betcode.server.errors import abort, handles_errors
 from betcode.sessions.manager import InvalidSessionRequest, SessionNotFound
 from betcode.storage.sessions import SessionRecord
 from betcode.v1 import config_pb2

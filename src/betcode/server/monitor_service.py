@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import grpc
 
+from betcode.core import convert
 from betcode.observability.recent import RecentSpend
 from betcode.permissions.bridge import PermissionBridge
-from betcode.server import convert
 from betcode.sessions.manager import SessionManager
 from betcode.v1 import common_pb2, monitor_pb2
 

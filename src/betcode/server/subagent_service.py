@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.validation import check_id, domain_error, invalid
 from betcode.server.agent_service import client_id_of
-from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
-from betcode.server.validation import check_id, domain_error, invalid
+from betcode.server.errors import translates_errors
 from betcode.storage import subagents as rows
 from betcode.storage.reader import StoreReader
 from betcode.subagents.admission import SpawnRequest, SubagentRefused

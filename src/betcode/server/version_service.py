@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.validation import GRPC_CLIENT_TYPES
 from betcode.server.claude_status import ClaudeCodeProvider
-from betcode.server.errors import BetCodeError, ErrorCode, handles_errors
-from betcode.server.validation import GRPC_CLIENT_TYPES
+from betcode.server.errors import handles_errors
 from betcode.v1 import version_pb2
 
 API_VERSION = "v1"

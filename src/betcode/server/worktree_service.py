@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import grpc
 
-from betcode.server.convert import timestamp
-from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
-from betcode.server.validation import check_id, check_name, check_text, domain_error, invalid
+from betcode.core.convert import timestamp
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.validation import check_id, check_name, check_text, domain_error, invalid
+from betcode.server.errors import translates_errors
 from betcode.storage.worktrees import RepoRecord, RescueRecord, WorktreeMode
 from betcode.v1 import git_repo_pb2, worktree_pb2
 from betcode.worktrees import (

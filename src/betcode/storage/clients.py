@@ -15,7 +15,7 @@ from typing import Literal
 from betcode.storage.database import transaction
 
 # What a connected client is: the three a gRPC client names itself (WIRE.md), and `web`, the
-# daemon's own browser client (web/); see server/validation.py for who may claim which.
+# daemon's own browser client (web/); see core/validation.py for who may claim which.
 ClientType = Literal["cli", "flutter", "headless", "web"]
 
 

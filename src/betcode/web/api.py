@@ -9,9 +9,9 @@ from typing import Any
 
 from aiohttp import web
 
+from betcode.core import convert
+from betcode.core.validation import check_answers, check_id, check_text, invalid
 from betcode.permissions.decisions import AnswerError, ClientAnswer
-from betcode.server import convert
-from betcode.server.validation import check_answers, check_id, check_text, invalid
 from betcode.v1 import common_pb2
 from betcode.web.domain import WebDomain, web_client_id
 from betcode.web.errors import json_body, text_field

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from betcode.core.connected import ConnectedClients
+from betcode.core.converse import ConverseRequests, note_activity
+from betcode.core.validation import check_id, invalid
 from betcode.permissions.bridge import PermissionBridge
-from betcode.server.connected import ConnectedClients
-from betcode.server.converse import ConverseRequests, note_activity
-from betcode.server.validation import check_id, invalid
 from betcode.sessions.manager import SessionManager
 from betcode.sessions.session import Session
 from betcode.storage.clients import ClientType

@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 from aiohttp import web
 
-from betcode.server.errors import BetCodeError, ErrorCode
-from betcode.server.validation import domain_error, invalid
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.validation import domain_error, invalid
 
 log = logging.getLogger(__name__)
 

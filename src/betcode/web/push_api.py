@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from betcode.core.validation import invalid
 from betcode.push.subscriptions import (
     SubscriptionRefused,
     Subscriptions,
     check_endpoint,
     parse_subscription,
 )
-from betcode.server.validation import invalid
 from betcode.web.domain import web_client_id
 from betcode.web.errors import json_body
 

@@ -21,9 +21,9 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import WSMsgType, web
 from google.protobuf import json_format
 
-from betcode.server.agent_service import BATCH_MAX_BYTES, PER_EVENT_BATCH, pump_batches
-from betcode.server.errors import ErrorCode
-from betcode.server.validation import invalid
+from betcode.core.errors import ErrorCode
+from betcode.core.event_pump import BATCH_MAX_BYTES, OUTBOX_BATCHES, PER_EVENT_BATCH, pump_batches
+from betcode.core.validation import invalid
 from betcode.sessions import translate
 from betcode.v1 import agent_pb2
 from betcode.web.access import still_signed_in
@@ -33,7 +33,6 @@ from betcode.web.domain import WEB_CLIENT_TYPE, web_client_id
 log = logging.getLogger(__name__)
 
 FROM_PARAMETER = "from"
-OUTBOX_BATCHES = 4  # small, so a slow browser backs up into its lag-detecting queue
 PING_SECONDS = 20.0  # a peer that stops answering pings (a phone gone to sleep) is closed
 TOKEN_ROTATED = 4401  # a private close code: sign in again with a new `betcode web` link
 OPEN_SOCKETS_KEY = web.AppKey("open_sockets", set[web.WebSocketResponse])

@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2 as std_pb2
 from grpc_health.v1 import health_pb2_grpc as std_grpc
 from server_harness import connect, make_daemon
 
-from betcode.server.binding import (
+from betcode.daemon_socket import (
     BindError,
     DaemonAlreadyRunning,
     LoopbackAddress,

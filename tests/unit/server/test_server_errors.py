@@ -5,7 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from betcode.server.errors import GRPC_STATUS, BetCodeError, ErrorCode, handles_errors
+from betcode.core.errors import GRPC_STATUS, BetCodeError, ErrorCode
+from betcode.server.errors import handles_errors
 
 S = grpc.StatusCode
 DIGEST_TABLE = {

@@ -12,14 +12,9 @@ from google.protobuf import descriptor_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from server_harness import connect, make_daemon
 
+from betcode.core.errors import BetCodeError, ErrorCode, error_code_of, error_details_of
 from betcode.server.app import DaemonServer, RpcService, method_handlers
-from betcode.server.errors import (
-    BetCodeError,
-    ErrorCode,
-    error_code_of,
-    error_details_of,
-    handles_errors,
-)
+from betcode.server.errors import handles_errors
 from betcode.server.framing import encode_event_batch
 from betcode.v1 import agent_pb2, agent_pb2_grpc
 

@@ -6,7 +6,7 @@ import grpc
 import pytest
 from server_harness import CAPABILITIES
 
-from betcode.server.errors import BetCodeError, ErrorCode, error_code_of
+from betcode.core.errors import BetCodeError, ErrorCode, error_code_of
 from betcode.server.version_service import ServerCapabilities, VersionService, negotiate
 from betcode.v1 import version_pb2, version_pb2_grpc
 

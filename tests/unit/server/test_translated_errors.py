@@ -8,7 +8,8 @@ from typing import Any
 import grpc
 import pytest
 
-from betcode.server.errors import BetCodeError, ErrorCode, translates_errors
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.server.errors import translates_errors
 
 
 class Refused(Exception):

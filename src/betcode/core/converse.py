@@ -22,17 +22,17 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
-from betcode.permissions.bridge import PermissionBridge
-from betcode.permissions.decisions import ClientAnswer
-from betcode.server.connected import ConnectedClients
-from betcode.server.errors import BetCodeError, ErrorCode
-from betcode.server.validation import (
+from betcode.core.connected import ConnectedClients
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.validation import (
     check_answers,
     check_id,
     check_text,
     domain_error,
     input_object,
 )
+from betcode.permissions.bridge import PermissionBridge
+from betcode.permissions.decisions import ClientAnswer
 from betcode.sessions import translate
 from betcode.sessions.session import Session
 from betcode.storage import idempotency

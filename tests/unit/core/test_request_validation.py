@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from google.protobuf import struct_pb2
 
-from betcode.permissions.decisions import AnswerError
-from betcode.server.errors import BetCodeError, ErrorCode
-from betcode.server.validation import (
+from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.core.validation import (
     MAX_TEXT_BYTES,
     check_answers,
     check_client_type,
@@ -22,6 +21,7 @@ from betcode.server.validation import (
     domain_error,
     input_object,
 )
+from betcode.permissions.decisions import AnswerError
 from betcode.sessions.input_lock import NoInputLock
 from betcode.sessions.manager import InvalidSessionRequest, SessionLimitReached, SessionNotFound
 from betcode.v1 import agent_pb2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from betcode.server.connected import ConnectedClients
+from betcode.core.connected import ConnectedClients
 from betcode.storage import StoreWriter, open_database
 from betcode.storage.clients import ConnectedClient, list_clients
 from betcode.storage.reconcile import reconcile
@@ -81,7 +81,7 @@ async def test_a_stream_that_fails_still_removes_its_row(writer: StoreWriter) ->
 async def test_unknown_clients_and_a_closed_store_are_no_errors(
     writer: StoreWriter, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="betcode.server.connected")
+    caplog.set_level(logging.INFO, logger="betcode.core.connected")
     clients = ConnectedClients(writer, Clock())
     clients.seen("nobody")  # not attached: nothing to write
     assert await rows(writer) == []

@@ -18,8 +18,8 @@ from google.protobuf.message import Message
 
 from betcode.claude.process import ClaudeStartError, ClaudeStdinClosed, WorktreeMissing
 from betcode.claude.supervisor import SupervisorCrashed
+from betcode.core.errors import BetCodeError, ErrorCode
 from betcode.permissions.decisions import AnswerError
-from betcode.server.errors import BetCodeError, ErrorCode
 from betcode.sessions.input_lock import NoInputLock
 from betcode.sessions.manager import (
     MAX_SESSION_ID_CHARS,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from betcode.server.converse import note_activity
+from betcode.core.converse import note_activity
 
 
 class StoreFailingBridge:
@@ -23,7 +23,7 @@ class StoreFailingBridge:
 
 async def test_a_store_failure_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     bridge = StoreFailingBridge()
-    with caplog.at_level(logging.ERROR, logger="betcode.server.converse"):
+    with caplog.at_level(logging.ERROR, logger="betcode.core.converse"):
         await note_activity(bridge, SimpleNamespace(id="s1"))  # type: ignore[arg-type]
     assert bridge.calls == 1
     assert "session s1: pending permissions not extended" in caplog.text

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from betcode.server.convert import pending_permission
+from betcode.core.convert import pending_permission
 from betcode.storage.pending import PendingPermission
 
 
