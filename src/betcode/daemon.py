@@ -37,12 +37,12 @@ from betcode.composition.startup_checks import (
     open_checked_database,
 )
 from betcode.composition.subagents import SubagentCapability
+from betcode.composition.telemetry import Telemetry
 from betcode.composition.web import listen_web, start_web
 from betcode.composition.worktrees import WorktreeCapability
 from betcode.daemon_config import DaemonConfig, settings_changes
 from betcode.daemon_socket import BindError
 from betcode.event_loop import running_event_loop
-from betcode.observability.telemetry import Telemetry
 from betcode.permissions.bridge import PermissionBridge
 from betcode.server.app import DaemonServer, RpcService
 from betcode.sessions.manager import SessionManager

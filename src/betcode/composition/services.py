@@ -10,9 +10,9 @@ from collections.abc import Callable
 from betcode import __version__
 from betcode.commands.catalog import CommandCatalog, stored_init_lookup, user_claude_dir
 from betcode.composition.core import Core
+from betcode.composition.health_checks import add_resource_components
+from betcode.composition.telemetry import Telemetry
 from betcode.daemon_config import DaemonConfig
-from betcode.observability.health_checks import add_resource_components
-from betcode.observability.telemetry import Telemetry
 from betcode.server.agent_service import RAW_RESPONSE_METHODS, AgentService
 from betcode.server.app import RpcService
 from betcode.server.claude_status import ClaudeCodeReport

@@ -7,7 +7,7 @@ contextual `error_type`, `duration_ms`, `raw_line_preview`. Levels ERROR, WARN, 
 TRACE (raw NDJSON lines; below DEBUG, off unless `daemon.log_level` is `trace`).
 
 No secret reaches a line (DIGEST OBS-03): the message, the preview and any exception text go
-through `storage.audit_text.redact` (the audit log's redaction), and the values of the
+through `observability.redaction.redact` (the audit log's redaction), and the values of the
 daemon's own secret environment variables (API keys, tokens) are replaced wherever they appear.
 """
 
@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import IO
 
-from betcode.storage.audit_text import REDACTED, redact
+from betcode.observability.redaction import REDACTED, redact
 
 TRACE = 5
 LOG_FORMATS = ("json", "text")

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from betcode.observability.redaction import cap_utf8, preview_of, redact
 from betcode.push.sender import PushSender
 from betcode.push.subscriptions import Subscriptions
 from betcode.remote.attention_limits import MemoryLimits, admit_notification
 from betcode.sessions.attention import AttentionLog, AttentionSession, WaitingNotices
-from betcode.storage.audit_text import cap_utf8, preview_of, redact
 from betcode.storage.pending import PendingPermission
 
 log = logging.getLogger(__name__)

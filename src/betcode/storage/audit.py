@@ -2,9 +2,9 @@
 
 A row never holds a tool's raw input: only its SHA-256 (`input_hash`, over canonical JSON so
 equal inputs hash equally) and a preview of at most 256 characters from which anything that
-looks like a secret has been cut (`audit_text.redact`). Error texts are redacted too and cut to
-1 KB. Each row expires `RETENTION_SECONDS` after it was made; `AuditRecorder.run_retention`
-deletes expired rows every hour.
+looks like a secret has been cut (`observability.redaction.redact`). Error texts are redacted
+too and cut to 1 KB. Each row expires `RETENTION_SECONDS` after it was made;
+`AuditRecorder.run_retention` deletes expired rows every hour.
 
 Rows are written by the single store writer, never on the event loop: `AuditRecorder.record`
 queues the event and returns at once; a caller that already holds a writer transaction (a
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from betcode.storage.audit_text import SCAN_CHARS, cap_utf8, preview_of, redact
+from betcode.observability.redaction import SCAN_CHARS, cap_utf8, preview_of, redact
 from betcode.storage.database import Database
 from betcode.storage.errors import StorageError, StoreClosed
 from betcode.storage.writer import StoreWriter

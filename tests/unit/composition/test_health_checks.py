@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from betcode.observability.health_checks import (
+from betcode.composition.health_checks import (
     buffers_check,
     memory_check,
     sqlite_check,

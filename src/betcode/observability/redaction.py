@@ -1,4 +1,5 @@
-"""Text that goes into the audit log: tool-input previews and error texts with secrets cut out.
+"""Text with secrets cut out: tool-input previews and error texts for the audit log, log records
+(observability/logs.py) and notifications.
 
 `redact` replaces what looks like a credential with `[REDACTED]`, erring on the side of cutting
 too much: private-key blocks; tokens with a known prefix (Anthropic/OpenAI `sk-`, GitHub
