@@ -24,6 +24,7 @@ from betcode.web.access import ACCESS_KEY, Access, make_guard
 from betcode.web.api import DOMAIN_KEY, api_routes
 from betcode.web.domain import WebDomain
 from betcode.web.errors import MAX_PAYLOAD_KEY, translate_errors
+from betcode.web.install import INSTALL_KEY, install_files, install_routes
 from betcode.web.push_api import PUSH_KEY, PushEndpoints, close_push, push_routes
 from betcode.web.stream import OPEN_SOCKETS_KEY, stream_routes
 from betcode.web.token import TokenFile
@@ -132,11 +133,13 @@ class WebServer:
         app[MAX_PAYLOAD_KEY] = domain.max_payload_bytes
         app[OPEN_SOCKETS_KEY] = set()
         app[PUSH_KEY] = push
+        app[INSTALL_KEY] = install_files(STATIC)
         app[PAGE_KEY] = {name: (STATIC / name).read_bytes() for name in PAGE_FILES}
         app.router.add_routes(
             [
                 web.get("/", _index),
                 web.get("/static/{name}", _asset),
+                *install_routes(),
                 *api_routes(),
                 *push_routes(),
             ]

@@ -1,0 +1,49 @@
+"""The web client as an installable app: the web app manifest, its icons and the service worker
+(`static/sw.js`: the app shell offline, Web Push notifications and their actions), served
+beside the page and behind the same access check. The service worker is served from the root
+so that it may control the whole page."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from importlib.resources.abc import Traversable
+
+from aiohttp import web
+
+INSTALL_FILES = {
+    "sw.js": "text/javascript",
+    "manifest.webmanifest": "application/manifest+json",
+    "icon-192.png": "image/png",
+    "icon-512.png": "image/png",
+}
+INSTALL_KEY = web.AppKey("install_files", dict[str, bytes])
+
+
+def install_files(static: Traversable) -> dict[str, bytes]:
+    return {name: (static / name).read_bytes() for name in INSTALL_FILES}
+
+
+def install_routes() -> list[web.RouteDef]:
+    return [
+        web.get("/sw.js", _file("sw.js")),
+        web.get("/manifest.webmanifest", _file("manifest.webmanifest")),
+        web.get("/icons/{name}", _icon),
+    ]
+
+
+def _file(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def serve(request: web.Request) -> web.Response:
+        return _response(request, name)
+
+    return serve
+
+
+async def _icon(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if not name.endswith(".png") or name not in INSTALL_FILES:
+        raise web.HTTPNotFound()
+    return _response(request, name)
+
+
+def _response(request: web.Request, name: str) -> web.Response:
+    return web.Response(body=request.app[INSTALL_KEY][name], content_type=INSTALL_FILES[name])
