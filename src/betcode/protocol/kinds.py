@@ -1,4 +1,5 @@
-"""A short, stable name for each canonical message (`ndjson inspect`, logs, metrics).
+"""A short, stable name for each canonical message (`ndjson inspect`, logs, metrics), and the
+top-level `type` of the line it came from (what the `messages` table stores).
 
 Kinds: system_init, system (with subtype), assistant, user, stream_event, control_request (with
 subtype), control_cancel_request, control_response, result (with subtype and is_error),
@@ -31,11 +32,12 @@ from betcode.protocol.messages import (
     UserMessage,
 )
 
-_KIND_BY_TYPE: dict[type, str] = {
-    SystemInit: "system_init",
+# claude's top-level `type` of the line each message is read from (in the stream-json dialect).
+_WIRE_TYPE: dict[type, str] = {
+    SystemInit: "system",
     SystemMessage: "system",
-    CommandLifecycle: "system",
-    ConversationReset: "system",
+    CommandLifecycle: "command_lifecycle",
+    ConversationReset: "conversation_reset",
     AssistantMessage: "assistant",
     UserMessage: "user",
     StreamEvent: "stream_event",
@@ -44,12 +46,25 @@ _KIND_BY_TYPE: dict[type, str] = {
     ControlResponse: "control_response",
     Result: "result",
     KeepAlive: "keep_alive",
-    Unknown: "unknown",
 }
 
 
+def wire_type(message: Message) -> str:
+    """The top-level NDJSON `type` of the message's line (an unknown one's own type)."""
+    if isinstance(message, Unknown):
+        return message.type
+    return _WIRE_TYPE.get(type(message), "unknown")
+
+
 def message_kind(message: Message) -> str:
-    return _KIND_BY_TYPE[type(message)]
+    match message:
+        case SystemInit():
+            return "system_init"
+        case CommandLifecycle() | ConversationReset():
+            return "system"
+        case Unknown():
+            return "unknown"
+    return wire_type(message)
 
 
 def describe(message: Message) -> dict[str, Any]:

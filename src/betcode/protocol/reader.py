@@ -7,7 +7,7 @@ Per seed 000 (PROTOCOL_L1 "Tolerant Reader") and DIGEST NDJ-14…23:
 * invalid JSON, invalid UTF-8 and JSON that is not an object are logged, counted and skipped;
 * a known type with wrong-typed fields is read best-effort and counted as
   `parse_errors_tolerated`;
-* a `system/init` without the features its CLI generation should announce (the Bash tool)
+* a `system/init` without the Bash tool (every CLI BetCode was checked against announces it)
   marks the stream DEGRADED.
 
 Speed: `stream_event` lines, the bulk of a partial-messages stream, are decoded by msgspec
@@ -26,7 +26,6 @@ from typing import Any
 import msgspec
 
 from betcode.observability.hooks import observer
-from betcode.protocol.adapters import NEWEST_ADAPTER, ProtocolAdapter
 from betcode.protocol.builders import BUILDERS, build_message
 from betcode.protocol.dialects import to_stream_json
 from betcode.protocol.fields import FieldReader
@@ -62,8 +61,7 @@ class ReaderStats:
 class ProtocolReader:
     """Decodes the lines of one claude stdout stream; keeps its statistics and degradation."""
 
-    def __init__(self, adapter: ProtocolAdapter = NEWEST_ADAPTER) -> None:
-        self.adapter = adapter
+    def __init__(self) -> None:
         self.stats = ReaderStats()
         self.degraded = False
         self.degraded_reason: str | None = None
@@ -146,11 +144,10 @@ class ProtocolReader:
             )
 
     def _check_features(self, init: SystemInit) -> None:
-        missing = self.adapter.missing_features(init)
-        if not missing:
+        if "Bash" in init.tools:
             self.degraded, self.degraded_reason = False, None
             return
-        reason = f"system/init lacks {' and '.join(missing)} ({self.adapter.name})"
+        reason = "system/init lacks the Bash tool"
         if reason != self.degraded_reason:
             logger.warning("stream DEGRADED: %s", reason)
         self.degraded, self.degraded_reason = True, reason

@@ -1,8 +1,8 @@
-"""Which Claude Code CLI is installed, and how far BetCode trusts it (seed 000, DIGEST §1.5).
+"""Which Claude Code CLI is installed, and how far BetCode trusts it (docs/PROTOCOL.md#versions).
 
-`claude --version` prints "2.1.330 (Claude Code)" today; the seed documents
-"claude v1.0.22 (anthropic-2024-12-01)". Both parse. The compatibility matrix (defaults below,
-configurable) maps a version to a level with the same numbers as betcode.v1 `CompatibilityLevel`:
+`claude --version` prints "2.1.330 (Claude Code)" today; older CLIs printed
+"claude v1.0.22 (anthropic-2024-12-01)". Both parse. The compatibility matrix maps a version to a
+level with the same numbers as betcode.v1 `CompatibilityLevel`:
 
 | version | level |
 |---|---|
@@ -69,37 +69,11 @@ class CompatibilityLevel(enum.IntEnum):
     INCOMPATIBLE = 4
 
 
-class CompatibilityMatrixError(ValueError):
-    """The configured version range is not a version or not in order."""
-
-
 @dataclass(frozen=True, slots=True)
 class CompatibilityMatrix:
     minimum: ClaudeVersion = ClaudeVersion(2, 0, 0)
     tested_min: ClaudeVersion = ClaudeVersion(2, 1, 0)
     tested_max: ClaudeVersion = ClaudeVersion(2, 1, 330)
-
-    def __post_init__(self) -> None:
-        if not self.minimum <= self.tested_min <= self.tested_max:
-            raise CompatibilityMatrixError(
-                f"compatibility range out of order: need minimum ({self.minimum}) <= tested_min "
-                f"({self.tested_min}) <= tested_max ({self.tested_max})"
-            )
-
-    @classmethod
-    def from_strings(cls, minimum: str, tested_min: str, tested_max: str) -> CompatibilityMatrix:
-        """Build a matrix from configuration text such as "2.1.0"."""
-        versions = []
-        for name, text in (
-            ("minimum", minimum),
-            ("tested_min", tested_min),
-            ("tested_max", tested_max),
-        ):
-            version = parse_claude_version(text)
-            if version is None:
-                raise CompatibilityMatrixError(f"{name} {text!r} is not a version like 2.1.0")
-            versions.append(version)
-        return cls(*versions)
 
     def classify(self, version: ClaudeVersion | None) -> CompatibilityLevel:
         if version is None:
@@ -168,7 +142,6 @@ class VersionProbe:
 async def probe_claude_version(
     binary: str,
     timeout: float = 10.0,  # noqa: ASYNC109 - the probe owns its deadline (and kills on expiry)
-    matrix: CompatibilityMatrix = DEFAULT_MATRIX,
     env: Mapping[str, str] | None = None,
 ) -> VersionProbe:
     """Run `<binary> --version` (a real subprocess in its own process group) and classify it.
@@ -187,8 +160,9 @@ async def probe_claude_version(
     if version is None:
         message = f"{binary} --version printed no version: {output[:200]!r}"
         return _probe_failure(binary, ProbeStatus.UNPARSEABLE, message, output)
-    level = matrix.classify(version)
-    return VersionProbe(binary, ProbeStatus.FOUND, version, level, matrix.explain(version), output)
+    level = DEFAULT_MATRIX.classify(version)
+    message = DEFAULT_MATRIX.explain(version)
+    return VersionProbe(binary, ProbeStatus.FOUND, version, level, message, output)
 
 
 async def _run_version_command(

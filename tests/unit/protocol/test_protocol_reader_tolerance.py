@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from betcode.protocol.adapters import LEGACY_V1
 from betcode.protocol.framing import Line
 from betcode.protocol.messages import (
     AssistantMessage,
@@ -183,18 +182,15 @@ def test_init_without_bash_marks_the_stream_degraded(caplog: pytest.LogCaptureFi
     assert reader.degraded_reason is None
 
 
-def test_legacy_adapter_also_expects_tool_schemas() -> None:
-    reader = ProtocolReader(LEGACY_V1)
-    reader.decode(b'{"type":"system","subtype":"init","tools":[{"name":"Bash","description":"x"}]}')
-    assert reader.degraded
-    assert reader.degraded_reason is not None
-    assert "tool input schemas" in reader.degraded_reason
+def test_an_init_listing_tool_objects_is_read_with_their_schemas() -> None:
+    reader = ProtocolReader()
     with_schema = (
         b'{"type":"system","subtype":"init","tools":[{"name":"Bash","description":"x",'
         b'"input_schema":{"type":"object"}}]}'
     )
     init = reader.decode(with_schema)
     assert isinstance(init, SystemInit)
+    assert list(init.tools) == ["Bash"]
     assert init.tool_schemas == {"Bash": {"type": "object"}}
     assert not reader.degraded
 

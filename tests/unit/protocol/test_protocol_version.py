@@ -1,4 +1,4 @@
-"""Version parsing, the compatibility matrix, adapters by version, the real --version probe."""
+"""Version parsing, the compatibility matrix, the real --version probe."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from betcode.protocol.adapters import LEGACY_V1, STREAM_JSON_V2, adapter_for
 from betcode.protocol.version import (
     EXIT_CLAUDE_MISSING,
     EXIT_CLAUDE_TOO_OLD,
     ClaudeVersion,
     CompatibilityLevel,
     CompatibilityMatrix,
-    CompatibilityMatrixError,
     ProbeStatus,
     parse_claude_version,
     probe_claude_version,
@@ -73,36 +71,6 @@ def test_levels_have_the_numbers_of_betcode_v1() -> None:
 )
 def test_default_matrix(version: ClaudeVersion | None, level: CompatibilityLevel) -> None:
     assert CompatibilityMatrix().classify(version) is level
-
-
-def test_matrix_is_configurable() -> None:
-    matrix = CompatibilityMatrix.from_strings("1.0.20", "1.0.20", "1.1.99")
-    assert matrix.classify(ClaudeVersion(1, 0, 22)) is CompatibilityLevel.FULLY_COMPATIBLE
-    assert matrix.classify(ClaudeVersion(1, 0, 10)) is CompatibilityLevel.INCOMPATIBLE
-    assert matrix.classify(ClaudeVersion(2, 1, 330)) is CompatibilityLevel.LIKELY_COMPATIBLE
-    assert "older than the minimum supported 1.0.20" in matrix.explain(ClaudeVersion(1, 0, 10))
-
-
-def test_matrix_refuses_bad_ranges() -> None:
-    with pytest.raises(CompatibilityMatrixError, match="out of order"):
-        CompatibilityMatrix.from_strings("2.1.0", "2.0.0", "2.1.330")
-    with pytest.raises(CompatibilityMatrixError, match="not a version"):
-        CompatibilityMatrix.from_strings("two", "2.1.0", "2.1.330")
-
-
-@pytest.mark.parametrize(
-    ("version", "adapter"),
-    [
-        (None, STREAM_JSON_V2),
-        (ClaudeVersion(0, 9, 0), LEGACY_V1),
-        (ClaudeVersion(1, 0, 22), LEGACY_V1),
-        (ClaudeVersion(2, 0, 0), STREAM_JSON_V2),
-        (ClaudeVersion(2, 1, 330), STREAM_JSON_V2),
-        (ClaudeVersion(9, 0, 0), STREAM_JSON_V2),
-    ],
-)
-def test_adapter_by_version(version: ClaudeVersion | None, adapter: object) -> None:
-    assert adapter_for(version) is adapter
 
 
 async def test_probe_of_the_pinned_real_cli(claude_bin: Path) -> None:
