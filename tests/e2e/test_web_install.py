@@ -48,7 +48,7 @@ pytestmark = pytest.mark.real_cli
 
 PHONE = {"width": 390, "height": 844}
 TOOL_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\""} multiply'
-# The page's manifest link and the worker's registration, as the page's own lines make them.
+# The page's lines: the manifest link and install.js, which registers the worker.
 INSTALL_PAGE = """async () => {
   if (!document.querySelector('link[rel=manifest]')) {
     const link = document.createElement('link');
@@ -56,8 +56,10 @@ INSTALL_PAGE = """async () => {
     link.href = '/manifest.webmanifest';
     link.crossOrigin = 'use-credentials';
     document.head.append(link);
+    const script = document.createElement('script');
+    script.src = '/install.js';
+    document.body.append(script);
   }
-  await navigator.serviceWorker.register('/sw.js');
   await navigator.serviceWorker.ready;
   return true;
 }"""

@@ -1,6 +1,7 @@
 """The web client as an installable app: the web app manifest, its icons and the service worker
-(`static/sw.js`: the app shell offline, Web Push notifications and their actions), served
-beside the page and behind the same access check. The service worker is served from the root
+(`static/sw.js`: the app shell offline, Web Push notifications and their actions) and the
+page's lines that register both (`static/install.js`), served beside the page and behind the
+same access check. The service worker is served from the root
 so that it may control the whole page."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from aiohttp import web
 
 INSTALL_FILES = {
     "sw.js": "text/javascript",
+    "install.js": "text/javascript",
     "manifest.webmanifest": "application/manifest+json",
     "icon-192.png": "image/png",
     "icon-512.png": "image/png",
@@ -26,6 +28,7 @@ def install_files(static: Traversable) -> dict[str, bytes]:
 def install_routes() -> list[web.RouteDef]:
     return [
         web.get("/sw.js", _file("sw.js")),
+        web.get("/install.js", _file("install.js")),
         web.get("/manifest.webmanifest", _file("manifest.webmanifest")),
         web.get("/icons/{name}", _icon),
     ]

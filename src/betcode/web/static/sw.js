@@ -10,6 +10,7 @@ const SHELL = [
   "/",
   "/static/app.js",
   "/static/app.css",
+  "/install.js",
   "/manifest.webmanifest",
   "/icons/icon-192.png",
   "/icons/icon-512.png",
