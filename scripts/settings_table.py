@@ -91,6 +91,14 @@ WHAT = {
     "killed and `setup_status` is `timeout`",
     "worktree.min_free_bytes": "free disk space a new checkout must leave (RESOURCE_EXHAUSTED "
     "otherwise, with `required_bytes` and `available_bytes`)",
+    "limits.session_cost_usd": "a session that has spent this much (USD, as claude reports it) "
+    "asks before its next turn (docs/LIMITS.md); 0: no cap",
+    "limits.daily_cost_usd": "once all sessions together have spent this much on a local day, "
+    "each session asks before its next turn; 0: no cap",
+    "limits.max_running_turns": "turns running at once across sessions; more messages wait in "
+    "a queue, in order; 0: no cap",
+    "limits.session_rss_mb": "an idle session's claude (its process tree) above this is stopped, "
+    "resumed by the next message; a running one is flagged; 0: no cap",
 }
 
 

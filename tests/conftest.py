@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 from harness.claude_process import ClaudeProcess
-from harness.daemon import Client, InProcessDaemon, daemon_config
+from harness.daemon import Client, InProcessDaemon, daemon_config, running_daemon
 from harness.environment import Workspace, make_workspace
 from harness.paths import PinnedClaudeMissingError, require_pinned_claude
 from harness.session import ClaudeSession, StartClaude
 from hypothesis import HealthCheck, settings
 
-from betcode.daemon import Daemon
 from betcode.devtools.mock_anthropic import MockAnthropic
 
 # The property tests check behaviour, not speed: on a loaded CI machine one example may outlast
@@ -78,12 +77,8 @@ async def daemon(
 ) -> AsyncIterator[InProcessDaemon]:
     """A real daemon in this event loop, running the pinned real CLI against `mock_api`."""
     config = daemon_config(tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url))
-    running = Daemon(config)
-    await running.start()
-    try:
-        yield InProcessDaemon(running, config)
-    finally:
-        await running.stop()
+    async with running_daemon(config) as running:
+        yield running
 
 
 @pytest.fixture

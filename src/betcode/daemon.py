@@ -164,6 +164,7 @@ class Daemon:
         if self.core is not None:
             self.core.sessions.apply_settings(fresh.sessions, fresh.policy, fresh.holders)
             self.core.sessions.max_sessions = fresh.settings.max_sessions
+            self.core.admission.apply_settings(fresh.settings.limits)
         for capability in (self.subagents, self.worktrees):
             if capability is not None:
                 capability.apply(fresh)

@@ -51,6 +51,8 @@ TAKES_EFFECT = {
     "daemon.subagent": "for subagents spawned from now on",
     "daemon.subagent.max_concurrent": "applied (a larger pool starts queued subagents)",
     "daemon.worktree": "for worktrees created from now on",
+    "daemon.limits": "for messages from now on",
+    "daemon.limits.session_rss_mb": "from the next check (every 10 s)",
 }
 
 

@@ -327,3 +327,14 @@ class InProcessDaemon:
     @property
     def socket(self) -> Path:
         return self.config.socket_path
+
+
+@contextlib.asynccontextmanager
+async def running_daemon(config: DaemonConfig) -> AsyncIterator[InProcessDaemon]:
+    """A daemon in this event loop with `config`, stopped on the way out."""
+    running = Daemon(config)
+    await running.start()
+    try:
+        yield InProcessDaemon(running, config)
+    finally:
+        await running.stop()

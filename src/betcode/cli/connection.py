@@ -349,6 +349,15 @@ class DaemonClient:
         request = agent_pb2.RenameSessionRequest(session_id=session_id, name=name)
         await self._unary(self._stub.RenameSession, request)
 
+    async def set_session_limits(
+        self, session_id: str, cost_usd: float | None
+    ) -> agent_pb2.SetSessionLimitsResponse:
+        request = agent_pb2.SetSessionLimitsRequest(session_id=session_id, cost_usd=cost_usd)
+        response: agent_pb2.SetSessionLimitsResponse = await self._unary(
+            self._stub.SetSessionLimits, request
+        )
+        return response
+
     async def delete_session(self, session_id: str) -> bool:
         request = agent_pb2.DeleteSessionRequest(session_id=session_id)
         response: agent_pb2.DeleteSessionResponse = await self._unary(

@@ -1,4 +1,4 @@
-"""`betcode sessions list | show | rename | delete | grants`: the daemon's sessions.
+"""`betcode sessions list | show | rename | delete | limit | grants`: the daemon's sessions.
 
 A session is named by its id, a unique start of it (as `list` shows it) or its name (`ids`).
 Exit codes (DIGEST §11.4): 0 done, 2 the daemon is not reachable, 5 an ambiguous id, 6 no such
@@ -8,7 +8,9 @@ session.
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +21,7 @@ from google.protobuf import json_format
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.ids import SESSIONS, find_session
+from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.v1 import agent_pb2
 
 SHORT_ID = 8
@@ -107,7 +110,7 @@ def show(session: str, as_json: bool, socket_path: str | None) -> None:
         ("last active", _ago(found.updated_at.seconds, now)),
         ("messages", str(found.message_count)),
         ("tokens", f"{found.total_input_tokens} in, {found.total_output_tokens} out"),
-        ("cost", f"${found.total_cost_usd:.4f}"),
+        ("cost", _cost_text(found)),
         ("last message", found.last_message_preview or "-"),
         ("waiting", ", ".join(f"{r.request_id} ({r.tool_name})" for r in pending) or "nothing"),
         ("grants", ", ".join(grant_text(g) for g in grants) or "none"),
@@ -151,6 +154,50 @@ def delete(session: str, yes: bool, socket_path: str | None) -> None:
     click.echo(f"deleted {found.id}")
 
 
+@sessions_group.command("limit")
+@click.argument("session", shell_complete=SESSIONS.complete)
+@click.option("--cost-usd", "cost", metavar="USD", help="The session's own cost cap.")
+@click.option("--clear", is_flag=True, help="Back to daemon.limits.session_cost_usd.")
+@json_option
+@socket_option
+def limit(
+    session: str, cost: str | None, clear: bool, as_json: bool, socket_path: str | None
+) -> None:
+    """Give SESSION its own cost cap (docs/LIMITS.md): once it has spent that much, its next
+    message waits as a cost request until allowed. Exits 65 for a cap that is not a positive
+    number of USD."""
+    if (cost is None) == (not clear):
+        raise click.UsageError("give --cost-usd USD or --clear")
+    cost_usd = None if clear else _cost_cap(cost or "")
+
+    async def act(client: DaemonClient) -> tuple[str, agent_pb2.SetSessionLimitsResponse]:
+        found = await find_session(client, session)
+        return found.id, await client.set_session_limits(found.id, cost_usd)
+
+    session_id, spend = call_daemon(socket_path, act)
+    if as_json:
+        data = json_format.MessageToDict(
+            spend, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+        click.echo(json.dumps({"session_id": session_id, **data}, indent=2))
+        return
+    cap = f"${spend.cost_limit_usd:.4f}" if spend.cost_limit_usd else "none"
+    whose = "its own" if spend.own_limit else "daemon.limits.session_cost_usd"
+    click.echo(f"{session_id}: cost limit {cap} ({whose}); spent ${spend.spent_usd:.4f}")
+
+
+def _cost_cap(text: str) -> float:
+    """A cap in USD, or exit 65 (a value not allowed, as for settings)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        click.echo(f"betcode: --cost-usd {text!r} is not a positive number of USD", err=True)
+        sys.exit(EXIT_CONFIG_INVALID)
+    return value
+
+
 @sessions_group.command("grants")
 @click.argument("session", shell_complete=SESSIONS.complete)
 @json_option
@@ -171,6 +218,13 @@ def grants(session: str, as_json: bool, socket_path: str | None) -> None:
         rows = [("allow" if e.granted else "deny", e.tool_name) for e in entries]
         for line in table(("ACTION", "RULE"), rows):
             click.echo(line)
+
+
+def _cost_text(summary: agent_pb2.SessionSummary) -> str:
+    spent = f"${summary.total_cost_usd:.4f}"
+    if not summary.cost_limit_usd:
+        return spent
+    return f"{spent} of its ${summary.cost_limit_usd:.4f} limit"
 
 
 def summary_json(summary: agent_pb2.SessionSummary) -> dict[str, Any]:

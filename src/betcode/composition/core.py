@@ -13,6 +13,7 @@ from betcode.claude.holder.discovery import FoundHolder, find_holders
 from betcode.claude.locate import ClaudeBinary
 from betcode.composition.background import BackgroundTasks
 from betcode.daemon_config import DaemonConfig
+from betcode.limits.admission import TurnAdmission
 from betcode.observability.metrics import LiveState
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
@@ -36,6 +37,7 @@ class Core:
     audit: AuditRecorder
     bridge: PermissionBridge
     sessions: SessionManager
+    admission: TurnAdmission
 
     async def adopt(self, found: Sequence[FoundHolder]) -> None:
         """Attaches each session to its claude found alive under its holder; the permission
@@ -105,7 +107,8 @@ async def open_core(
     context = _session_context(config, current, binary, writer, reader, bridge)
     sessions = SessionManager(context, audit=audit, max_sessions=config.settings.max_sessions)
     sessions.on_register.extend(watchers)
-    return Core(writer, reader, audit, bridge, sessions), found
+    admission = TurnAdmission(writer, bridge, config.settings.limits)
+    return Core(writer, reader, audit, bridge, sessions, admission), found
 
 
 def _session_context(

@@ -80,6 +80,7 @@ def core_services(
         core.bridge,
         core.writer,
         core.reader,
+        core.admission,
         client_silence=lambda: current().settings.client_silence_seconds,
     )
     config_service = ConfigService(

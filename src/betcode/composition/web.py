@@ -45,6 +45,7 @@ async def start_web(
         core.sessions,
         core.bridge,
         core.writer,
+        core.admission,
         max_payload_bytes=config.settings.max_payload_bytes,
         client_silence=client_silence,
     )

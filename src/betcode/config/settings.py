@@ -177,6 +177,19 @@ class WorktreeSettings:
 
 
 @dataclass(frozen=True)
+class LimitSettings:
+    """Caps on what many agents spend and use (docs/LIMITS.md); 0 means no cap. A session at a
+    cost cap asks before its next turn starts; turns beyond `max_running_turns` wait in a
+    queue; an idle session's claude above `session_rss_mb` is stopped (resumed on the next
+    message)."""
+
+    session_cost_usd: float = setting(0.0, "float", 0, 100_000)
+    daily_cost_usd: float = setting(0.0, "float", 0, 100_000)
+    max_running_turns: int = setting(0, "int", 0, 1000)
+    session_rss_mb: int = setting(0, "int", 0, 1024 * 1024)
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
@@ -195,6 +208,7 @@ class DaemonSettings:
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
     relay: RelaySettings = field(default_factory=RelaySettings)
     worktree: WorktreeSettings = field(default_factory=WorktreeSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
 
     def __post_init__(self) -> None:
         # A line is committed (and its spool space freed) only once it is whole: the spool

@@ -31,6 +31,7 @@ from betcode.core.validation import (
     domain_error,
     input_object,
 )
+from betcode.limits.admission import TurnAdmission
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import ClientAnswer
 from betcode.sessions import translate
@@ -51,12 +52,14 @@ class ConverseRequests:
         bridge: PermissionBridge,
         writer: StoreWriter,
         clients: ConnectedClients,
+        admission: TurnAdmission,
         *,
         silence_timeout: Callable[[], float] = lambda: CLIENT_SILENCE_TIMEOUT_SECONDS,
     ) -> None:
         self._bridge = bridge
         self._writer = writer
         self._clients = clients
+        self._admission = admission
         self._silence_timeout = silence_timeout  # read per stream: a reload applies to new ones
 
     async def serve(
@@ -147,7 +150,7 @@ class ConverseRequests:
             if not fresh:
                 return
         try:
-            await session.send_user_message(client_id, content)
+            await self._admission.send(session, client_id, content)
         except Exception:
             if key:  # not delivered: a retry with this key must still be applied
                 await self._writer.call(lambda c: idempotency.forget_key(c, key))

@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 from betcode.claude.process import ClaudeStartError, ClaudeStdinClosed, WorktreeMissing
 from betcode.claude.supervisor import SupervisorCrashed
 from betcode.core.errors import BetCodeError, ErrorCode
+from betcode.limits.admission import BadLimit
 from betcode.permissions.decisions import AnswerError
 from betcode.sessions.input_lock import NoInputLock
 from betcode.sessions.manager import (
@@ -51,7 +52,7 @@ def domain_error(exc: Exception) -> BetCodeError | None:
         return BetCodeError(
             ErrorCode.WORKTREE_NOT_FOUND, str(exc), {"worktree_id": exc.worktree_id}
         )
-    if isinstance(exc, InvalidSessionRequest):
+    if isinstance(exc, InvalidSessionRequest | BadLimit):
         return BetCodeError(ErrorCode.INVALID_REQUEST, str(exc))
     if isinstance(exc, SessionLimitReached):
         details = {"max_sessions": str(exc.limit), "in_use": str(exc.in_use)}

@@ -42,6 +42,7 @@ from betcode.config.settings import PermissionSettings
 from betcode.observability.logs import log_fields
 from betcode.permissions.answers import Answers
 from betcode.permissions.automatic import AutomaticDecisions
+from betcode.permissions.cost_requests import CapReached, CostRequests, is_cost_request
 from betcode.permissions.decisions import AnswerError, AnswerOutcome, ClientAnswer
 from betcode.permissions.delegates import Delegates
 from betcode.permissions.forwarding import ASK_USER_QUESTION, Forwarding
@@ -112,6 +113,8 @@ class PermissionBridge:
         # Told (with the session id) of each request once it is stored and shown: Web Push
         # wakes on it instead of waiting for its next look.
         self.forwarded_listeners: list[Callable[[str], None]] = []
+        # A session at a cost cap asks here before its next turn (cost_requests).
+        self.costs = CostRequests(writer, self.metrics, self.settings, clock, self._audit)
         self._answers = Answers(
             writer,
             reader,
@@ -155,6 +158,13 @@ class PermissionBridge:
         await self._forwarding.forward(session, request, tool, self._asker_label(session.id))
         for listener in self.forwarded_listeners:
             listener(session.id)
+
+    async def ask_about_cost(self, session: Session, text: str, reached: CapReached) -> str:
+        """A message held at a cost cap waits here, as a request of its own kind (its id)."""
+        request_id = await self.costs.ask(session, text, reached)
+        for listener in self.forwarded_listeners:
+            listener(session.id)
+        return request_id
 
     def _asker_label(self, session_id: str) -> str | None:
         """Which subagent asks, for a live subagent run's session; None for any other."""
@@ -264,6 +274,9 @@ class PermissionBridge:
             asking = await self._asking_session(session, answer)
             async with self._answer_lock(asking.id):
                 await self._refuse_if_withdrawn(asking, answer.request_id)
+                row = await self.find_request(answer.request_id)
+                if row is not None and row.session_id == asking.id and is_cost_request(row):
+                    return await self.costs.answer(asking, row, answer)
                 return await self._answers.apply(asking, answer)
 
     def _answer_lock(self, session_id: str) -> asyncio.Lock:
@@ -334,6 +347,7 @@ class PermissionBridge:
         self._automatic.apply_settings(settings)
         self._forwarding.apply_settings(settings)
         self._answers.apply_settings(settings)
+        self.costs.apply_settings(settings)
         self._sweeper.apply_settings(settings)
 
     async def run_sweeper(self, interval: float | None = None) -> None:

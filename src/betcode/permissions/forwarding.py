@@ -18,6 +18,7 @@ import msgspec
 
 from betcode.config.settings import PermissionSettings
 from betcode.permissions import orphans
+from betcode.permissions.cost_requests import COST_LIMIT_TOOL
 from betcode.permissions.live import LiveRequests
 from betcode.permissions.sweeper import Clock
 from betcode.permissions.withdrawals import settle_cancelled
@@ -113,8 +114,8 @@ class Forwarding:
         asked (no resume note). Those made before it started are a gone process's (orphans)."""
         rows = await self._reader.read(lambda c: pending_rows.list_unanswered(c, session.id))
         for row in rows:
-            if row.received_at < claude_started_at:
-                continue
+            if row.received_at < claude_started_at or row.tool_name == COST_LIMIT_TOOL:
+                continue  # a gone process's, or no process's (a cost request)
             self._live.add(session, row.request_id)
             log.info("session %s: %s waits on the same claude again", session.id, row.request_id)
 

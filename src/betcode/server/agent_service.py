@@ -37,6 +37,7 @@ from betcode.core.validation import (
     domain_error,
     input_object,
 )
+from betcode.limits.admission import TurnAdmission
 from betcode.observability.hooks import incoming_traceparent
 from betcode.observability.logs import bind_log_fields
 from betcode.permissions.bridge import PermissionBridge
@@ -85,6 +86,7 @@ class AgentService:
         bridge: PermissionBridge,
         writer: StoreWriter,
         reader: StoreReader,
+        admission: TurnAdmission,
         *,
         client_silence: Callable[[], float] = lambda: CLIENT_SILENCE_TIMEOUT_SECONDS,
     ) -> None:
@@ -92,9 +94,10 @@ class AgentService:
         self._bridge = bridge
         self._writer = writer
         self._reader = reader
+        self._admission = admission
         self._clients = ConnectedClients(writer)
         self._converse = ConverseRequests(
-            bridge, writer, self._clients, silence_timeout=client_silence
+            bridge, writer, self._clients, admission, silence_timeout=client_silence
         )
 
     # ---- streams ----
@@ -222,10 +225,11 @@ class AgentService:
             limit=request.limit,
             offset=request.offset,
         )
-        return agent_pb2.ListSessionsResponse(
-            sessions=[convert.session_summary(record) for record in page.sessions],
-            total=page.total,
-        )
+        limits = await self._admission.session_limits()
+        summaries = [convert.session_summary(record) for record in page.sessions]
+        for summary in summaries:
+            summary.cost_limit_usd = limits.of(summary.id) or 0.0
+        return agent_pb2.ListSessionsResponse(sessions=summaries, total=page.total)
 
     @serves
     async def CancelTurn(
@@ -368,6 +372,22 @@ class AgentService:
         outcome = await self._bridge.answer(session, answer)
         return agent_pb2.AnswerPermissionResponse(
             accepted=outcome.accepted, duplicate=outcome.duplicate, outcome=outcome.outcome
+        )
+
+    @serves
+    async def SetSessionLimits(
+        self, request: agent_pb2.SetSessionLimitsRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.SetSessionLimitsResponse:
+        session = await self._session(request.session_id, client_id_of(context))
+        cost = request.cost_usd if request.HasField("cost_usd") else None
+        spend = await self._admission.set_session_limit(session.id, cost)
+        daily = self._admission.settings.daily_cost_usd
+        return agent_pb2.SetSessionLimitsResponse(
+            spent_usd=spend.total_usd,
+            cost_limit_usd=self._admission.session_limit(spend) or 0.0,
+            own_limit=spend.own_limit_usd is not None,
+            day_spent_usd=spend.day_total_usd,
+            daily_limit_usd=daily + spend.day_allowance_usd if daily else 0.0,
         )
 
     # ---- helpers ----

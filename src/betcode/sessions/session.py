@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
@@ -53,8 +54,10 @@ from betcode.sessions.input_lock import InputLock
 from betcode.sessions.line_types import line_type
 from betcode.sessions.lock_transfers import LockTransfers
 from betcode.sessions.supervisor_reports import SupervisorReports
+from betcode.sessions.turn_usage import TurnUsage
 from betcode.sessions.turns import TurnEnd, Turns
 from betcode.storage import sessions as session_rows
+from betcode.storage import spend as spend_rows
 from betcode.storage.errors import StoreClosed
 from betcode.storage.holders import HolderStdinJournal
 from betcode.storage.rows import HolderPositionRow, MessageRow
@@ -299,17 +302,20 @@ class Session:
                     is_error=usage.is_error,
                 )
             )
-            self.background_write(
-                lambda c: session_rows.add_usage(
-                    c,
-                    self.id,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cost_usd=usage.cost_usd,
-                    now=time.time(),
-                )
-            )
+            self.background_write(lambda c: self._add_usage(c, usage, time.time()))
         self._set_status("idle")
+
+    def _add_usage(self, conn: sqlite3.Connection, usage: TurnUsage, now: float) -> None:
+        """The turn's usage, into the session's totals and its spend of the day (cost caps)."""
+        session_rows.add_usage(
+            conn,
+            self.id,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=usage.cost_usd,
+            now=now,
+        )
+        spend_rows.add_turn_cost(conn, self.id, usage.cost_usd, now)
 
     def _turn_ended(self, end: TurnEnd) -> None:
         for listener in list(self.turn_listeners):

@@ -54,6 +54,10 @@ class Reminder(Enum):
         return int(self.value[1])
 
 
+# The tool name of requests no claude asked, whose answers are never written to one: a cost
+# request (permissions.cost_requests).
+NO_CLAUDE_ANSWER_TOOL = "BetCode:CostLimit"
+
 _COLUMNS = (
     "request_id, session_id, tool_name, tool_description, input, tool_use_id, dialect, "
     "is_question, received_at, forwarded_at, expires_at, last_extended_at, extension_count, "
@@ -151,8 +155,9 @@ def answers_written_since(conn: sqlite3.Connection, session_id: str, since: floa
     rows = conn.execute(
         "SELECT response_payload FROM pending_permissions WHERE session_id = ? "
         "AND received_at >= ? AND response_received = 1 AND delivered = 1 "
-        f"AND response_decision != 'cancelled' AND response_payload IS NOT NULL{_ORDER}",
-        (session_id, since),
+        "AND response_decision != 'cancelled' AND response_payload IS NOT NULL "
+        f"AND tool_name != ?{_ORDER}",
+        (session_id, since, NO_CLAUDE_ANSWER_TOOL),
     )
     return [_line(payload) for (payload,) in rows]
 

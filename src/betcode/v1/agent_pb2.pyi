@@ -1119,6 +1119,7 @@ class SessionSummary(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     LAST_MESSAGE_PREVIEW_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    COST_LIMIT_USD_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     model: _builtins.str
     working_directory: _builtins.str
@@ -1131,6 +1132,10 @@ class SessionSummary(_message.Message):
     total_cost_usd: _builtins.float
     last_message_preview: _builtins.str
     name: _builtins.str
+    cost_limit_usd: _builtins.float
+    """BetCode addition: the cost cap the session has now (its own, or the daemon's setting);
+    0: none (docs/LIMITS.md).
+    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1151,10 +1156,11 @@ class SessionSummary(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         last_message_preview: _builtins.str = ...,
         name: _builtins.str = ...,
+        cost_limit_usd: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_limit_usd", b"cost_limit_usd", "created_at", b"created_at", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1726,3 +1732,63 @@ class AnswerPermissionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AnswerPermissionResponse: _TypeAlias = AnswerPermissionResponse  # noqa: Y015
+
+@_typing.final
+class SetSessionLimitsRequest(_message.Message):
+    """BetCode addition (docs/LIMITS.md)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    COST_USD_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    cost_usd: _builtins.float
+    """The session's own cap in USD; unset: back to daemon.limits.session_cost_usd."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        cost_usd: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cost_usd", b"_cost_usd", "cost_usd", b"cost_usd"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cost_usd", b"_cost_usd", "cost_usd", b"cost_usd", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__cost_usd: _TypeAlias = _typing.Literal["cost_usd"]  # noqa: Y015
+    _WhichOneofArgType__cost_usd: _TypeAlias = _typing.Literal["_cost_usd", b"_cost_usd"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cost_usd) -> _WhichOneofReturnType__cost_usd | None: ...
+
+Global___SetSessionLimitsRequest: _TypeAlias = SetSessionLimitsRequest  # noqa: Y015
+
+@_typing.final
+class SetSessionLimitsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SPENT_USD_FIELD_NUMBER: _builtins.int
+    COST_LIMIT_USD_FIELD_NUMBER: _builtins.int
+    OWN_LIMIT_FIELD_NUMBER: _builtins.int
+    DAY_SPENT_USD_FIELD_NUMBER: _builtins.int
+    DAILY_LIMIT_USD_FIELD_NUMBER: _builtins.int
+    spent_usd: _builtins.float
+    cost_limit_usd: _builtins.float
+    """0: no cap."""
+    own_limit: _builtins.bool
+    day_spent_usd: _builtins.float
+    """What every session spent on the daemon's local day, and the daily cap (0: none)."""
+    daily_limit_usd: _builtins.float
+    def __init__(
+        self,
+        *,
+        spent_usd: _builtins.float = ...,
+        cost_limit_usd: _builtins.float = ...,
+        own_limit: _builtins.bool = ...,
+        day_spent_usd: _builtins.float = ...,
+        daily_limit_usd: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_limit_usd", b"cost_limit_usd", "daily_limit_usd", b"daily_limit_usd", "day_spent_usd", b"day_spent_usd", "own_limit", b"own_limit", "spent_usd", b"spent_usd"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetSessionLimitsResponse: _TypeAlias = SetSessionLimitsResponse  # noqa: Y015

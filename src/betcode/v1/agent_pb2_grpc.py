@@ -120,6 +120,11 @@ class AgentServiceStub:
                 request_serializer=betcode_dot_v1_dot_agent__pb2.AnswerPermissionRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_agent__pb2.AnswerPermissionResponse.FromString,
                 _registered_method=True)
+        self.SetSessionLimits = channel.unary_unary(
+                '/betcode.v1.AgentService/SetSessionLimits',
+                request_serializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -242,6 +247,14 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetSessionLimits(self, request, context):
+        """BetCode addition: a session's own cost cap (docs/LIMITS.md). INVALID_ARGUMENT for a cap
+        that is not a positive number.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -319,6 +332,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.AnswerPermission,
                     request_deserializer=betcode_dot_v1_dot_agent__pb2.AnswerPermissionRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_agent__pb2.AnswerPermissionResponse.SerializeToString,
+            ),
+            'SetSessionLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSessionLimits,
+                    request_deserializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -736,6 +754,33 @@ class AgentService:
             '/betcode.v1.AgentService/AnswerPermission',
             betcode_dot_v1_dot_agent__pb2.AnswerPermissionRequest.SerializeToString,
             betcode_dot_v1_dot_agent__pb2.AnswerPermissionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSessionLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.AgentService/SetSessionLimits',
+            betcode_dot_v1_dot_agent__pb2.SetSessionLimitsRequest.SerializeToString,
+            betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -82,6 +82,10 @@ class AgentServiceStub:
     """BetCode addition: pending permission requests and questions, to answer from any terminal."""
     AnswerPermission: _grpc.UnaryUnaryMultiCallable[_agent_pb2.AnswerPermissionRequest, _agent_pb2.AnswerPermissionResponse]
     """BetCode addition: answer a pending request without holding a Converse stream."""
+    SetSessionLimits: _grpc.UnaryUnaryMultiCallable[_agent_pb2.SetSessionLimitsRequest, _agent_pb2.SetSessionLimitsResponse]
+    """BetCode addition: a session's own cost cap (docs/LIMITS.md). INVALID_ARGUMENT for a cap
+    that is not a positive number.
+    """
 
 @_typing.type_check_only
 class AgentServiceAsyncStub(AgentServiceStub):
@@ -134,6 +138,10 @@ class AgentServiceAsyncStub(AgentServiceStub):
     """BetCode addition: pending permission requests and questions, to answer from any terminal."""
     AnswerPermission: _aio.UnaryUnaryMultiCallable[_agent_pb2.AnswerPermissionRequest, _agent_pb2.AnswerPermissionResponse]  # type: ignore[assignment]
     """BetCode addition: answer a pending request without holding a Converse stream."""
+    SetSessionLimits: _aio.UnaryUnaryMultiCallable[_agent_pb2.SetSessionLimitsRequest, _agent_pb2.SetSessionLimitsResponse]  # type: ignore[assignment]
+    """BetCode addition: a session's own cost cap (docs/LIMITS.md). INVALID_ARGUMENT for a cap
+    that is not a positive number.
+    """
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
     """History and live on the wire (the rule every client can rely on):
@@ -273,5 +281,15 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_agent_pb2.AnswerPermissionResponse, _abc.Awaitable[_agent_pb2.AnswerPermissionResponse]]:
         """BetCode addition: answer a pending request without holding a Converse stream."""
+
+    @_abc_1.abstractmethod
+    def SetSessionLimits(
+        self,
+        request: _agent_pb2.SetSessionLimitsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.SetSessionLimitsResponse, _abc.Awaitable[_agent_pb2.SetSessionLimitsResponse]]:
+        """BetCode addition: a session's own cost cap (docs/LIMITS.md). INVALID_ARGUMENT for a cap
+        that is not a positive number.
+        """
 
 def add_AgentServiceServicer_to_server(servicer: AgentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -12,6 +12,7 @@ from aiohttp import web
 from betcode.core.connected import ConnectedClients
 from betcode.core.converse import ConverseRequests, note_activity
 from betcode.core.validation import check_id, invalid
+from betcode.limits.admission import TurnAdmission
 from betcode.permissions.bridge import PermissionBridge
 from betcode.sessions.manager import SessionManager
 from betcode.sessions.session import Session
@@ -59,10 +60,11 @@ def make_web_domain(
     sessions: SessionManager,
     bridge: PermissionBridge,
     writer: StoreWriter,
+    admission: TurnAdmission,
     *,
     max_payload_bytes: int,
     client_silence: Callable[[], float],
 ) -> WebDomain:
     clients = ConnectedClients(writer)
-    converse = ConverseRequests(bridge, writer, clients, silence_timeout=client_silence)
+    converse = ConverseRequests(bridge, writer, clients, admission, silence_timeout=client_silence)
     return WebDomain(sessions, bridge, clients, converse, max_payload_bytes)

@@ -1,0 +1,111 @@
+"""Whether a client's message starts a turn now, waits, or asks first (docs/LIMITS.md).
+
+Every user message from a client (gRPC Converse, the web client) comes here before it reaches
+its session. A session that has reached a cost cap (its own, `daemon.limits.session_cost_usd`,
+or the daemon's `daemon.limits.daily_cost_usd` for the local day) does not start the turn: the
+message waits as a cost request in the permission bridge, and is sent once that is allowed.
+The check reads the spend through the store writer, so it sees every turn already ended
+(their usage is written before their `result` is shown). A turn in progress is never cut: only
+the start of the next one is checked.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from betcode.config.settings import LimitSettings
+from betcode.permissions.bridge import PermissionBridge
+from betcode.permissions.cost_requests import CapReached
+from betcode.sessions.session import Session
+from betcode.storage import spend as spend_rows
+from betcode.storage.spend import SessionSpend
+from betcode.storage.writer import StoreWriter
+
+log = logging.getLogger(__name__)
+
+
+class BadLimit(ValueError):
+    """A cap that cannot be set (negative, zero, not a finite number)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CostLimits:
+    """Every session's cost cap: its own, else the setting (`default`, None: no cap)."""
+
+    own: dict[str, float]
+    default: float | None
+
+    def of(self, session_id: str) -> float | None:
+        return self.own.get(session_id, self.default)
+
+
+class TurnAdmission:
+    def __init__(
+        self,
+        writer: StoreWriter,
+        bridge: PermissionBridge,
+        settings: LimitSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._writer = writer
+        self._bridge = bridge
+        self._clock = clock
+        self.settings = settings
+        bridge.costs.send_held = self._send_allowed
+
+    def apply_settings(self, settings: LimitSettings) -> None:
+        """A reload: caps apply to messages from now on."""
+        self.settings = settings
+
+    async def send(self, session: Session, client_id: str | None, text: str) -> None:
+        """The client's message: sent, or held as a cost request when a cap is reached."""
+        if client_id is not None:
+            session.lock.check_input(client_id)  # refused before anything is asked or queued
+        reached = await self.cap_reached(session.id)
+        if reached is not None:
+            await self._bridge.ask_about_cost(session, text, reached)
+            return
+        await session.send_user_message(client_id, text)
+
+    async def _send_allowed(self, session: Session, text: str) -> None:
+        await session.send_user_message(None, text)
+
+    async def spend(self, session_id: str) -> SessionSpend:
+        now = self._clock()
+        return await self._writer.call(lambda c: spend_rows.session_spend(c, session_id, now))
+
+    async def cap_reached(self, session_id: str) -> CapReached | None:
+        """The cap the session has reached, if any: its own (or the setting) first, then the
+        daily one (raised for it by the daily requests it was allowed)."""
+        spend = await self.spend(session_id)
+        limit = self.session_limit(spend)
+        if limit is not None and spend.total_usd >= limit:
+            return CapReached("session", spend.total_usd, limit, limit, spend.day)
+        daily = self.settings.daily_cost_usd
+        if daily > 0 and spend.day_total_usd >= daily + spend.day_allowance_usd:
+            limit = daily + spend.day_allowance_usd
+            return CapReached("day", spend.day_total_usd, limit, daily, spend.day)
+        return None
+
+    def session_limit(self, spend: SessionSpend) -> float | None:
+        """The session's cap: its own, else the setting; None when it has none."""
+        if spend.own_limit_usd is not None:
+            return spend.own_limit_usd
+        return self.settings.session_cost_usd or None
+
+    async def session_limits(self) -> CostLimits:
+        own = await self._writer.call(spend_rows.own_limits)
+        return CostLimits(own, self.settings.session_cost_usd or None)
+
+    async def set_session_limit(self, session_id: str, cost_usd: float | None) -> SessionSpend:
+        """`sessions limit ID --cost-usd X` (None: back to the setting); BadLimit for a value
+        that is not a positive finite number."""
+        if cost_usd is not None and (not math.isfinite(cost_usd) or cost_usd <= 0):
+            raise BadLimit(f"a cost limit must be a positive number of USD, not {cost_usd:g}")
+        await self._writer.call(lambda c: spend_rows.set_own_limit(c, session_id, cost_usd))
+        log.info("session %s: its cost limit is now %s", session_id, cost_usd)
+        return await self.spend(session_id)

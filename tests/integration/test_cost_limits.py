@@ -1,0 +1,268 @@
+"""Cost caps with the real CLI and the mock model (docs/LIMITS.md): a session at its cap asks
+before its next turn, in the permission bridge, and the answer decides whether the message is
+ever sent; the spend and the waiting request survive a daemon restart."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from harness.cli_process import Finished, betcode
+from harness.daemon import (
+    Client,
+    DaemonProcess,
+    InProcessDaemon,
+    daemon_config,
+    daemon_process_env,
+    running_daemon,
+)
+from harness.environment import Workspace
+
+from betcode.config.settings import DaemonSettings, LimitSettings
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.permissions.cost_requests import COST_LIMIT_NOT_SENT, COST_LIMIT_TOOL
+from betcode.v1 import agent_pb2, common_pb2
+
+pytestmark = pytest.mark.real_cli
+
+# Far below what one turn of the mock model costs: the first turn reaches it.
+TINY_USD = 0.000001
+Decision = common_pb2.PermissionDecision
+
+
+def limited_daemon(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace, **caps: float
+) -> contextlib.AbstractAsyncContextManager[InProcessDaemon]:
+    settings = DaemonSettings(limits=LimitSettings(**caps))  # type: ignore[arg-type]
+    config = daemon_config(
+        tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url), settings=settings
+    )
+    return running_daemon(config)
+
+
+@pytest.fixture
+async def capped(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> AsyncIterator[InProcessDaemon]:
+    async with limited_daemon(
+        tmp_path, claude_bin, mock_api, workspace, session_cost_usd=TINY_USD
+    ) as running:
+        yield running
+
+
+def user_inputs(client: Client) -> list[str]:
+    return [event.user_input.content for event in client.of_kind("user_input")]
+
+
+def cost_requests(client: Client) -> list[agent_pb2.PermissionRequest]:
+    return [
+        event.permission_request
+        for event in client.of_kind("permission_request")
+        if event.permission_request.tool_name == COST_LIMIT_TOOL
+    ]
+
+
+def sent_to_model(mock_api: MockAnthropic, text: str) -> int:
+    """How many of the model's requests end with `text` as the user's latest message."""
+    count = 0
+    for request in mock_api.message_requests:
+        messages = (request.body or {}).get("messages", [])
+        last = json.dumps(messages[-1]) if messages else ""
+        count += text in last
+    return count
+
+
+async def pending(socket: Path, cwd: Path) -> list[dict[str, object]]:
+    listed = await betcode(socket, cwd, "permissions", "pending", "--json")
+    assert listed.code == 0, listed.err
+    rows: list[dict[str, object]] = json.loads(listed.out)
+    return rows
+
+
+async def start_session(socket: Path, repo: Path, client_id: str) -> Client:
+    client = Client(socket, client_id)
+    client.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+    client.say(f"SCN:plain first turn of {client_id}")
+    await client.wait_for("turn_complete", within_s=90)
+    return client
+
+
+async def test_a_session_at_its_cap_asks_and_an_allow_sends_the_message_exactly_once(
+    capped: InProcessDaemon, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    socket, repo = capped.socket, workspace.repo
+    client = await start_session(socket, repo, "first")
+    client.say("SCN:plain the second message")
+    [asked] = [(await client.wait_for("permission_request")).permission_request]
+    assert asked.tool_name == COST_LIMIT_TOOL
+    assert f"session {client.session_id} has spent $" in asked.description
+    assert "allow another $0.000001?" in asked.description
+    assert dict(asked.input)["message"] == "SCN:plain the second message"
+    [row] = await pending(socket, repo)
+    assert (row["request_id"], row["tool_name"]) == (asked.request_id, COST_LIMIT_TOOL)
+    assert user_inputs(client) == ["SCN:plain first turn of first"]
+    assert sent_to_model(mock_api, "the second message") == 0
+
+    allowed = await betcode(socket, repo, "permissions", "allow", asked.request_id)
+    assert (allowed.code, allowed.out.strip()) == (0, f"{asked.request_id}: allowed")
+    await client.wait_for("turn_complete", count=2, within_s=90)
+    again = await betcode(socket, repo, "permissions", "allow", asked.request_id)
+    assert again.code == 0, again.err
+    assert user_inputs(client) == [
+        "SCN:plain first turn of first",
+        "SCN:plain the second message",
+    ]
+    assert sent_to_model(mock_api, "the second message") == 1
+    assert await pending(socket, repo) == []
+
+    # The cap was raised by one cap from what was spent: still below a turn, so it asks again.
+    client.say("SCN:plain the third message")
+    third = (await client.wait_for("permission_request", count=2)).permission_request
+    assert third.tool_name == COST_LIMIT_TOOL
+    denied = await betcode(socket, repo, "permissions", "deny", third.request_id)
+    assert denied.code == 0, denied.err
+    error = (await client.wait_for("error")).error
+    assert error.code == COST_LIMIT_NOT_SENT
+    assert "not sent" in error.message
+    assert len(user_inputs(client)) == 2
+    assert sent_to_model(mock_api, "the third message") == 0
+    assert len(client.of_kind("turn_complete")) == 2
+    await client.close()
+
+
+async def test_an_allow_from_the_chat_stream_sends_it_once_even_answered_twice(
+    capped: InProcessDaemon, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    client = await start_session(capped.socket, workspace.repo, "chat")
+    client.say("SCN:plain held")
+    asked = (await client.wait_for("permission_request")).permission_request
+    client.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    client.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
+    await client.wait_for("turn_complete", count=2, within_s=90)
+    resolved = [e.permission_resolved for e in client.of_kind("permission_resolved")]
+    assert [(r.request_id, r.outcome) for r in resolved] == [(asked.request_id, "allowed")]
+    assert user_inputs(client)[1:] == ["SCN:plain held"]
+    assert sent_to_model(mock_api, "held") == 1
+    await client.close()
+
+
+async def test_the_daily_cap_counts_every_session_of_the_day(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    async with limited_daemon(
+        tmp_path, claude_bin, mock_api, workspace, daily_cost_usd=TINY_USD
+    ) as running:
+        first = await start_session(running.socket, workspace.repo, "one")
+        # The other session has spent nothing, but the day's spend is the daemon's.
+        other = Client(running.socket, "two")
+        other.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+        other.say("SCN:plain from the second session")
+        asked = (await other.wait_for("permission_request")).permission_request
+        assert asked.tool_name == COST_LIMIT_TOOL
+        assert "the sessions have spent $" in asked.description
+        assert f"allow session {other.session_id} another $0.000001 today?" in asked.description
+        assert user_inputs(other) == []
+        other.answer(asked.request_id, Decision.PERMISSION_DECISION_ALLOW_ONCE)
+        await other.wait_for("turn_complete", within_s=90)
+        assert user_inputs(other) == ["SCN:plain from the second session"]
+        # The allowance is the second session's: the first still asks.
+        first.say("SCN:plain first again")
+        assert (await first.wait_for("permission_request")).permission_request.tool_name == (
+            COST_LIMIT_TOOL
+        )
+        await first.close()
+        await other.close()
+
+
+async def test_a_session_s_own_cap_and_bad_values(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    mock_api: MockAnthropic,
+    workspace: Workspace,
+) -> None:
+    socket, repo = daemon.socket, workspace.repo
+    limited = await start_session(socket, repo, "limited")
+    free = await start_session(socket, repo, "free")
+    session_id = limited.session_id
+    for bad in ("-1", "0", "nan", "inf", "much"):
+        refused = await betcode(socket, repo, "sessions", "limit", session_id, "--cost-usd", bad)
+        assert refused.code == 65, (bad, refused.out, refused.err)
+        assert "not a positive number of USD" in refused.err
+    shown = json.loads((await betcode(socket, repo, "sessions", "show", session_id, "--json")).out)
+    assert shown["cost_limit_usd"] == 0
+
+    set_cap = await betcode(
+        socket, repo, "sessions", "limit", session_id[:8], "--cost-usd", str(TINY_USD), "--json"
+    )
+    assert set_cap.code == 0, set_cap.err
+    reported = json.loads(set_cap.out)
+    assert (reported["cost_limit_usd"], reported["own_limit"]) == (TINY_USD, True)
+    assert reported["spent_usd"] > TINY_USD
+    shown_text = (await betcode(socket, repo, "sessions", "show", session_id)).out
+    assert "of its $0.0000 limit" in shown_text
+
+    limited.say("SCN:plain over my own cap")
+    assert (await limited.wait_for("permission_request")).permission_request.tool_name == (
+        COST_LIMIT_TOOL
+    )
+    free.say("SCN:plain no cap here")
+    await free.wait_for("turn_complete", count=2, within_s=90)
+    assert cost_requests(free) == []
+
+    cleared = await betcode(socket, repo, "sessions", "limit", session_id, "--clear")
+    assert cleared.code == 0, cleared.err
+    assert "daemon.limits.session_cost_usd" in cleared.out
+    limited.say("SCN:plain after the cap is cleared")
+    await limited.wait_for("turn_complete", count=2, within_s=90)
+    assert user_inputs(limited)[-1] == "SCN:plain after the cap is cleared"
+    await limited.close()
+    await free.close()
+
+
+async def test_the_spend_and_the_waiting_request_survive_a_daemon_restart(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    root = tmp_path / "daemon"
+    root.mkdir()
+    daemon = DaemonProcess(
+        root,
+        daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url)),
+        args=("--set", f"limits.session_cost_usd={TINY_USD}"),
+    )
+    await asyncio.to_thread(daemon.start)
+    try:
+        client = await start_session(daemon.socket, workspace.repo, "before")
+        session_id = client.session_id
+        client.say("SCN:plain waits across the restart")
+        asked = (await client.wait_for("permission_request")).permission_request
+        await client.close()
+        assert await asyncio.to_thread(daemon.stop) == 0
+        await asyncio.to_thread(daemon.start)
+
+        [row] = await pending(daemon.socket, workspace.repo)
+        assert row["request_id"] == asked.request_id
+        # The spend survived: another message asks too.
+        after = Client(daemon.socket, "after")
+        after.converse(agent_pb2.StartConversation(session_id=session_id))
+        after.say("SCN:plain asks again")
+        # The waiting one is shown again to the client that attaches; the new one follows.
+        while len(asked_ids := {r.request_id for r in cost_requests(after)}) < 2:
+            await after.wait_for("permission_request", count=len(cost_requests(after)) + 1)
+        assert asked.request_id in asked_ids
+        allowed: Finished = await betcode(
+            daemon.socket, workspace.repo, "permissions", "allow", asked.request_id
+        )
+        assert allowed.code == 0, allowed.err
+        # This client was sent what no client had seen yet, the first turn's end included.
+        await after.wait_for("turn_complete", count=2, within_s=90)
+        assert user_inputs(after)[-1] == "SCN:plain waits across the restart"
+        assert "SCN:plain asks again" not in user_inputs(after)
+        assert sent_to_model(mock_api, "waits across the restart") == 1
+        assert sent_to_model(mock_api, "asks again") == 0
+        await after.close()
+    finally:
+        await asyncio.to_thread(daemon.stop)
