@@ -16,14 +16,19 @@ The script is a JSON file named by $BETCODE_FAKE_CLAUDE_SCRIPT:
                                                 #   else a new uuid4
            "ignore_sigterm": false,             # true: SIGTERM only prints a stderr line
            "startup": [STEP, ...],              # played before reading stdin
-           "turns": [[STEP, ...], ...]}         # turn n plays turns[n] (the last one repeats)
+           "turns": [[STEP, ...], ...],         # turn n plays turns[n] (the last one repeats)
+           "pause": {"before_line": k,          # optional: in the first turn, before its k-th
+                     "paused_file": "/path",    #   stdout line (k = its line count: once it
+                     "resume_file": "/path"}}   #   ended), create paused_file, then wait until
+                                                #   resume_file exists
 
 Each turn answers one batch of stdin user messages: system/init, its steps, then result.
 STEP is an object with "do":
     text {text, deltas}         stream events + assistant text block
-    permission {tool_name, input, request_id?}
+    permission {tool_name, input, request_id?, stream?}
                                 assistant tool_use, control_request can_use_tool, wait for the
-                                control_response, then the user tool_result echo
+                                control_response, then the user tool_result echo; `stream`:
+                                the tool_use block's stream events around the assistant line
     flood {lines, text, rate?, stamp?, until_file?}
                                 `lines` text_delta stream events at full speed (or `rate`/s);
                                 `stamp` adds "fake_ts_ns" (CLOCK_MONOTONIC) to each line;
@@ -58,6 +63,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -129,14 +135,18 @@ def _select_run(script: Json, start_number: int) -> Json:
 
 
 class Output:
-    """stdout shared by the turn thread and the stdin thread; `muted` silences both."""
+    """stdout shared by the turn thread and the stdin thread; `muted` silences both;
+    `before_turn_line` is called before each write of the turn (main) thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._out = sys.stdout.buffer
         self.muted = False
+        self.before_turn_line: Callable[[], None] = lambda: None
 
     def raw(self, data: bytes) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self.before_turn_line()
         with self._lock:
             if self.muted:
                 return
@@ -171,6 +181,24 @@ class FakeClaude:
         self.interrupted = threading.Event()
         self.last_result_error = False
         self._counter = 0
+        self.pause: Json | None = run.get("pause")
+        self.turn_lines = 0  # lines the first turn wrote so far
+        self.out.before_turn_line = self.count_turn_line
+
+    def count_turn_line(self) -> None:
+        self.wait_if_paused_here()
+        self.turn_lines += 1
+
+    def wait_if_paused_here(self) -> None:
+        """The scripted pause: a test acts (restarts the daemon) at a chosen line boundary."""
+        pause = self.pause
+        if pause is None or int(pause["before_line"]) != self.turn_lines:
+            return
+        self.pause = None
+        Path(pause["paused_file"]).touch()
+        resume = Path(pause["resume_file"])
+        while not resume.exists():
+            time.sleep(0.01)
 
     def emit(self, message: Json) -> None:
         """A session-scoped line: adds session_id and a uuid, like every CLI message."""
@@ -284,7 +312,12 @@ class FakeClaude:
         tool_use_id = f"toolu_{uuid.uuid4().hex[:12]}"
         tool_name, tool_input = str(step.get("tool_name", "Bash")), step.get("input", {})
         block = {"type": "tool_use", "id": tool_use_id, "name": tool_name, "input": tool_input}
+        before, stop = lines.tool_block_events(block)
+        if step.get("stream"):
+            self.stream(*before)
         self.emit(lines.assistant(message_id, self.model, block))
+        if step.get("stream"):
+            self.stream(stop)
         request_id = str(step.get("request_id") or uuid.uuid4())
         waiter: queue.Queue[Json] = queue.Queue(maxsize=1)
         self.answers[request_id] = waiter
@@ -391,6 +424,8 @@ class FakeClaude:
             self.emit(lines.user_content([marker]))
             self.emit(lines.result(None, len(texts), duration_ms))
         self.last_result_error = not completed
+        self.wait_if_paused_here()  # a pause after the turn's last line
+        self.pause = None  # only the first turn pauses
 
     def serve(self) -> int:
         if self.run.get("ignore_sigterm"):

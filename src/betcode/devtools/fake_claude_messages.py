@@ -50,6 +50,15 @@ def text_block_events(text: str, deltas: int) -> tuple[list[Json], Json]:
     return before, {"type": "content_block_stop", "index": 0}
 
 
+def tool_block_events(block: Json) -> tuple[list[Json], Json]:
+    """A tool_use block's stream events: (start and its input as one input_json_delta, before
+    the assistant line; the content_block_stop after it)."""
+    start = {"type": "content_block_start", "index": 1, "content_block": {**block, "input": {}}}
+    partial = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+    delta = {"type": "content_block_delta", "index": 1, "delta": partial}
+    return [start, delta], {"type": "content_block_stop", "index": 1}
+
+
 def message_end(output_tokens: int) -> list[Json]:
     delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
     return [{**delta, "usage": {"output_tokens": output_tokens}}, {"type": "message_stop"}]
