@@ -1,4 +1,5 @@
-"""`betcode sessions list | show | rename | delete | limit | grants`: the daemon's sessions.
+"""`betcode sessions list | show | export | search | rename | delete | limit | grants`: the
+daemon's sessions, and what was said in them (read from the store, without attaching).
 
 A session is named by its id, a unique start of it (as `list` shows it) or its name (`ids`).
 Exit codes (DIGEST §11.4): 0 done, 2 the daemon is not reachable, 5 an ambiguous id, 6 no such
@@ -13,18 +14,23 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import asdict
+from typing import Any, TextIO
 
 import click
 from google.protobuf import json_format
 
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
-from betcode.cli.ids import SESSIONS, find_session
+from betcode.cli.ids import SESSIONS, find_session, session_id_of
+from betcode.cli.transcript import as_json, as_markdown, as_ndjson, stored_events
+from betcode.cli.transcript import transcript as conversation
 from betcode.daemon_config import EXIT_CONFIG_INVALID
-from betcode.v1 import agent_pb2
+from betcode.v1 import agent_pb2, history_pb2, history_pb2_grpc
 
 SHORT_ID = 8
+SHOWN_OUTPUT_LINES = 20  # of a tool's output in `show --transcript` (export keeps it whole)
+EXPORT_FORMATS = ("md", "json", "ndjson")
 MAX_PREVIEW = 48
 
 json_option = click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
@@ -75,9 +81,10 @@ def list_sessions(cwd: str | None, limit: int, as_json: bool, socket_path: str |
 
 @sessions_group.command("show")
 @click.argument("session", shell_complete=SESSIONS.complete)
+@click.option("--transcript", is_flag=True, help="Also what was said and done (without attaching).")
 @json_option
 @socket_option
-def show(session: str, as_json: bool, socket_path: str | None) -> None:
+def show(session: str, transcript: bool, as_json: bool, socket_path: str | None) -> None:
     """One session: where it runs, its totals, its waiting requests and grants."""
 
     async def gather(
@@ -86,17 +93,21 @@ def show(session: str, as_json: bool, socket_path: str | None) -> None:
         agent_pb2.SessionSummary,
         list[agent_pb2.PendingPermission],
         list[agent_pb2.SessionGrantEntry],
+        list[agent_pb2.AgentEvent],
     ]:
         found = await find_session(client, session)
         pending = await client.list_pending_permissions(found.id)
         grants = await client.list_session_grants(found.id)
-        return found, pending, grants
+        events = await stored_events(client, found.id) if transcript else []
+        return found, pending, grants, events
 
-    found, pending, grants = call_daemon(socket_path, gather)
+    found, pending, grants, events = call_daemon(socket_path, gather)
     if as_json:
         data = summary_json(found)
         data["pending"] = [row.request_id for row in pending]
         data["grants"] = [grant_json(grant) for grant in grants]
+        if transcript:
+            data["transcript"] = [asdict(entry) for entry in conversation(events)]
         click.echo(json.dumps(data, indent=2))
         return
     now = time.time()
@@ -118,7 +129,109 @@ def show(session: str, as_json: bool, socket_path: str | None) -> None:
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         click.echo(f"{name.ljust(width)}  {value}")
+    if transcript:
+        click.echo()
+        click.echo(as_markdown(found, conversation(events), max_output_lines=SHOWN_OUTPUT_LINES))
     click.echo(f"\nReattach with `betcode chat --session {found.id}`.")
+
+
+@sessions_group.command("export")
+@click.argument("session", shell_complete=SESSIONS.complete)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(EXPORT_FORMATS),
+    default="md",
+    show_default=True,
+    help="md: a readable transcript; json: the session and its transcript entries; ndjson: "
+    "every stored event, one a line.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.File("w", encoding="utf-8"),
+    default="-",
+    help="File (default: stdout).",
+)
+@socket_option
+def export(session: str, output_format: str, output: TextIO, socket_path: str | None) -> None:
+    """Write SESSION's history (read from the store: no input lock is taken)."""
+
+    async def gather(
+        client: DaemonClient,
+    ) -> tuple[agent_pb2.SessionSummary, list[agent_pb2.AgentEvent]]:
+        found = await find_session(client, session)
+        return found, await stored_events(client, found.id)
+
+    found, events = call_daemon(socket_path, gather)
+    if output_format == "ndjson":
+        output.write(as_ndjson(events))
+    elif output_format == "json":
+        output.write(as_json(summary_json(found), conversation(events)) + "\n")
+    else:
+        output.write(as_markdown(found, conversation(events)))
+
+
+@sessions_group.command("search")
+@click.argument("words", nargs=-1, required=True)
+@click.option(
+    "--session",
+    "session_ref",
+    default="",
+    shell_complete=SESSIONS.complete,
+    help="Only this session's messages.",
+)
+@click.option(
+    "--limit", type=click.IntRange(1, 500), default=20, show_default=True, help="At most this many."
+)
+@json_option
+@socket_option
+def search(
+    words: tuple[str, ...], session_ref: str, limit: int, as_json: bool, socket_path: str | None
+) -> None:
+    """Messages of every session (or --session's) containing all WORDS (whole words, any case;
+    end one with * to match the longer words it starts: deplo*). Newest first."""
+
+    async def find(client: DaemonClient) -> history_pb2.SearchMessagesResponse:
+        request = history_pb2.SearchMessagesRequest(
+            query=" ".join(words),
+            session_id=await session_id_of(client, session_ref),
+            limit=limit,
+        )
+        stub = client.service_stub(history_pb2_grpc.HistoryServiceStub)
+        return await client.call(stub.SearchMessages, request)
+
+    hits = call_daemon(socket_path, find).hits
+    if as_json:
+        click.echo(json.dumps([hit_json(hit) for hit in hits], indent=2))
+        return
+    if not hits:
+        click.echo("No messages match.")
+        return
+    rows = [
+        (
+            hit.session_id[:SHORT_ID],
+            hit.session_name or "-",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.created_at.seconds)),
+            hit.role,
+            hit.snippet,
+        )
+        for hit in hits
+    ]
+    for line in table(("SESSION", "NAME", "TIME", "WHO", "MESSAGE"), rows):
+        click.echo(line)
+
+
+def hit_json(hit: history_pb2.MessageHit) -> dict[str, Any]:
+    return {
+        "session_id": hit.session_id,
+        "session_name": hit.session_name,
+        "working_directory": hit.working_directory,
+        "sequence": hit.sequence,
+        "role": hit.role,
+        "created_at": hit.created_at.ToNanoseconds() / 1e9,
+        "snippet": hit.snippet,
+    }
 
 
 @sessions_group.command("rename")

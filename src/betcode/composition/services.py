@@ -19,9 +19,10 @@ from betcode.server.claude_status import ClaudeCodeReport
 from betcode.server.command_service import CommandService, session_directories
 from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentCheck, ComponentReport, HealthMonitor, permission_check
+from betcode.server.history_service import HistoryService
 from betcode.server.monitor_service import MonitorService
 from betcode.server.version_service import ServerCapabilities, VersionService
-from betcode.v1 import agent_pb2, commands_pb2, config_pb2, monitor_pb2
+from betcode.v1 import agent_pb2, commands_pb2, config_pb2, history_pb2, monitor_pb2
 
 FEATURE_FLAGS = {
     "streaming_deltas": True,
@@ -73,8 +74,8 @@ def core_services(
     tcp_port: Callable[[], int | None],
     on_change: Callable[[], None],
 ) -> list[RpcService]:
-    """AgentService, ConfigService, MonitorService and CommandService. `current` is the
-    configuration as the last reload left it; `on_change` reloads it."""
+    """AgentService, ConfigService, MonitorService, CommandService and HistoryService.
+    `current` is the configuration as the last reload left it; `on_change` reloads it."""
     agent = AgentService(
         core.sessions,
         core.bridge,
@@ -106,6 +107,9 @@ def core_services(
         RpcService(config_pb2.DESCRIPTOR.services_by_name["ConfigService"], config_service),
         RpcService(monitor_pb2.DESCRIPTOR.services_by_name["MonitorService"], monitor),
         RpcService(commands_pb2.DESCRIPTOR.services_by_name["CommandService"], commands),
+        RpcService(
+            history_pb2.DESCRIPTOR.services_by_name["HistoryService"], HistoryService(core.reader)
+        ),
     ]
 
 
