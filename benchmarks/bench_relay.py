@@ -14,6 +14,11 @@ about the relay path (tunnel, relay, NATS, encryption), not about claude or SQLi
 
 * latency: 100 events/s for N events; p50/p99 of send→arrival, local socket vs relay paths;
 * throughput: N events as fast as the stand-in can send them, per path.
+
+Relay paths: `relay_one_instance_plain` without end-to-end encryption (the stand-in daemon
+allows it, as `daemon.relay.allow_unencrypted` does), then `relay_one_instance` and
+`relay_two_instances` sealed (scheme v2, docs/RELAY.md): the difference is what the
+encryption costs, in one run.
 """
 
 from __future__ import annotations
@@ -38,16 +43,25 @@ import grpc.aio
 from betcode.cli.relay_e2e import EncryptingChannel
 from betcode.relay.layout import RelayFiles, init_relay
 from betcode.relay.nats_server import NatsServer
-from betcode.remote.e2e import E2E_METADATA_KEY, ClientSession, DaemonIdentity
+from betcode.remote.e2e import ClientHandshake, ClientSession, DaemonIdentity
 from betcode.tunnel.client import Backoff, TunnelClient, TunnelSettings
 from betcode.tunnel.identity import MachineIdentity
-from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
+from betcode.v1 import (
+    agent_pb2_grpc,
+    auth_pb2,
+    auth_pb2_grpc,
+    machine_pb2,
+    machine_pb2_grpc,
+)
 
 METHOD = "/betcode.v1.AgentService/ResumeSession"
 PAYLOAD = b"x" * 120  # about a TextDelta event
 SCRIPT = str(Path(__file__).resolve())
 LISTENING = re.compile(r"listening on (\S+) \(daemons: (\S+)\)")
 MACHINE = "bench"
+# The relay without end-to-end encryption (the daemon allowing it), then with it (scheme v2:
+# per-call counters, forward-secret session), through one instance and through two.
+PATHS = ("local", "relay_one_instance_plain", "relay_one_instance", "relay_two_instances")
 
 
 def _identity(data: bytes) -> bytes:
@@ -92,6 +106,7 @@ async def machine_side(socket: str, certs: str, tunnel_url: str) -> None:
             local_target=f"unix:{socket}",
             backoff=Backoff(initial=0.2, maximum=1.0),
             e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
+            allow_unencrypted=True,  # for the plain path, the figure without encryption
         )
     )
     print("machine ready", flush=True)
@@ -202,17 +217,17 @@ async def measure(quick: bool) -> dict[str, Any]:
             paths: dict[str, tuple[Any, tuple[tuple[str, str], ...]]] = {}
             local = grpc.aio.insecure_channel(f"unix:{socket}")
             paths["local"] = (local, ())
+            creds = grpc.ssl_channel_credentials(root_certificates=files.ca_cert.read_bytes())
+            relayed: tuple[tuple[str, str], ...] = (
+                ("authorization", f"Bearer {token}"),
+                ("x-machine-id", MACHINE),
+            )
+            paths["relay_one_instance_plain"] = (grpc.aio.secure_channel(client_a, creds), relayed)
             for name, url in (("relay_one_instance", client_a), ("relay_two_instances", client_b)):
-                session = ClientSession(identity.public)
-                creds = grpc.ssl_channel_credentials(root_certificates=files.ca_cert.read_bytes())
-                channel = EncryptingChannel(grpc.aio.secure_channel(url, creds), session)
-                metadata: tuple[tuple[str, str], ...] = (
-                    ("authorization", f"Bearer {token}"),
-                    ("x-machine-id", MACHINE),
-                    (E2E_METADATA_KEY, session.metadata_value),
-                )
-                paths[name] = (channel, metadata)
-            await wait_until_routed(paths["relay_one_instance"])
+                raw = grpc.aio.secure_channel(url, creds)
+                await wait_until_routed((raw, relayed))
+                session = await handshake(raw, relayed, identity.public)
+                paths[name] = (EncryptingChannel(raw, session), relayed)
             for name, (channel, metadata) in paths.items():
                 latencies, _rate = await stream(channel, metadata, latency_events, 100.0)
                 _latencies, rate = await stream(channel, metadata, flood_events, 0.0)
@@ -234,6 +249,18 @@ async def measure(quick: bool) -> dict[str, Any]:
     results["latency_events"] = latency_events
     results["flood_events"] = flood_events
     return results
+
+
+async def handshake(
+    channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...], daemon_identity: bytes
+) -> ClientSession:
+    """A forward-secret end-to-end session, as the CLI makes one (ExchangeKeys)."""
+    pending = ClientHandshake()
+    response = await agent_pb2_grpc.AgentServiceStub(channel).ExchangeKeys(
+        pending.request(MACHINE), metadata=metadata
+    )
+    assert bytes(response.daemon_identity_pubkey) == daemon_identity
+    return pending.complete(bytes(response.daemon_ephemeral_pubkey), daemon_identity)
 
 
 async def wait_until_routed(path: tuple[Any, tuple[tuple[str, str], ...]]) -> None:
@@ -262,10 +289,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    for name in ("local", "relay_one_instance", "relay_two_instances"):
+    for name in PATHS:
         figures = results[name]
         print(
-            f"{name:<22} p50 {figures['latency_p50_ms']:>7.2f} ms  "
+            f"{name:<26} p50 {figures['latency_p50_ms']:>7.2f} ms  "
             f"p99 {figures['latency_p99_ms']:>7.2f} ms  {figures['events_per_s']:>7} events/s"
         )
 

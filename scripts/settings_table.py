@@ -36,6 +36,9 @@ WHAT = {
     "for this long kills claude (then restart with `--resume`)",
     "subprocess.idle_reap_seconds": "stop a claude process idle this long (`0`: never); the "
     "next message starts it again with `--resume`",
+    "relay.allow_unencrypted": "take relayed calls that are not end-to-end encrypted (older "
+    "or other clients); the relay can then read and make them, and each is logged as a "
+    "warning",
     "relay.urls": "relays to dial out to (the daemon port of each, tried in turn); needs "
     "`betcode machine register` first",
     "relay.custom_ca_cert": "the relays' CA certificate (PEM file; default: the one stored "

@@ -19,11 +19,13 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
+from betcode.cli.relay_e2e import EncryptingChannel
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, init_relay
 from betcode.relay.server import Relay, RelayOptions
+from betcode.remote.e2e import ClientSession, DaemonIdentity
 from betcode.remote.pki import certificate_request, key_pem, new_key
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import (
@@ -277,6 +279,7 @@ class Rig:
     account: Account
     config: DaemonConfig
     daemon: Daemon | None = None
+    sessions: dict[bytes, ClientSession] = field(default_factory=dict)
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -284,7 +287,15 @@ class Rig:
 
     @property
     def agent(self) -> agent_pb2_grpc.AgentServiceStub:
-        return agent_pb2_grpc.AgentServiceStub(self.channel)
+        """Every call end-to-end encrypted, sealed to the daemon's identity key (works whether
+        the machine is online or offline, as the CLI's offline sessions do)."""
+        identity = DaemonIdentity.load_or_create(
+            MachineIdentity(self.config.config_dir / "certs").e2e_key_file
+        )
+        if identity.public not in self.sessions:  # a new key (a test replaced it): a new one
+            self.sessions[identity.public] = ClientSession.sealed(identity.public)
+        session = self.sessions[identity.public]
+        return agent_pb2_grpc.AgentServiceStub(EncryptingChannel(self.channel, session))
 
     async def start_daemon(self) -> None:
         self.daemon = Daemon(self.config)

@@ -2,11 +2,16 @@
 (every subject, headers and bodies) and everything the relay keeps on disk (JetStream store,
 accounts database) is inspected for what the user typed and what the model answered, during a
 real turn through the relay and a request buffered for the offline machine; only ciphertext
-may be there. Then the daemon's identity key changes: the client refuses it, loudly."""
+may be there. The fingerprint the client pins on first use is the one `betcode daemon status`
+shows on the machine. Then the daemon's identity key changes: the client refuses it, loudly,
+until `machine trust` is given the new fingerprint (a wrong one changes nothing)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +19,7 @@ from typing import Any
 
 import pytest
 from harness.environment import Workspace
-from harness.relay import MACHINE, BetcodeUser, RelayProcess, Rig, rig_fixture
+from harness.relay import MACHINE, BetcodeUser, RelayProcess, Rig, betcode_argv, rig_fixture
 
 from betcode.cli.connection import DaemonAddress, DaemonClient, DaemonUnavailable
 from betcode.cli.relay_login import RelayChoice
@@ -81,7 +86,9 @@ async def test_the_relay_and_nats_carry_and_keep_only_ciphertext(
     done = await user.run("--machine", MACHINE, "run", prompt)
     assert done.code == 0, done.err
     assert ANSWER_SECRET in done.out  # it did go through, in the clear at both ends
-    assert "pinned machine box's key" in done.err
+    pinned = re.search(r"pinned machine box's key, fingerprint (\S+)", done.err)
+    assert pinned is not None, done.err
+    assert pinned.group(1) == await machine_fingerprint(rig)  # what a person compares
     listed = await user.run("--machine", MACHINE, "sessions", "list", "--json")
     assert listed.code == 0, listed.err
     [session] = json.loads(listed.out)
@@ -113,3 +120,30 @@ async def test_the_relay_and_nats_carry_and_keep_only_ciphertext(
     refused = await user.run("--machine", MACHINE, "sessions", "list")
     assert refused.code == 3
     assert "HAS CHANGED" in refused.err
+    # Re-pinned only with the fingerprint the machine shows; a wrong one changes nothing.
+    wrong = await user.run("machine", "trust", MACHINE, "--fingerprint", pinned.group(1))
+    assert wrong.code == 3, wrong.err
+    assert "NOT trusted" in wrong.err
+    assert (await user.run("--machine", MACHINE, "sessions", "list")).code == 3
+    new = await machine_fingerprint(rig)
+    assert new != pinned.group(1)
+    trusted = await user.run("machine", "trust", MACHINE, "--fingerprint", new)
+    assert trusted.code == 0, trusted.err
+    listed = await user.run("--machine", MACHINE, "sessions", "list")
+    assert listed.code == 0, listed.err
+
+
+async def machine_fingerprint(rig: Rig) -> str:
+    """As `betcode daemon status` shows it on the machine."""
+    env = dict(os.environ, BETCODE_CONFIG_DIR=str(rig.config.config_dir))
+    process = await asyncio.create_subprocess_exec(
+        *betcode_argv("daemon", "status", "--socket", str(rig.config.socket_path)),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    shown = re.search(r"end-to-end key fingerprint \(relay clients\): (\S+)", out.decode())
+    assert shown is not None, out.decode()
+    return shown.group(1)

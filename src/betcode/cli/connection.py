@@ -249,8 +249,8 @@ class DaemonClient:
         cls, address: DaemonAddress, relay: RelayChoice, client_id: str
     ) -> DaemonClient:
         """Bearer token + machine id on every call; every message sealed for the daemon."""
-        from betcode.cli.relay_e2e import EncryptingChannel, daemon_identity
-        from betcode.remote.e2e import E2E_METADATA_KEY, ClientSession
+        from betcode.cli.relay_e2e import EncryptingChannel, open_session
+        from betcode.remote.e2e import ClientSession
 
         channel = relay_channel(relay)
         try:
@@ -260,18 +260,21 @@ class DaemonClient:
                 (MACHINE_ID_METADATA_KEY, relay.machine_id),
             )
             try:
-                identity = await daemon_identity(channel, relay.machine_id, metadata)
+                session = await open_session(channel, relay.machine_id, metadata)
             except grpc.aio.AioRpcError as error:
                 raise daemon_error(error, address) from None
         except BaseException:
             await channel.close()
             raise
-        session = ClientSession(identity)
+
+        async def rekey() -> ClientSession:
+            return await open_session(channel, relay.machine_id, metadata)
+
         return cls(
             address,
             client_id=client_id,
-            channel=EncryptingChannel(channel, session),
-            relay_metadata=(*metadata, (E2E_METADATA_KEY, session.metadata_value)),
+            channel=EncryptingChannel(channel, session, rekey),
+            relay_metadata=metadata,
         )
 
     async def close(self) -> None:

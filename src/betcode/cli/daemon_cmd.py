@@ -376,6 +376,18 @@ def status(socket_path: Path | None, data_dir: Path | None) -> None:
     where = running.health.metadata.get("data_dir", "unknown")
     click.echo(f"daemon running (pid {running.pid}, socket {paths.socket}, data dir {where})")
     print_health(running.health)
+    _print_e2e_fingerprint()
+
+
+def _print_e2e_fingerprint() -> None:
+    """What a person compares with what a relayed client shows on first use (docs/RELAY.md)."""
+    key_file = config_dir() / "certs" / "e2e.key"
+    if not key_file.exists():
+        return
+    from betcode.remote.e2e import DaemonIdentity
+
+    identity = DaemonIdentity.load_or_create(key_file)
+    click.echo(f"end-to-end key fingerprint (relay clients): {identity.fingerprint}")
 
 
 @daemon_group.command("install-service")

@@ -1,4 +1,4 @@
-"""`betcode --relay URL machine register|list|switch|status`."""
+"""`betcode --relay URL machine register|list|switch|status|trust`."""
 
 from __future__ import annotations
 
@@ -111,3 +111,41 @@ def status() -> None:
             click.echo(f"{machine.machine_id}: {status_name} ({machine.name})")
             return
     raise click.ClickException(f"machine {stored.active_machine} is no longer registered")
+
+
+@machine_group.command("trust")
+@click.argument("machine_id")
+@click.option(
+    "--fingerprint",
+    "expected",
+    required=True,
+    help="The fingerprint `betcode daemon status` shows on the machine.",
+)
+def trust_command(machine_id: str, expected: str) -> None:
+    """Pin MACHINE_ID's end-to-end key again, after it changed on purpose (reinstalled): the
+    key the machine presents now must have the fingerprint read on the machine itself."""
+    from betcode.cli.relay_e2e import FingerprintChanged, trust
+    from betcode.remote.e2e import fingerprint
+    from betcode.v1 import agent_pb2_grpc, tunnel_pb2
+
+    choice = required_relay()
+
+    async def action(channel: grpc.aio.Channel) -> bytes:
+        token = await access_token(channel, choice)
+        response = await agent_pb2_grpc.AgentServiceStub(channel).ExchangeKeys(
+            tunnel_pb2.KeyExchangeRequest(machine_id=machine_id),
+            metadata=(*_auth(token), ("x-machine-id", machine_id)),
+            timeout=30,
+        )
+        return bytes(response.daemon_identity_pubkey)
+
+    key = call_relay(choice, action)
+    presented = fingerprint(key)
+    if presented != expected.strip().lower():
+        raise FingerprintChanged(
+            f"machine {machine_id} presents the key {presented}, not {expected}: NOT trusted. "
+            "Read the fingerprint again with `betcode daemon status` on the machine; if they "
+            "differ, someone may be intercepting the relay."
+        )
+    trust(machine_id, key)
+    click.echo(f"machine {machine_id}'s key {presented} is trusted")

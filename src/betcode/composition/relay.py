@@ -43,7 +43,8 @@ def relay_tunnel(config: DaemonConfig) -> TunnelClient | None:
             or (Path(relay.custom_ca_cert) if relay.custom_ca_cert else None),
             heartbeat_interval=relay.heartbeat_interval_seconds,
             heartbeat_timeout=relay.heartbeat_timeout_seconds,
-            e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
+            e2e=DaemonIdentity.load_or_create(identity.e2e_key_file, identity.e2e_replay_file),
+            allow_unencrypted=relay.allow_unencrypted,
             attention=AttentionLog(),
         )
     )

@@ -162,6 +162,7 @@ class RelaySettings:
     custom_ca_cert: str = setting("", "text")
     heartbeat_interval_seconds: float = setting(20.0, "seconds", 10, 60)
     heartbeat_timeout_seconds: float = setting(15.0, "seconds", 5, 30)
+    allow_unencrypted: bool = setting(False, "bool")
 
 
 @dataclass(frozen=True)

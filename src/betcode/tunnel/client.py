@@ -21,7 +21,13 @@ import grpc.aio
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from betcode.remote import frames
-from betcode.remote.e2e import E2E_METADATA_KEY, DaemonIdentity, E2EError, Keys
+from betcode.remote.e2e import (
+    E2E_METADATA_KEY,
+    CallCipher,
+    DaemonIdentity,
+    E2EError,
+    UnknownSession,
+)
 from betcode.remote.frames import relay_target
 from betcode.sessions.attention import AttentionLog
 from betcode.tunnel.attention import Announcer
@@ -59,6 +65,9 @@ class TunnelSettings:
     heartbeat_timeout: float = 15.0
     backoff: Backoff = field(default_factory=Backoff)
     e2e: DaemonIdentity | None = None  # answers ExchangeKeys, opens encrypted calls
+    # Relayed calls without end-to-end encryption are refused unless this is set (the relay
+    # itself could then read and make them); each one allowed is logged as a warning.
+    allow_unencrypted: bool = False
     attention_poll: float = 5.0  # how often what needs a human is looked for (TOP-06)
     attention: AttentionLog | None = None  # turn ends and input locks of the daemon's sessions
     renew_before: datetime.timedelta = datetime.timedelta(days=30)  # SEC-03
@@ -262,33 +271,74 @@ class TunnelClient:
 
     async def _open_call(self, request_id: str, opening: tunnel_pb2.StreamPayload) -> None:
         method = frames.full_method(opening.method)
-        e2e = self.settings.e2e
-        if method == EXCHANGE_KEYS and e2e is not None:
-            # Public keys only: the client pins the fingerprint on first use.
-            answer = key_exchange_response(e2e)
-            await self._outgoing.put(frames.data_frame(request_id, answer, 1))
-            await self._outgoing.put(frames.end_frame(request_id))
-            return
-        keys: Keys | None = None
-        ephemeral = opening.metadata.get(E2E_METADATA_KEY)
-        if ephemeral:
-            try:
-                if e2e is None:
-                    raise E2EError("this daemon has no end-to-end identity")
-                keys = e2e.keys_for(ephemeral)
-            except E2EError as error:
-                await self._outgoing.put(
-                    frames.error_frame(request_id, grpc.StatusCode.UNAUTHENTICATED, str(error))
-                )
-                return
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(CALL_QUEUE_MESSAGES)
+        if method == EXCHANGE_KEYS and self.settings.e2e is not None:
+            # Answered here, public keys only: the client checks the identity it pinned.
+            self._calls[request_id] = queue
+            self._call_tasks[request_id] = asyncio.create_task(
+                self._exchange_keys(request_id, self.settings.e2e, queue)
+            )
+            return
+        try:
+            cipher = await self._call_cipher(method, opening)
+        except E2EError as error:
+            log.warning("relayed %s refused: %s", method, error)
+            # UNAVAILABLE for a session the daemon forgot: the client makes a new one, retries.
+            code = (
+                grpc.StatusCode.UNAVAILABLE
+                if isinstance(error, UnknownSession)
+                else grpc.StatusCode.UNAUTHENTICATED
+            )
+            await self._outgoing.put(frames.error_frame(request_id, code, str(error)))
+            return
         self._calls[request_id] = queue
         window = opening.metadata.get(frames.FLOW_METADATA_KEY, "")
         if window.isdigit():
             self._windows[request_id] = asyncio.Semaphore(int(window))
         self._call_tasks[request_id] = asyncio.create_task(
-            self._serve(request_id, method, opening, queue, keys)
+            self._serve(request_id, method, opening, queue, cipher)
         )
+
+    async def _call_cipher(
+        self, method: str, opening: tunnel_pb2.StreamPayload
+    ) -> CallCipher | None:
+        """The call's cipher; None for a call without end-to-end encryption that the settings
+        allow. Raises E2EError for one refused, before anything of it reaches the daemon."""
+        header = opening.metadata.get(E2E_METADATA_KEY)
+        e2e = self.settings.e2e
+        if header and e2e is not None:
+            # In a thread: a sealed call's replay record is written to disk first.
+            return await asyncio.to_thread(e2e.open_call, header, method)
+        if header:
+            raise E2EError("this daemon has no end-to-end identity")
+        if not self.settings.allow_unencrypted:
+            raise E2EError(
+                "this daemon takes relayed calls only end-to-end encrypted "
+                "(daemon.relay.allow_unencrypted is off)"
+            )
+        log.warning(
+            "relayed %s WITHOUT end-to-end encryption: the relay can read and forge it "
+            "(daemon.relay.allow_unencrypted is on)",
+            method,
+        )
+        return None
+
+    async def _exchange_keys(
+        self, request_id: str, e2e: DaemonIdentity, requests: asyncio.Queue[bytes | None]
+    ) -> None:
+        try:
+            request = await requests.get()
+            answer = e2e.exchange(request or b"")
+        except E2EError as error:
+            await self._outgoing.put(
+                frames.error_frame(request_id, grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            )
+        else:
+            await self._outgoing.put(frames.data_frame(request_id, answer, 1))
+            await self._outgoing.put(frames.end_frame(request_id))
+        finally:
+            self._calls.pop(request_id, None)
+            self._call_tasks.pop(request_id, None)
 
     def _cancel(self, request_id: str) -> None:
         self._calls.pop(request_id, None)
@@ -307,13 +357,13 @@ class TunnelClient:
         method: str,
         opening: tunnel_pb2.StreamPayload,
         requests: asyncio.Queue[bytes | None],
-        keys: Keys | None,
+        cipher: CallCipher | None,
     ) -> None:
         assert self._local is not None
         call = self._local.stream_stream("/" + method)(
             metadata=frames.decode_metadata(opening.metadata)
         )
-        feeder = asyncio.create_task(self._feed(request_id, method, call, requests, keys))
+        feeder = asyncio.create_task(self._feed(request_id, method, call, requests, cipher))
         window = self._windows.get(request_id)
         sequence = 0
         try:
@@ -324,8 +374,8 @@ class TunnelClient:
                 if window is not None:
                     await window.acquire()  # the caller has not read enough yet: wait
                 sequence += 1
-                if keys is not None:
-                    message = DaemonIdentity.seal_response(keys, method, message)
+                if cipher is not None:
+                    message = cipher.seal(message)
                 await self._outgoing.put(frames.data_frame(request_id, message, sequence))
             trailers = await call.trailing_metadata()
             await self._outgoing.put(frames.end_frame(request_id, tuple(trailers or ())))
@@ -351,7 +401,7 @@ class TunnelClient:
         method: str,
         call: Any,
         requests: asyncio.Queue[bytes | None],
-        keys: Keys | None,
+        cipher: CallCipher | None,
     ) -> None:
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             while True:
@@ -359,9 +409,9 @@ class TunnelClient:
                 if message is None:
                     await call.done_writing()
                     return
-                if keys is not None:
+                if cipher is not None:
                     try:
-                        message = DaemonIdentity.open_request(keys, method, message)
+                        message = cipher.open(message)
                     except E2EError as error:
                         log.warning("relayed %s refused: %s", method, error)
                         self._cancel(request_id)
@@ -372,13 +422,6 @@ class TunnelClient:
                         )
                         return
                 await call.write(message)
-
-
-def key_exchange_response(e2e: DaemonIdentity) -> bytes:
-    response = tunnel_pb2.KeyExchangeResponse(
-        daemon_identity_pubkey=e2e.public, daemon_fingerprint=e2e.fingerprint
-    )
-    return response.SerializeToString()
 
 
 def _describe(error: BaseException) -> str:

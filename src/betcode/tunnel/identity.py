@@ -43,6 +43,11 @@ class MachineIdentity:
         return self.root / "e2e.key"
 
     @property
+    def e2e_replay_file(self) -> Path:
+        """The sealed (offline) end-to-end calls already run, so none runs twice."""
+        return self.root / "e2e-replay.json"
+
+    @property
     def info_file(self) -> Path:
         return self.root / "machine.json"
 

@@ -214,7 +214,7 @@ def test_settings_items_lists_every_leaf() -> None:
     assert items["daemon.permission.ttl_seconds"] == 604800
     assert items["daemon.subagent.max_concurrent"] == 5
     assert items["daemon.worktree.setup_timeout_secs"] == 120
-    assert len(items) == 47
+    assert len(items) == 48
 
 
 @pytest.mark.parametrize(
