@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,6 +95,8 @@ async def test_registry_and_agents_from_builtins_project_user_and_claude(
     # Without a session: the same, for the daemon's current directory (this session's).
     sessionless = await registry(client, session_id="")
     assert sessionless == after
+    # A session the daemon does not know yet (a client asks before starting it): the same.
+    assert await registry(client, session_id=str(uuid.uuid4())) == after
 
     agents = await commands_stub(client).ListAgents(
         pb.ListAgentsRequest(session_id=client.session_id)

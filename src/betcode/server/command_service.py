@@ -169,7 +169,13 @@ class CommandService:
     async def GetCommandRegistry(
         self, request: pb.GetCommandRegistryRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetCommandRegistryResponse:
-        specs = await self._catalog.commands(await self._place_if_any(request.session_id))
+        try:
+            place = await self._place_if_any(request.session_id)
+        except SessionNotFound:
+            # A session about to start (upstream clients ask with its id before starting it):
+            # the daemon-wide registry, as without an id.
+            place = await self._place_if_any("")
+        specs = await self._catalog.commands(place)
         return pb.GetCommandRegistryResponse(commands=[command_entry(spec) for spec in specs])
 
     @serves
