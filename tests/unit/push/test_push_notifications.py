@@ -5,6 +5,7 @@ subscription its push service dropped being forgotten. Real SQLite, real HTTP on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -109,6 +110,20 @@ async def test_secrets_in_the_call_are_cut_out_of_the_push(setup: Setup) -> None
     [push] = await setup.service.wait_for(1)
     assert "sk-ant" not in json.dumps(push.payload)
     assert "[REDACTED]" in push.payload["action"]
+
+
+async def test_a_waiting_question_is_pushed_as_a_question(setup: Setup) -> None:
+    await setup.subscribe()
+    question = dataclasses.replace(
+        waiting_row("q-1", "s1", {"questions": [{"question": "Which?"}]}, "AskUserQuestion"),
+        is_question=True,
+    )
+    setup.requests.pending = [question]
+    await setup.notifications.round()
+    [push] = await setup.service.wait_for(1)
+    assert push.payload["kind"] == "question"
+    assert push.payload["request_id"] == "q-1"
+    assert push.payload["title"] == "Claude asks you a question"
 
 
 async def test_nothing_is_pushed_while_a_client_holds_the_input_lock(setup: Setup) -> None:
