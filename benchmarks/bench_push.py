@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import http_ece
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -48,10 +49,13 @@ START_TIMEOUT_S = 30.0
 
 
 class PushReceiver:
-    """Takes every POST to /push/*, noting when it arrived (decryption is the browser's)."""
+    """Takes every POST to /push/*, noting when it arrived; decrypts it (as the browser would,
+    after the timing) to tell a waiting request's push from the others."""
 
     def __init__(self) -> None:
-        self.arrivals: asyncio.Queue[float] = asyncio.Queue()
+        self.arrivals: asyncio.Queue[tuple[float, dict[str, Any]]] = asyncio.Queue()
+        self.private_key = ec.generate_private_key(ec.SECP256R1())
+        self.auth = os.urandom(16)
 
     async def start(self) -> str:
         app = web.Application()
@@ -59,25 +63,35 @@ class PushReceiver:
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", 0).start()
-        return f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        return self.url
 
     async def _receive(self, request: web.Request) -> web.Response:
         arrived = time.time()
-        await request.read()
-        self.arrivals.put_nowait(arrived)
+        body = await request.read()
+        plain = http_ece.decrypt(
+            body, private_key=self.private_key, auth_secret=self.auth, version="aes128gcm"
+        )
+        self.arrivals.put_nowait((arrived, json.loads(plain)))
         return web.Response(status=201)
 
+    async def next_request(self) -> float:
+        """When the next waiting request's push arrived (resolved ones are skipped)."""
+        while True:
+            arrived, payload = await asyncio.wait_for(self.arrivals.get(), 30)
+            if payload["kind"] == "permission":
+                return arrived
 
-def browser_subscription(service: str) -> dict[str, Any]:
-    key = ec.generate_private_key(ec.SECP256R1()).public_key()
-    point = key.public_bytes(
-        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
-    )
+    def subscription(self) -> dict[str, Any]:
+        point = self.private_key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
 
-    def b64(data: bytes) -> str:
-        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+        def b64(data: bytes) -> str:
+            return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
-    return {"endpoint": f"{service}/push/1", "keys": {"p256dh": b64(point), "auth": b64(b"a" * 16)}}
+        keys = {"p256dh": b64(point), "auth": b64(self.auth)}
+        return {"endpoint": f"{self.url}/push/1", "keys": keys}
 
 
 def start_daemon(root: Path) -> tuple[subprocess.Popen[bytes], str, str]:
@@ -121,7 +135,7 @@ async def one_turn(
     url = f"{base}/api/sessions/{session_id}/stream?from={after}&client=web-bench"
     async with http.ws_connect(url, max_msg_size=0) as ws:
         await ws.send_str(json.dumps({"message": {"content": "go"}}))
-    arrived = await asyncio.wait_for(receiver.arrivals.get(), 30)
+    arrived = await receiver.next_request()
     events: list[dict[str, Any]] = []
     async with http.ws_connect(url, max_msg_size=0) as ws:
         async for message in ws:
@@ -143,14 +157,14 @@ async def one_turn(
 
 async def one_daemon(root: Path) -> list[float]:
     receiver = PushReceiver()
-    service = await receiver.start()
+    await receiver.start()
     process, base, token = start_daemon(root)
     delays: list[float] = []
     try:
         headers = {"Cookie": f"betcode_token={token}", "X-BetCode-Client": "web-bench"}
         async with aiohttp.ClientSession(headers=headers) as http:
             async with http.post(
-                f"{base}/api/push/subscriptions", json=browser_subscription(service)
+                f"{base}/api/push/subscriptions", json=receiver.subscription()
             ) as response:
                 assert response.status == 201, await response.text()
             for _ in range(SESSIONS):

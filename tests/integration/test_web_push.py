@@ -145,9 +145,13 @@ async def test_an_approval_waiting_is_pushed_and_answered_from_the_notification(
         assert late["duplicate"] is True
         assert late["outcome"] == "allowed"
 
-        # The turn ends with nobody at the session: pushed too.
-        pushes = await push_service.wait_for(2, within_s=60)
-        assert pushes[1].payload["kind"] == "turn_finished"
+        # The request is pushed again as resolved (every device's notification says so), and
+        # the turn ends with nobody at the session: pushed too.
+        pushes = await push_service.wait_for(3, within_s=60)
+        later = {p.payload["kind"]: p.payload for p in pushes[1:]}
+        assert set(later) == {"resolved", "turn_finished"}
+        assert later["resolved"]["notification_id"] == request["request_id"]
+        assert later["resolved"]["title"] == "Bash: allowed"
         replay = await laptop.stream(session_id)
         await asyncio.wait_for(replay.caught_up.wait(), 30)
         results = replay.of_kind("tool_call_result")

@@ -6,7 +6,11 @@ free, if it still waits); deduplicated and rate-limited as the relay's are
 (remote/attention_limits.py: 5 per hour per session, 20 per day for this daemon).
 
 The payload names the session, the tool and what it wants to do (the audit log's redacted
-preview of its input), and carries the request id, so the notification can answer it."""
+preview of its input), and carries the request id, so the notification can answer it. A pushed
+request that no longer waits (answered anywhere, expired, withdrawn) is pushed once more as
+`resolved`, with its outcome, under the same notification id: the browser replaces the
+notification, so no device offers to answer what is already answered. Those are not counted
+against the limits (there is one per request pushed)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from betcode.observability.redaction import cap_utf8, preview_of, redact
+from betcode.permissions.decisions import outcome_of
 from betcode.push.sender import PushSender
 from betcode.push.subscriptions import Subscriptions
 from betcode.remote.attention_limits import MemoryLimits, admit_notification
@@ -38,6 +43,7 @@ HEADLINES = {
     "question": "Claude asks you a question",
     "turn_finished": "The turn is finished",
     "error": "The session stopped with an error",
+    "resolved": "{tool}: {outcome}",
 }
 
 
@@ -47,6 +53,8 @@ class Requests(Protocol):
     forwarded_listeners: list[Callable[[str], None]]
 
     async def list_pending(self, session_id: str | None) -> list[PendingPermission]: ...
+
+    async def find_request(self, request_id: str) -> PendingPermission | None: ...
 
 
 class PushNotifications:
@@ -67,6 +75,7 @@ class PushNotifications:
         self.attention = AttentionLog(on_noted=self._wake.set)
         self._waiting = WaitingNotices(self.attention)
         self._limits = MemoryLimits(clock)
+        self._pushed: dict[str, dict[str, Any]] = {}  # request id → its notice, while it waits
         bridge.forwarded_listeners.append(lambda _session_id: self._wake.set())
 
     def watch(self, session: AttentionSession) -> None:
@@ -90,17 +99,40 @@ class PushNotifications:
             self._notice(noted.kind, noted.session_id, noted.notification_id)
             for noted in self.attention.take()
         ]
-        for row in self._waiting.new(await self._bridge.list_pending(None)):
+        waiting = await self._bridge.list_pending(None)
+        for row in self._waiting.new(waiting):
             notices.append(self._request_notice(row))
         for notice in notices:
-            if await admit_notification(
-                self._limits, notice["notification_id"], notice["session_id"], USER_KEY
+            if (
+                await admit_notification(
+                    self._limits, notice["notification_id"], notice["session_id"], USER_KEY
+                )
+                and await self._push(notice)
+                and "request_id" in notice
             ):
-                await self._push(notice)
+                self._pushed[notice["request_id"]] = notice
+        still = {row.request_id for row in waiting}
+        for request_id in [known for known in self._pushed if known not in still]:
+            await self._push(await self._resolved(self._pushed.pop(request_id)))
 
-    async def _push(self, notice: dict[str, Any]) -> None:
+    async def _resolved(self, pushed: dict[str, Any]) -> dict[str, Any]:
+        row = await self._bridge.find_request(pushed["request_id"])
+        outcome = outcome_of(row.response_decision if row is not None else None)
+        outcome = outcome or "no longer waiting"
+        return {
+            **pushed,
+            "kind": "resolved",
+            "outcome": outcome,
+            "title": HEADLINES["resolved"].format(
+                tool=pushed.get("tool", "Request"), outcome=outcome
+            ),
+        }
+
+    async def _push(self, notice: dict[str, Any]) -> bool:
+        """Sends to every subscription; True if there was any."""
         subscriptions = await self._subscriptions.all()
         await asyncio.gather(*(self._sender.send(each, notice) for each in subscriptions))
+        return bool(subscriptions)
 
     def _notice(self, kind: str, session_id: str, notification_id: str) -> dict[str, Any]:
         session = cap_utf8(self.attention.title(session_id), TITLE_BYTES) or session_id[:8]

@@ -34,8 +34,13 @@ class StandIn:
         self.pending: list[PendingPermission] = []
         self.forwarded_listeners: list[Callable[[str], None]] = []
 
+        self.answered: dict[str, PendingPermission] = {}
+
     async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
         return list(self.pending)
+
+    async def find_request(self, request_id: str) -> PendingPermission | None:
+        return self.answered.get(request_id)
 
 
 @dataclass
@@ -157,36 +162,57 @@ async def test_turn_ends_and_failures_are_pushed_without_conversation_text(setup
 
 
 async def test_each_request_once_and_the_rate_limits_hold(setup: Setup) -> None:
+    """Every request stays waiting here (one that stops waiting is pushed as resolved)."""
     await setup.subscribe()
-    setup.requests.pending = [waiting("req-1", "s1")]
+    pending = setup.requests.pending
+    pending.append(waiting("req-1", "s1"))
     for _ in range(3):
         await setup.notifications.round()
     assert len(await setup.service.wait_for(1)) == 1
     # 5 an hour per session: of 7 more requests in s1, 4 are pushed (5 in all).
-    setup.requests.pending = [waiting(f"req-{n}", "s1") for n in range(1, 9)]
+    pending += [waiting(f"req-{n}", "s1") for n in range(2, 9)]
     await setup.notifications.round()
     assert [p.payload["request_id"] for p in setup.service.received] == [
         f"req-{n}" for n in range(1, 6)
     ]
     # 20 a day for the daemon: three more sessions fill it, a fifth gets nothing.
-    setup.requests.pending = [
-        waiting(f"{s}-{n}", s) for s in ("s2", "s3", "s4", "s5") for n in range(5)
-    ]
+    pending += [waiting(f"{s}-{n}", s) for s in ("s2", "s3", "s4", "s5") for n in range(5)]
     await setup.notifications.round()
     assert len(setup.service.received) == 20
     assert not any(p.payload["session_id"] == "s5" for p in setup.service.received)
     # An hour later s1 may have 5 more, but the day's 20 are spent.
     setup.now[0] += 3601
-    setup.requests.pending = [waiting("later", "s1")]
+    pending.append(waiting("later", "s1"))
     await setup.notifications.round()
     assert len(setup.service.received) == 20
     setup.now[0] += 86_400
     await setup.notifications.round()
     assert len(setup.service.received) == 20  # "later" was counted out, not kept for later
-    setup.requests.pending = [waiting("next-day", "s1")]
+    pending.append(waiting("next-day", "s1"))
     await setup.notifications.round()
     await setup.service.wait_for(21)
     assert setup.service.received[-1].payload["request_id"] == "next-day"
+
+
+async def test_an_answered_request_is_pushed_again_as_resolved_once(setup: Setup) -> None:
+    await setup.subscribe()
+    request = waiting("req-1", "s1")
+    setup.requests.pending = [request]
+    await setup.notifications.round()
+    await setup.service.wait_for(1)
+    # Answered by another client: no longer waiting, stored with its decision.
+    setup.requests.pending = []
+    setup.requests.answered["req-1"] = dataclasses.replace(
+        request, response_received=True, response_decision="deny"
+    )
+    await setup.notifications.round()
+    await setup.notifications.round()
+    first, resolved = await setup.service.wait_for(2)
+    assert len(setup.service.received) == 2
+    assert resolved.payload["kind"] == "resolved"
+    assert resolved.payload["notification_id"] == first.payload["notification_id"] == "req-1"
+    assert resolved.payload["outcome"] == "denied"
+    assert resolved.payload["title"] == "Bash: denied"
 
 
 async def test_a_subscription_its_push_service_dropped_is_forgotten(setup: Setup) -> None:

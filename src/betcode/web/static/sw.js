@@ -104,6 +104,8 @@ function showMessage(message) {
     data: message,
     icon: "/icons/icon-192.png",
     requireInteraction: answerable,
+    // An answer made elsewhere replaces the notification without a second alert.
+    silent: message.kind === "resolved",
     actions: answerable
       ? [
           { action: "allow_once", title: "Allow once" },
