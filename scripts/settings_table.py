@@ -102,6 +102,30 @@ WHAT = {
     "a queue, in order; 0: no cap",
     "limits.session_rss_mb": "an idle session's claude (its process tree) above this is stopped, "
     "resumed by the next message; a running one is flagged; 0: no cap",
+    "grpc.server": "the gRPC server: `betcode` (its own HTTP/2 transport) or `grpcio` "
+    "(grpc.aio's server, a fallback that takes of these limits only `max_concurrent_streams` "
+    "and `idle_timeout_seconds`); docs/TRANSPORT.md",
+    "grpc.max_connections": "client connections open at once (Unix socket and TCP together); "
+    "one more is sent GOAWAY (ENHANCE_YOUR_CALM) and closed",
+    "grpc.max_concurrent_streams": "calls open at once on one connection (announced in "
+    "SETTINGS); a stream over it is refused alone (REFUSED_STREAM)",
+    "grpc.connection_buffer_bytes": "request bytes one connection may have buffered, whole "
+    "messages not yet read and partial ones of all its calls together; beyond: GOAWAY",
+    "grpc.write_high_water_bytes": "unsent output of one connection (responses, PING and "
+    "SETTINGS acknowledgements) at which the daemon stops reading from it",
+    "grpc.write_low_water_bytes": "unsent output below which reading resumes (below the high "
+    "water mark)",
+    "grpc.budget_window_seconds": "the time window the three budgets below are counted in",
+    "grpc.max_resets_per_window": "streams a connection's client resets (or opens over the "
+    "limit) per window; beyond: GOAWAY (ENHANCE_YOUR_CALM), e.g. rapid reset",
+    "grpc.max_pings_per_window": "PINGs per window from one connection's client; beyond: GOAWAY "
+    "(ENHANCE_YOUR_CALM)",
+    "grpc.max_settings_per_window": "SETTINGS frames per window from one connection's client; "
+    "beyond: GOAWAY (ENHANCE_YOUR_CALM)",
+    "grpc.idle_timeout_seconds": "a connection with no call open this long is closed (GOAWAY, "
+    "NO_ERROR; clients reconnect when needed); `0`: never",
+    "grpc.frame_timeout_seconds": "a connection's preface, and each frame or header block it "
+    "begins, must be complete within this; else it is closed",
 }
 
 

@@ -108,6 +108,7 @@ class Daemon:
             health=health,
             version=version_service(claude),
             services=[*self._core_services(core), *subagents.services(), *worktrees.services()],
+            limits=self.config.settings.grpc,
         )
         # Registered before serving (watchable at once), started once served.
         await subagents.orchestrations.load_interrupted()

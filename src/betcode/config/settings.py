@@ -15,6 +15,8 @@ from betcode.config.addresses import is_loopback_host, split_host_port
 from betcode.config.values import DAY, HOUR, MIB, setting
 
 LOG_LEVELS = ("error", "warn", "info", "debug", "trace")
+GRPC_SERVERS = ("betcode", "grpcio")
+KIB = 1024
 
 
 class SettingConflict(ValueError):
@@ -191,6 +193,37 @@ class LimitSettings:
 
 
 @dataclass(frozen=True)
+class GrpcSettings:
+    """The daemon's gRPC server (docs/TRANSPORT.md): `server` picks BetCode's own HTTP/2
+    transport or grpcio's; the limits bound what one client can make the daemon hold or do,
+    each per connection except `max_connections`. A budget counts frames per
+    `budget_window_seconds`; a client over it is sent GOAWAY (ENHANCE_YOUR_CALM). grpcio's
+    server takes `max_concurrent_streams` and `idle_timeout_seconds`; for the rest it has
+    limits of its own."""
+
+    server: str = setting("betcode", "choice", choices=GRPC_SERVERS)
+    max_connections: int = setting(256, "int", 1, 100_000)
+    max_concurrent_streams: int = setting(1000, "int", 1, 100_000)
+    connection_buffer_bytes: int = setting(64 * MIB, "int", 32 * MIB, 4096 * MIB)
+    write_high_water_bytes: int = setting(64 * KIB, "int", 16 * KIB, 64 * MIB)
+    write_low_water_bytes: int = setting(16 * KIB, "int", 0, 64 * MIB)
+    budget_window_seconds: float = setting(10.0, "seconds", 1, 600)
+    max_resets_per_window: int = setting(1000, "int", 10, 1_000_000)
+    max_pings_per_window: int = setting(100, "int", 10, 1_000_000)
+    max_settings_per_window: int = setting(100, "int", 10, 1_000_000)
+    idle_timeout_seconds: float = setting(300.0, "seconds", 0, DAY)
+    frame_timeout_seconds: float = setting(10.0, "seconds", 1, 300)
+
+    def __post_init__(self) -> None:
+        if self.write_low_water_bytes >= self.write_high_water_bytes:
+            raise SettingConflict(
+                "write_low_water_bytes",
+                f"{self.write_low_water_bytes} must be below write_high_water_bytes "
+                f"({self.write_high_water_bytes})",
+            )
+
+
+@dataclass(frozen=True)
 class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
@@ -210,6 +243,7 @@ class DaemonSettings:
     relay: RelaySettings = field(default_factory=RelaySettings)
     worktree: WorktreeSettings = field(default_factory=WorktreeSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
+    grpc: GrpcSettings = field(default_factory=GrpcSettings)
 
     def __post_init__(self) -> None:
         # A line is committed (and its spool space freed) only once it is whole: the spool

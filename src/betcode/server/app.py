@@ -1,7 +1,8 @@
 """The daemon's gRPC server: service registration, reflection, binding, shutdown.
 
 The server is BetCode's own HTTP/2 transport (server/http2/), which writes the events a
-stream has ready together instead of one message per socket write.
+stream has ready together instead of one message per socket write, or grpc.aio's server
+(``daemon.grpc.server = "grpcio"``, server/grpcio_server.py) as a fallback; docs/TRANSPORT.md.
 
 Services are plain objects with ``async def`` (or async generator) methods named like the RPCs,
 registered from their descriptors; a method a servicer does not define answers UNIMPLEMENTED.
@@ -25,6 +26,7 @@ from grpc_health.v1 import health_pb2 as standard_health_pb2
 from grpc_health.v1 import health_pb2_grpc as standard_health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
+from betcode.config.settings import GrpcSettings
 from betcode.daemon_socket import (
     BindError,
     LoopbackAddress,
@@ -33,6 +35,7 @@ from betcode.daemon_socket import (
     owner_only_umask,
     parse_listen_address,
 )
+from betcode.server.grpcio_server import GrpcioServer
 from betcode.server.health import ComponentReport, HealthDetailsService, HealthMonitor
 from betcode.server.http2.connection import TransportSettings
 from betcode.server.http2.server import GrpcServer
@@ -98,16 +101,17 @@ def build_server(
     version: VersionService,
     services: Sequence[RpcService] = (),
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> GrpcServer:
+    limits: GrpcSettings | None = None,
+) -> GrpcServer | GrpcioServer:
     """The server (not yet bound) with the given services, grpc.health.v1.Health,
     betcode.v1.Health, BetCodeHealth, VersionService and server reflection."""
-    server = GrpcServer(
-        TransportSettings(
-            max_message_bytes=max_message_bytes,
-            keepalive_time_s=KEEPALIVE_TIME_S,
-            keepalive_timeout_s=KEEPALIVE_TIMEOUT_S,
-        )
+    settings = TransportSettings(
+        max_message_bytes=max_message_bytes,
+        keepalive_time_s=KEEPALIVE_TIME_S,
+        keepalive_timeout_s=KEEPALIVE_TIMEOUT_S,
+        limits=limits or GrpcSettings(),
     )
+    server = GrpcioServer(settings) if settings.limits.server == "grpcio" else GrpcServer(settings)
     health_services = health_pb2.DESCRIPTOR.services_by_name
     all_services = [
         *services,
@@ -140,10 +144,15 @@ class DaemonServer:
         version: VersionService,
         services: Sequence[RpcService] = (),
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        limits: GrpcSettings | None = None,
     ) -> None:
         self.health = health
         self.grpc_server = build_server(
-            health=health, version=version, services=services, max_message_bytes=max_message_bytes
+            health=health,
+            version=version,
+            services=services,
+            max_message_bytes=max_message_bytes,
+            limits=limits,
         )
         self._claim: SocketClaim | None = None
         self.tcp_port: int | None = None

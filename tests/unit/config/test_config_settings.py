@@ -142,6 +142,11 @@ def test_a_higher_layer_replaces_a_whole_value(tmp_path: Path) -> None:
          '"400d" is out of range (allowed 0s to 365d)'),
         ({"holder": {"spool_limit_bytes": 16777216}}, "daemon.holder.spool_limit_bytes",
          "16777216 must be at least twice max_payload_bytes (10485760)"),
+        ({"grpc": {"server": "tonic"}}, "daemon.grpc.server", '"tonic" is not one of betcode'),
+        ({"grpc": {"connection_buffer_bytes": 16777216}}, "daemon.grpc.connection_buffer_bytes",
+         "16777216 is out of range (allowed 33554432 to 4294967296)"),
+        ({"grpc": {"write_high_water_bytes": 65536, "write_low_water_bytes": 65536}},
+         "daemon.grpc.write_low_water_bytes", "must be below write_high_water_bytes (65536)"),
     ],
 )  # fmt: skip
 def test_invalid_values_name_file_key_value_and_range(
@@ -214,7 +219,8 @@ def test_settings_items_lists_every_leaf() -> None:
     assert items["daemon.permission.ttl_seconds"] == 604800
     assert items["daemon.subagent.max_concurrent"] == 5
     assert items["daemon.worktree.setup_timeout_secs"] == 120
-    assert len(items) == 48
+    assert items["daemon.grpc.max_concurrent_streams"] == 1000
+    assert len(items) == 60
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,18 @@ shape and every way a call can end, served by a real GrpcServer on a real Unix s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
+import h2.config
+import h2.connection
+import h2.events
 
+from betcode.config.settings import GrpcSettings
 from betcode.server.http2.connection import TransportSettings
 from betcode.server.http2.server import GrpcServer
 
@@ -86,13 +91,15 @@ def probe_handlers(log: ProbeLog) -> dict[str, grpc.RpcMethodHandler]:
 
 
 async def start_probe(
-    socket_path: Path, log: ProbeLog, *, keepalive_time_s: float = 30.0
+    socket_path: Path, log: ProbeLog, *, keepalive_time_s: float = 30.0, **limits: Any
 ) -> GrpcServer:
+    """A probe server; ``limits`` replace TransportSettings' defaults."""
     server = GrpcServer(
         TransportSettings(
             max_message_bytes=MAX_MESSAGE_BYTES,
             keepalive_time_s=keepalive_time_s,
             keepalive_timeout_s=keepalive_time_s,
+            limits=GrpcSettings(**limits),
         )
     )
     server.add_generic_rpc_handlers(
@@ -125,3 +132,79 @@ def method(channel: grpc.aio.Channel, name: str) -> Any:
         "Total": channel.stream_unary,
     }
     return kinds[name](path)
+
+
+class RawClient:
+    """An HTTP/2 client with nothing of gRPC: it sends exactly what a test asks."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+
+    @classmethod
+    async def connect(cls, socket_path: Path) -> RawClient:
+        client = cls(*await asyncio.open_unix_connection(socket_path))
+        client.h2.initiate_connection()
+        await client.flush()
+        return client
+
+    async def flush(self) -> None:
+        self.writer.write(self.h2.data_to_send())
+        await self.writer.drain()
+
+    def open_stream(
+        self, name: str = "Echo", method_name: str = "POST", content_type: str = "application/grpc"
+    ) -> int:
+        """Sends a request's headers (not ending the stream); returns its stream id."""
+        stream_id: int = self.h2.get_next_available_stream_id()
+        headers = [
+            (":method", method_name),
+            (":scheme", "http"),
+            (":path", f"/{SERVICE}/{name}"),
+            (":authority", "localhost"),
+            ("content-type", content_type),
+            ("te", "trailers"),
+        ]
+        self.h2.send_headers(stream_id, headers)
+        return stream_id
+
+    async def request(self, method_name: str, content_type: str) -> list[h2.events.Event]:
+        stream_id = self.open_stream(method_name=method_name, content_type=content_type)
+        self.h2.end_stream(stream_id)
+        await self.flush()
+        return await self.events_until(
+            lambda events: any(isinstance(e, h2.events.StreamEnded) for e in events)
+        )
+
+    async def events_until(
+        self, done: Callable[[list[h2.events.Event]], bool], *, within: float = 10
+    ) -> list[h2.events.Event]:
+        """Reads (answering what h2 answers by itself) until ``done(events so far)``; raises
+        EOFError if the server hangs up first."""
+        events: list[h2.events.Event] = []
+        async with asyncio.timeout(within):
+            while not done(events):
+                data = await self.reader.read(65536)
+                if not data:
+                    raise EOFError(f"the server hung up; events so far: {events}")
+                events += self.h2.receive_data(data)
+                with contextlib.suppress(ConnectionError):
+                    await self.flush()
+        return events
+
+    async def goaway(self, *, within: float = 10) -> h2.events.ConnectionTerminated:
+        """The server's GOAWAY, read (and everything before it) within ``within`` seconds."""
+        events = await self.events_until(
+            lambda events: any(isinstance(e, h2.events.ConnectionTerminated) for e in events),
+            within=within,
+        )
+        return next(e for e in events if isinstance(e, h2.events.ConnectionTerminated))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def grpc_message(payload: bytes, *, announced: int | None = None) -> bytes:
+    """A length-prefixed gRPC message (``announced``: the length its prefix claims)."""
+    size = len(payload) if announced is None else announced
+    return b"\x00" + size.to_bytes(4, "big") + payload

@@ -8,11 +8,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import h2.config
-import h2.connection
 import h2.events
 import pytest
-from http2_probe import ProbeLog, method, probe_channel, start_probe
+from http2_probe import ProbeLog, RawClient, method, probe_channel, start_probe
 
 from betcode.server.http2.server import GrpcServer
 
@@ -25,43 +23,6 @@ async def probe(socket_path: Path) -> AsyncIterator[GrpcServer]:
     server = await start_probe(socket_path, ProbeLog(), keepalive_time_s=KEEPALIVE_S)
     yield server
     await server.stop(grace=0)
-
-
-class RawClient:
-    """An HTTP/2 client with nothing of gRPC: it sends exactly what a test asks."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-
-    @classmethod
-    async def connect(cls, socket_path: Path) -> RawClient:
-        client = cls(*await asyncio.open_unix_connection(socket_path))
-        client.h2.initiate_connection()
-        await client.flush()
-        return client
-
-    async def flush(self) -> None:
-        self.writer.write(self.h2.data_to_send())
-        await self.writer.drain()
-
-    async def request(self, method_name: str, content_type: str) -> list[h2.events.Event]:
-        stream_id = self.h2.get_next_available_stream_id()
-        headers = [
-            (":method", method_name),
-            (":scheme", "http"),
-            (":path", "/probe.Probe/Echo"),
-            (":authority", "localhost"),
-            ("content-type", content_type),
-        ]
-        self.h2.send_headers(stream_id, headers, end_stream=True)
-        await self.flush()
-        events: list[h2.events.Event] = []
-        async with asyncio.timeout(5):
-            while not any(isinstance(e, h2.events.StreamEnded) for e in events):
-                events += self.h2.receive_data(await self.reader.read(65536))
-                await self.flush()
-        return events
 
 
 def status_of(events: list[h2.events.Event]) -> dict[bytes, bytes]:

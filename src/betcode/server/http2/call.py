@@ -55,6 +55,8 @@ class StreamChannel(Protocol):
 
     def acknowledge(self, stream_id: int, size: int) -> None: ...
 
+    def consumed(self, size: int) -> None: ...
+
     def call_done(self, call: ServerCall) -> None: ...
 
 
@@ -110,6 +112,11 @@ class ServerCall:
 
     # ---- requests (called by the connection) ----
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Request bytes held for the handler: whole messages not yet read, and a partial one."""
+        return self.requests.buffered_bytes + self._deframer.buffered_bytes
+
     def receive(self, data: bytes, flow_controlled: int) -> None:
         if self._end_status is None and not self.closed:
             try:
@@ -154,6 +161,7 @@ class ServerCall:
             self._channel.acknowledge(self.stream_id, size)
 
     def _consumed(self, size: int) -> None:
+        self._channel.consumed(size)
         if self._unacknowledged and self.requests.buffered_bytes < REQUEST_BUFFER_BYTES:
             self._acknowledge(self._unacknowledged)
             self._unacknowledged = 0

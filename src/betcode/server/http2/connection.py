@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 import grpc
@@ -26,8 +26,8 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
-from hyperframe.frame import GoAwayFrame
 
+from betcode.config.settings import GrpcSettings
 from betcode.server.http2.call import LOW_WATER_BYTES, ServerCall
 from betcode.server.http2.wire import (
     ACCEPTED_ENCODINGS,
@@ -46,7 +46,10 @@ MAX_DATA_FRAME_BYTES = 16 * 1024
 STREAM_WINDOW_BYTES = 1024 * 1024  # how much each request stream may send ahead
 CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024
 MAX_HEADER_LIST_BYTES = 16 * 1024
+LINGER_SECONDS = 2.0  # after GOAWAY, how long what the client still sends is read and dropped
 _PING_DATA = b"betcode!"
+# h2's own ceiling on a client's concurrent streams (see _AnnouncedSettings).
+_H2_STREAM_CEILING = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,80 @@ class TransportSettings:
     max_message_bytes: int
     keepalive_time_s: float
     keepalive_timeout_s: float
-    max_concurrent_streams: int = 1000
+    limits: GrpcSettings = field(default_factory=GrpcSettings)
+
+
+class Budget:
+    """At most ``limit`` spends per ``window`` seconds, counted in fixed windows: O(1)."""
+
+    __slots__ = ("_count", "_ends", "_limit", "_window")
+
+    def __init__(self, limit: int, window: float) -> None:
+        self._limit, self._window = limit, window
+        self._count, self._ends = 0, 0.0
+
+    def spend(self, now: float) -> bool:
+        """Counts one; False once over the budget of the current window."""
+        if now >= self._ends:
+            self._count, self._ends = 0, now + self._window
+        self._count += 1
+        return self._count <= self._limit
+
+
+class Deadline:
+    """Calls ``expired`` once ``timeout`` seconds pass between ``start`` and ``stop``. Both are
+    O(1) with no timer churn: one timer at most per timeout period, re-armed for what is left
+    when it fires early. A timeout of 0 never expires."""
+
+    __slots__ = ("_expired", "_loop", "_since", "_timeout", "_timer")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, timeout: float, expired: Callable[[], None]
+    ) -> None:
+        self._loop, self._timeout, self._expired = loop, timeout, expired
+        self._since: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self, now: float) -> None:
+        """Starts counting, unless already counting."""
+        if self._since is None:
+            self._since = now
+            if self._timer is None and self._timeout > 0:
+                self._timer = self._loop.call_at(now + self._timeout, self._due)
+
+    def stop(self) -> None:
+        self._since = None
+
+    def cancel(self) -> None:
+        self._since = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _due(self) -> None:
+        self._timer = None
+        if self._since is None:
+            return
+        ends = self._since + self._timeout
+        if ends > self._loop.time():
+            self._timer = self._loop.call_at(ends, self._due)
+        else:
+            self._since = None
+            self._expired()
+
+
+class _AnnouncedSettings(h2.settings.Settings):
+    """The server's settings as announced, with h2's own check of a client's concurrent streams
+    lifted: h2 ends the whole connection when a client opens one stream too many, where HTTP/2
+    (RFC 9113, 5.1.2) lets the server refuse that stream alone, which GrpcConnection does."""
+
+    @property
+    def max_concurrent_streams(self) -> int:
+        return _H2_STREAM_CEILING
+
+    @max_concurrent_streams.setter
+    def max_concurrent_streams(self, value: int) -> None:
+        self[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = value
 
 
 class Router(Protocol):
@@ -70,13 +146,14 @@ class GrpcConnection(asyncio.Protocol):
     ) -> None:
         self._router = router
         self._settings = settings
+        self._limits = limits = settings.limits
         self._on_lost = on_lost
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         self._h2 = h2.connection.H2Connection(
             h2.config.H2Configuration(
                 client_side=False,
                 header_encoding=None,
-                validate_outbound_headers=False,
+                validate_outbound_headers=True,
                 normalize_outbound_headers=False,
             )
         )
@@ -92,6 +169,17 @@ class GrpcConnection(asyncio.Protocol):
         self._last_received = self._loop.time()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_deadline: asyncio.TimerHandle | None = None
+        self._ended = False  # GOAWAY sent through h2: nothing more can be sent
+        self._reading_paused = False
+        self._last_accepted = 0  # the highest stream taken up: GOAWAY's last-stream-id
+        self._buffered = 0  # request bytes of all calls not yet read by their handlers
+        window = limits.budget_window_seconds
+        self._resets = Budget(limits.max_resets_per_window, window)
+        self._pings = Budget(limits.max_pings_per_window, window)
+        self._settings_frames = Budget(limits.max_settings_per_window, window)
+        self._idle = Deadline(loop, limits.idle_timeout_seconds, self._idle_expired)
+        self._stall = Deadline(loop, limits.frame_timeout_seconds, self._stall_expired)
+        self._abort_timer: asyncio.TimerHandle | None = None
 
     # ---- asyncio.Protocol ----
 
@@ -99,11 +187,14 @@ class GrpcConnection(asyncio.Protocol):
         # A stream transport (uvloop's are not asyncio.Transport subclasses, hence the cast).
         self._transport = cast(asyncio.Transport, transport)
         self._peer = _peer_name(self._transport)
-        self._h2.local_settings = h2.settings.Settings(
+        self._transport.set_write_buffer_limits(
+            self._limits.write_high_water_bytes, self._limits.write_low_water_bytes
+        )
+        self._h2.local_settings = _AnnouncedSettings(
             client=False,
             initial_values={
                 h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: (
-                    self._settings.max_concurrent_streams
+                    self._limits.max_concurrent_streams
                 ),
                 h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW_BYTES,
                 h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: MAX_HEADER_LIST_BYTES,
@@ -115,25 +206,46 @@ class GrpcConnection(asyncio.Protocol):
         self._h2.increment_flow_control_window(CONNECTION_WINDOW_BYTES - 65_535)
         self._transport.write(self._h2.data_to_send())
         self._arm_keepalive(self._settings.keepalive_time_s)
+        now = self._loop.time()
+        self._idle.start(now)
+        self._stall.start(now)  # until the client's preface is in
 
     def data_received(self, data: bytes) -> None:
-        self._last_received = self._loop.time()
+        if self._ended:
+            return  # lingering after GOAWAY
+        self._last_received = now = self._loop.time()
         try:
             events = self._h2.receive_data(data)
         except h2.exceptions.ProtocolError as error:
+            # h2 has queued its GOAWAY (PROTOCOL_ERROR and the like) and sends nothing more.
             log.info("closing the connection from %s: %s", self._peer, error)
-            self._write_pending()
-            self.close()
+            self._ended = True
+            self._hang_up()
             return
         for event in events:
-            self._dispatch(event)
+            self._dispatch(event, now)
+            if self.ended:
+                return
+        if _frame_unfinished(self._h2):
+            self._stall.start(now)
+        else:
+            self._stall.stop()
         self._schedule_flush()
 
     def pause_writing(self) -> None:
+        # Reading stops too: whatever the client sends next could only add to the output
+        # (PING and SETTINGS acknowledgements, responses) that it does not take.
         self._paused = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._reading_paused = True
+            self._transport.pause_reading()
 
     def resume_writing(self) -> None:
         self._paused = False
+        if self._reading_paused and self._transport is not None:
+            self._reading_paused = False
+            if not self._transport.is_closing():
+                self._transport.resume_reading()
         for call in self._calls.values():
             if len(call.outbound) < LOW_WATER_BYTES:
                 call.drained.set()
@@ -141,46 +253,74 @@ class GrpcConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        for timer in (self._keepalive, self._ping_deadline, self._flush_handle):
+        timers = (self._keepalive, self._ping_deadline, self._flush_handle, self._abort_timer)
+        for timer in timers:
             if timer is not None:
                 timer.cancel()
-        calls = list(self._calls.values())
-        self._calls.clear()
-        self._dirty.clear()
-        for call in calls:
-            call.peer_gone()
+        self._idle.cancel()
+        self._stall.cancel()
+        self._end_calls_here()
         self.idle.set()
         self._on_lost(self)
 
+    def _end_calls_here(self) -> None:
+        """The client gets nothing more: every call's handler is stopped."""
+        calls = list(self._calls.values())
+        self._calls.clear()
+        self._dirty.clear()
+        self._buffered = 0
+        for call in calls:
+            call.peer_gone()
+
     # ---- HTTP/2 events ----
 
-    def _dispatch(self, event: h2.events.Event) -> None:
+    def _dispatch(self, event: h2.events.Event, now: float) -> None:
         if isinstance(event, h2.events.DataReceived):
             call = self._calls.get(event.stream_id)
             if call is not None:
+                before = call.buffered_bytes
                 call.receive(event.data, event.flow_controlled_length)
+                self._buffered += call.buffered_bytes - before
+                if self._buffered > self._limits.connection_buffer_bytes:
+                    self._calm(f"more than {self._limits.connection_buffer_bytes} request bytes")
             else:
                 self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         elif isinstance(event, h2.events.RequestReceived):
-            self._open_call(event.stream_id, event.headers)
+            self._open_call(event.stream_id, event.headers, now)
         elif isinstance(event, h2.events.StreamEnded):
             if (call := self._calls.get(event.stream_id)) is not None:
                 call.end_of_requests()
         elif isinstance(event, h2.events.StreamReset):
-            if (call := self._calls.pop(event.stream_id, None)) is not None:
-                self._dirty.pop(call, None)
+            if (call := self._calls.get(event.stream_id)) is not None:
+                self._forget(call)
                 call.peer_gone()
                 self._note_idle()
+            if not self._resets.spend(now):
+                self._calm("too many stream resets")
+        elif isinstance(event, h2.events.PingReceived):
+            if not self._pings.spend(now):
+                self._calm("too many PINGs")
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            if not self._settings_frames.spend(now):
+                self._calm("too many SETTINGS")
         elif isinstance(event, h2.events.PingAckReceived):
             self._ping_answered()
         elif isinstance(event, h2.events.ConnectionTerminated):
             self._draining = True  # the client opens no more streams
             self._note_idle()
 
-    def _open_call(self, stream_id: int, headers: list[Header]) -> None:
+    def _open_call(self, stream_id: int, headers: list[Header], now: float) -> None:
         if self._draining:
             self._h2.reset_stream(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
+        if len(self._calls) >= self._limits.max_concurrent_streams:
+            # One stream over the announced limit is refused alone (the client may retry it);
+            # a client that keeps doing so spends its reset budget.
+            self._h2.reset_stream(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+            if not self._resets.spend(now):
+                self._calm("too many streams over the limit")
+            return
+        self._last_accepted = stream_id
         fields = dict(headers)
         if fields.get(b":method") != b"POST":
             self._h2.send_headers(stream_id, [(b":status", b"405")], end_stream=True)
@@ -214,6 +354,7 @@ class GrpcConnection(asyncio.Protocol):
             decompress=DECOMPRESSORS[encoding],
         )
         self.idle.clear()
+        self._idle.stop()
 
     def _refuse(
         self,
@@ -226,6 +367,16 @@ class GrpcConnection(asyncio.Protocol):
         headers += status_headers(code, details, None) + (extra or [])
         self._h2.send_headers(stream_id, headers, end_stream=True)
 
+    @property
+    def ended(self) -> bool:
+        """GOAWAY is sent (by the connection or by h2): nothing more goes out."""
+        return self._ended
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Output written but not yet taken by the socket (h2's own is written each turn)."""
+        return 0 if self._transport is None else self._transport.get_write_buffer_size()
+
     # ---- what calls ask of their connection (call.StreamChannel) ----
 
     @property
@@ -233,6 +384,8 @@ class GrpcConnection(asyncio.Protocol):
         return self._paused
 
     def send_headers(self, stream_id: int, headers: list[Header], *, end_stream: bool) -> None:
+        if self._ended:
+            return
         try:
             self._h2.send_headers(stream_id, headers, end_stream=end_stream)
         except h2.exceptions.StreamClosedError:
@@ -245,26 +398,40 @@ class GrpcConnection(asyncio.Protocol):
             self._schedule_flush()
 
     def acknowledge(self, stream_id: int, size: int) -> None:
+        if self._ended:
+            return
         self._h2.acknowledge_received_data(size, stream_id)
         self._schedule_flush()
 
+    def consumed(self, size: int) -> None:
+        self._buffered -= size
+
     def call_done(self, call: ServerCall) -> None:
-        self._dirty.pop(call, None)
-        if self._calls.pop(call.stream_id, None) is not None and not call.requests_ended:
+        if self._forget(call) and not call.requests_ended and not self._ended:
             # The status is sent; a client still sending requests is told to stop.
             with contextlib.suppress(h2.exceptions.StreamClosedError):
                 self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
             self._schedule_flush()
         self._note_idle()
 
+    def _forget(self, call: ServerCall) -> bool:
+        """Takes the call off the connection; False if it was not on it."""
+        self._dirty.pop(call, None)
+        if self._calls.pop(call.stream_id, None) is None:
+            return False
+        self._buffered -= call.buffered_bytes
+        return True
+
     # ---- writing ----
 
     def _schedule_flush(self) -> None:
-        if self._flush_handle is None and self._transport is not None:
+        if self._flush_handle is None and self._transport is not None and not self._ended:
             self._flush_handle = self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_handle = None
+        if self._ended:
+            return
         if not self._paused:
             for call in list(self._dirty):
                 self._pump(call)
@@ -310,6 +477,8 @@ class GrpcConnection(asyncio.Protocol):
         self._keepalive = self._loop.call_later(delay, self._keepalive_due)
 
     def _keepalive_due(self) -> None:
+        if self._ended:
+            return
         quiet = self._loop.time() - self._last_received
         if quiet < self._settings.keepalive_time_s:
             self._arm_keepalive(self._settings.keepalive_time_s - quiet)
@@ -331,18 +500,30 @@ class GrpcConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    # ---- limits ----
+
+    def _calm(self, reason: str) -> None:
+        log.warning("closing the connection from %s: %s", self._peer, reason)
+        self._end(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, reason)
+
+    def _idle_expired(self) -> None:
+        log.debug("closing the connection from %s: idle", self._peer)
+        self._end(h2.errors.ErrorCodes.NO_ERROR, "idle")
+
+    def _stall_expired(self) -> None:
+        if self._reading_paused:  # the client is not reading: that is the keepalive's case
+            self._stall.start(self._loop.time())
+            return
+        self._calm("a preface, frame or header block left unfinished")
+
     # ---- shutdown ----
 
     def drain(self) -> None:
-        """Refuses new calls and tells the client so (GOAWAY); calls in flight go on."""
+        """Refuses new calls (REFUSED_STREAM) and lets calls in flight go on; GOAWAY follows
+        once they are done (h2 sends nothing at all after its GOAWAY)."""
         if self._draining or self._transport is None:
             return
         self._draining = True
-        self._write_pending()
-        # Written beside h2, whose own GOAWAY would forbid sending anything more at all.
-        goaway = GoAwayFrame(stream_id=0)
-        goaway.last_stream_id = self._h2.highest_inbound_stream_id
-        self._transport.write(goaway.serialize())
         self._note_idle()
 
     def end_calls(self, code: grpc.StatusCode, details: str) -> None:
@@ -350,17 +531,47 @@ class GrpcConnection(asyncio.Protocol):
             call.end_with(code, details)
 
     def close(self) -> None:
-        if self._transport is None:
+        self._end(h2.errors.ErrorCodes.NO_ERROR, "")
+
+    def _end(self, code: h2.errors.ErrorCodes, reason: str) -> None:
+        """GOAWAY (last-stream-id: the last stream taken up; the client may retry any later
+        one elsewhere), then the connection is closed; calls still on it are stopped."""
+        if self._transport is None or self._ended:
             return
-        self._h2.close_connection()
+        self._ended = True
+        self._end_calls_here()
+        self._h2.close_connection(
+            code, additional_data=reason.encode() or None, last_stream_id=self._last_accepted
+        )
+        self._hang_up()
+
+    def _hang_up(self) -> None:
+        """Sends what is left and half-closes; what the client still sends is read and dropped
+        for a moment (were the socket closed at once, the client's next write could lose it
+        the GOAWAY still unread), then the connection is dropped."""
+        transport = self._transport
+        if transport is None:
+            return
         self._write_pending()
-        self._transport.close()
+        if self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+        transport.write_eof()
+        self._abort_timer = self._loop.call_later(LINGER_SECONDS, transport.abort)
 
     def _note_idle(self) -> None:
         if not self._calls:
             self.idle.set()
+            self._idle.start(self._loop.time())
             if self._draining and self._transport is not None and not self._dirty:
                 self._loop.call_soon(self.close)
+
+
+def _frame_unfinished(connection: h2.connection.H2Connection) -> bool:
+    """Whether h2 holds part of a preface, a frame or a header block (a HEADERS frame whose
+    CONTINUATION frames are still due). h2 keeps these in its frame buffer's own fields."""
+    buffer = connection.incoming_buffer
+    return bool(buffer._preamble_len or buffer._data or buffer._headers_buffer)
 
 
 def _peer_name(transport: asyncio.Transport) -> str:

@@ -15,9 +15,12 @@ import os
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import grpc
+import h2.config
+import h2.connection
+import h2.errors
 
 from betcode.server.http2.connection import GrpcConnection, TransportSettings
 
@@ -115,7 +118,14 @@ class GrpcServer:
                 server = await loop.create_server(self._connection, sock=sock)
             self._listeners.append(server)
 
-    def _connection(self) -> GrpcConnection:
+    @property
+    def connections(self) -> frozenset[GrpcConnection]:
+        """The open client connections."""
+        return frozenset(self._connections)
+
+    def _connection(self) -> asyncio.Protocol:
+        if len(self._connections) >= self._settings.limits.max_connections:
+            return _RefusedConnection()
         connection = GrpcConnection(self, self._settings, self._connections.discard)
         self._connections.add(connection)
         return connection
@@ -150,3 +160,17 @@ class GrpcServer:
     async def wait_for_termination(self) -> None:
         if self._stopped is not None:
             await self._stopped.wait()
+
+
+class _RefusedConnection(asyncio.Protocol):
+    """A connection over the cap: the server's preface and GOAWAY (ENHANCE_YOUR_CALM, no
+    stream taken up), then the connection is closed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        connection.initiate_connection()
+        connection.close_connection(
+            h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, b"too many connections", last_stream_id=0
+        )
+        cast(asyncio.Transport, transport).write(connection.data_to_send())
+        transport.close()

@@ -53,6 +53,10 @@ class MessageDeframer:
         """True while part of a message is still awaited."""
         return bool(self._buffer)
 
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
+
     def feed(self, data: bytes) -> list[tuple[bool, bytes]]:
         """The messages ``data`` completes: (compressed, payload) each. Raises
         ``MessageTooLarge`` as soon as a prefix announces more than the limit."""
