@@ -175,7 +175,7 @@ async def test_approvals_and_a_question_answered_in_the_page_seen_by_a_grpc_clie
     observer = Client(site.config.socket_path, "terminal-observer")
     observer.resume(session_id)
     try:
-        card = page.locator(".approval:not(.settled)")
+        card = page.locator("#action-bar")
         await expect(card.get_by_role("button", name="Allow once")).to_be_visible()
         await expect(page).to_have_title("(1) BetCode")
         await fits_width(page, PHONE["width"], ("Allow once", "Allow for session", "Deny"))
@@ -201,7 +201,7 @@ async def test_approvals_and_a_question_answered_in_the_page_seen_by_a_grpc_clie
         await questions.nth(1).get_by_role("radio", name="Other").check()
         await questions.nth(1).get_by_role("textbox").fill("purple")
         await card.get_by_role("button", name="Submit answers").click()
-        await expect(page.locator(".outcome").last).to_contain_text("answered")
+        await expect(page.locator(".outcome").last).to_contain_text("Answered by this page")
         await expect(page.locator(".note", has_text="turn complete")).to_have_count(3)
         await expect(page.locator(".assistant").last).to_contain_text("purple")
         await fits_width(page, DESKTOP["width"])
@@ -298,7 +298,9 @@ async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
 
         await page.goto(f"{site.url}/#/s/{terminal.session_id}")
         banner = page.locator("#lock-banner")
-        await expect(banner).to_have_text("Read-only: terminal holds the input lock.")
+        await expect(page.locator("#lock-holder")).to_have_text(
+            "Read-only: terminal holds the input lock."
+        )
         await expect(page.get_by_role("button", name="Send")).to_be_disabled()
         # An approval needs no lock: answered here, seen by the terminal.
         await page.get_by_role("button", name="Allow for session").click()
@@ -356,3 +358,113 @@ async def test_subagent_activity_is_nested_under_its_task_call(
     finally:
         await context.close()
         await daemon.stop()
+
+
+XSS = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+MARKDOWN_TEXT = "# Findings\n\nSome **bold** words.\n\n```python\nprint('hi')\n```\n\n" + XSS + "\n"
+
+
+async def covered(page: Any, locator: Any) -> str | None:
+    """What lies on top at the centre of the element (None: the element itself or inside it)."""
+    box = await locator.bounding_box()
+    assert box is not None
+    on_top = await locator.evaluate(
+        """(node, [x, y]) => {
+                const top = document.elementFromPoint(x, y);
+                return top && (top === node || node.contains(top)) ? null
+                    : top ? top.outerHTML.slice(0, 120) : "nothing (off screen)";
+            }""",
+        [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2],
+    )
+    return None if on_top is None else str(on_top)
+
+
+async def bar_buttons_on_top(page: Any, names: tuple[str, ...]) -> None:
+    bar = page.locator("#action-bar")
+    for name in names:
+        button = bar.get_by_role("button", name=name, exact=True)
+        await expect(button).to_be_visible()
+        assert await covered(page, button) is None, name
+        box = await button.bounding_box()
+        assert box is not None
+        assert box["height"] >= 44, (name, box)
+        assert box["width"] >= 44, (name, box)
+
+
+async def test_the_waiting_request_comes_first_rendered_and_never_covered(
+    browser: Any, site: WebSite
+) -> None:
+    """Another session's approval stays in the bar, on top and in view, while this session
+    streams, at phone size (touch) and on a desktop; the page renders Markdown and code, shows
+    an edit as a diff, and shows model and tool text with HTML in it as text."""
+    terminal = Client(site.config.socket_path, "terminal")
+    terminal.converse(agent_pb2.StartConversation(working_directory=str(site.workspace.repo)))
+    context = await browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    try:
+        await terminal.wait_for("session_info")
+        terminal.say(ALLOWED_PROMPT)
+        await terminal.wait_for("permission_request")
+        page = await context.new_page()
+        await page.goto(site.link)
+        await start_session(page, site.workspace.repo, 'SCN:slow {"words": 500, "delay": 0.02} go')
+        await expect(page.locator(".assistant").last).to_contain_text("word5 ")
+        bar = page.locator("#action-bar")
+        await expect(bar).to_contain_text("Permission: Bash")
+        await expect(bar.locator(".rule")).to_contain_text("Bash(python3")
+        names = ("Allow once", "Allow for session", "Deny")
+        await bar_buttons_on_top(page, names)
+        await screenshot(page, "phone-streaming-with-approval")
+        # The reader scrolls up: the page stays there while output streams, offering a jump.
+        log = page.locator("#conversation")
+        await expect(page.locator(".assistant").last).to_contain_text("word120 ")
+        await log.evaluate("node => { node.scrollTop = 0; }")
+        await expect(page.get_by_role("button", name="Jump to latest")).to_be_visible()
+        await asyncio.sleep(1.0)
+        assert await log.evaluate("node => node.scrollTop") == 0
+        await page.set_viewport_size(DESKTOP)
+        await bar_buttons_on_top(page, names)
+        await screenshot(page, "desktop-streaming-with-approval")
+        await page.get_by_role("button", name="Jump to latest").click()
+        await expect(page.get_by_role("button", name="Jump to latest")).to_be_hidden()
+        at_bottom = "n => n.scrollTop + n.clientHeight >= n.scrollHeight - 48"
+        assert await log.evaluate(at_bottom)
+        await bar.get_by_role("button", name="Allow once").click()
+        resolved = await terminal.wait_for("permission_resolved")
+        assert resolved.permission_resolved.outcome == "allowed"
+        await expect(bar).to_be_hidden()
+        await expect(page.locator(".turn-end")).to_have_text("turn complete")
+
+        # Markdown and code rendered; the model's HTML is text, and nothing of it ran.
+        await send(page, f"SCN:plain {json.dumps({'text': MARKDOWN_TEXT})} render")
+        answer = page.locator(".assistant").last
+        await expect(answer.locator("h1")).to_have_text("Findings")
+        await expect(answer.locator("strong")).to_have_text("bold")
+        await expect(answer.locator("pre code .hljs-built_in")).to_have_text("print")
+        await expect(answer).to_contain_text('<img src=x onerror="window.pwned=1">')
+        assert await answer.locator("img, script").count() == 0
+
+        # A Write approval is a diff of what it writes; its path and content, HTML, as text.
+        await page.set_viewport_size(PHONE)
+        written = {"file_path": f"{site.workspace.repo}/{XSS}.py", "content": f"x = '{XSS}'\n"}
+        await send(page, f"SCN:tool_write {json.dumps(written)} write")
+        await expect(bar.locator(".diff-add")).to_have_text(f"+x = '{XSS}'")
+        await expect(bar.locator(".diff-path")).to_have_text(written["file_path"])
+        await expect(page.locator(".request-card .diff-add").last).to_have_text(f"+x = '{XSS}'")
+        await bar_buttons_on_top(page, names)
+        await screenshot(page, "phone-write-diff")
+        await bar.get_by_label("Deny message").fill("not that file")
+        await bar.get_by_role("button", name="Deny").click()
+        await expect(page.locator(".outcome").last).to_have_text(
+            "Denied by this page: not that file"
+        )
+        await expect(page.locator(".turn-end")).to_have_count(3)
+        # The finished call is one line; opened, it shows the same diff.
+        call = page.locator("details.tool", has_text="Write").last
+        await expect(call).not_to_have_attribute("open", "")
+        await expect(call.locator(".diff-add")).to_have_text(f"+x = '{XSS}'")
+        assert await page.evaluate("window.pwned") is None
+        await page.set_viewport_size(DESKTOP)
+        await screenshot(page, "desktop-conversation-rendered")
+    finally:
+        await context.close()
+        await terminal.close()

@@ -16,19 +16,22 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from harness.cli_process import betcode
 from harness.conditions import until
 from harness.daemon import Client, DaemonProcess, daemon_config, daemon_process_env
 from harness.environment import Workspace
-from harness.web import WebClient
+from harness.web import WebClient, WebStream
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.config.values import MIB
 from betcode.daemon import Daemon
 from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.v1 import agent_pb2
 from betcode.web.token import rotate_token, token_path
 
 TOOL_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\""} multiply'
+PLAIN_PROMPT = 'SCN:plain {"text": "from the terminal"} hi'
 
 
 class WebDaemon:
@@ -383,3 +386,79 @@ async def test_tls_serves_https_with_a_secure_cookie(
                 assert "Secure" in response.headers["Set-Cookie"]
     finally:
         await daemon.stop()
+
+
+async def test_a_viewing_page_takes_no_lock_and_may_interrupt(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
+    """A page showing a session does not hold up a terminal `betcode run --session` (it used
+    to take the input lock by attaching: the run waited for the transfer timeout, or for ever);
+    it may still interrupt the turn another client started; its first message takes the lock
+    once it is free."""
+    page = web_daemon.client("web-viewer")
+    try:
+        session_id = await page.create_session(str(workspace.repo))
+        stream = await page.stream(session_id, after=0)
+        await asyncio.wait_for(stream.caught_up.wait(), 30)
+        run = await betcode(
+            web_daemon.socket, workspace.repo, "run", "--session", session_id, PLAIN_PROMPT
+        )
+        assert run.code == 0, run.err
+        assert "holds the input lock" not in run.err
+        assert "from the terminal" in run.out
+        holders = [change.get("holder_client_id") for change in stream.of_kind("input_lock")]
+        assert "web-viewer" not in holders
+
+        terminal = Client(web_daemon.socket, "terminal")
+        try:
+            terminal.converse(agent_pb2.StartConversation(session_id=session_id))
+            await terminal.wait_for("session_info")
+            terminal.say('SCN:slow {"words": 400, "delay": 0.05} count slowly')
+            await stream.until(lambda: "word3 " in _text(stream) or None)
+            await stream.send({"cancel": {}})
+            done = await terminal.wait_for("turn_complete", count=2)  # 1: the run's turn
+            assert done.turn_complete.stop_reason == "cancelled"
+            assert stream.of_kind("error") == []
+        finally:
+            await terminal.close()
+        # The terminal is gone and the lock free: the page's first message takes it.
+        await stream.say(PLAIN_PROMPT)
+        await stream.wait_for("turn_complete", count=3)
+        assert stream.of_kind("input_lock")[-1].get("holder_client_id") == "web-viewer"
+        await stream.close()
+    finally:
+        await page.close()
+
+
+def _text(stream: WebStream) -> str:
+    return "".join(delta.get("text", "") for delta in stream.of_kind("text_delta"))
+
+
+async def test_waiting_requests_are_listed_with_the_rule_allow_for_session_adds(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
+    page = web_daemon.client()
+    try:
+        session_id = await page.create_session(str(workspace.repo))
+        stream = await page.stream(session_id, after=0)
+        await asyncio.wait_for(stream.caught_up.wait(), 30)
+        status, listed = await page.call("GET", "/api/permissions")
+        assert (status, listed) == (200, {"waiting": []})
+        await stream.say(TOOL_PROMPT)
+        request = await stream.wait_for("permission_request")
+        status, listed = await page.call("GET", "/api/permissions")
+        assert status == 200
+        [waiting] = listed["waiting"]
+        assert waiting["request_id"] == request["request_id"]
+        assert waiting["session_id"] == session_id
+        assert waiting["tool_name"] == "Bash"
+        assert waiting["input"]["command"] == 'python3 -c "print(6 * 7)"'
+        assert waiting["is_question"] is False
+        assert waiting["session_rule"] == 'Bash(python3 -c "print\\(6 \\* 7\\)")'
+        await page.answer(request["request_id"], decision="allow_session")
+        await stream.wait_for("turn_complete")
+        _, listed = await page.call("GET", "/api/permissions")
+        assert listed == {"waiting": []}
+        await stream.close()
+    finally:
+        await page.close()

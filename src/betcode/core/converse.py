@@ -55,8 +55,11 @@ class ConverseRequests:
         admission: TurnAdmission,
         *,
         silence_timeout: Callable[[], float] = lambda: CLIENT_SILENCE_TIMEOUT_SECONDS,
+        viewers_interrupt: bool = False,
     ) -> None:
         self._bridge = bridge
+        # The web client: any page showing the session may interrupt its turn, lock or not.
+        self._viewers_interrupt = viewers_interrupt
         self._writer = writer
         self._clients = clients
         self._admission = admission
@@ -130,7 +133,10 @@ class ConverseRequests:
             session.lock.check_input(client_id)
             await self._bridge.answer(session, answer)
         elif kind == "cancel":
-            session.lock.check_input(client_id)
+            if self._viewers_interrupt:
+                session.lock.check_attached(client_id)
+            else:
+                session.lock.check_input(client_id)
             await session.cancel_turn()
             await note_activity(self._bridge, session)
         else:

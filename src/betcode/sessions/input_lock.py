@@ -5,9 +5,11 @@ Rules (DAEMON.md "Input lock"):
 * Only an attached client (one with a Converse stream on the session: it can send input) ever
   holds the lock or waits for it. A client is attached while at least one of its streams is;
   the lock is free only while nobody is attached.
-* The first client to attach to a session with no holder gets the lock.
+* The first client to attach to a session with no holder gets the lock. A viewer (a web page
+  showing the session) never gets it by attaching, nor by succession: only by its first input
+  while the lock is free, or by ``request``; from then on it is a client like any other.
 * When the holder detaches, the lock passes to the first client waiting for it, else to the
-  longest-attached client, else nobody.
+  longest-attached client that is not a viewer, else nobody.
 * ``request`` by a non-holder gives the holder ``transfer_timeout`` seconds: if the holder sends
   input in that time it keeps the lock (that is its answer, reported at once to a watcher),
   otherwise the lock moves, if the requester is still attached then. A request withdrawn
@@ -81,6 +83,7 @@ class InputLock:
         self._clock = clock
         self.holder: str | None = None
         self._attached: dict[str, int] = {}  # client id -> its open streams, in attach order
+        self._viewers: set[str] = set()  # attached, but never handed the lock unasked
         self._waiters: list[str] = []
         self._holder_active_at = 0.0
         self._on_change: Callable[[str | None], None] | None = None
@@ -95,10 +98,13 @@ class InputLock:
     def waiters(self) -> list[str]:
         return list(self._waiters)
 
-    def attach(self, client_id: str) -> bool:
-        """Registers one stream of a client; returns True when it holds the lock afterwards."""
+    def attach(self, client_id: str, *, viewer: bool = False) -> bool:
+        """Registers one stream of a client; returns True when it holds the lock afterwards.
+        A viewer's stream takes nothing (module doc)."""
+        if viewer and client_id not in self._attached:
+            self._viewers.add(client_id)
         self._attached[client_id] = self._attached.get(client_id, 0) + 1
-        if self.holder is None:
+        if self.holder is None and client_id not in self._viewers:
             self._give(client_id)
         return self.holder == client_id
 
@@ -109,11 +115,13 @@ class InputLock:
         if streams > 0:
             self._attached[client_id] = streams
             return False
+        self._viewers.discard(client_id)
         if client_id in self._waiters:
             self._waiters.remove(client_id)
         if self.holder != client_id:
             return False
-        successor = self._waiters[0] if self._waiters else next(iter(self._attached), None)
+        writers = (other for other in self._attached if other not in self._viewers)
+        successor = self._waiters[0] if self._waiters else next(writers, None)
         self._give(successor)
         return True
 
@@ -122,10 +130,18 @@ class InputLock:
         is not attached)."""
         if client_id not in self._attached:
             raise NotAttached(client_id, self.holder)
+        if self.holder is None and client_id in self._viewers:
+            self._give(client_id)  # a viewer's first input takes the free lock
         if self.holder != client_id:
             self._wait_for_lock(client_id)
             raise NoInputLock(client_id, self.holder)
         self._holder_acted()
+
+    def check_attached(self, client_id: str) -> None:
+        """Raises NotAttached unless ``client_id`` has a stream on the session (what a viewer
+        needs to interrupt a turn)."""
+        if client_id not in self._attached:
+            raise NotAttached(client_id, self.holder)
 
     def note_activity(self, client_id: str) -> None:
         if client_id == self.holder:
@@ -233,6 +249,7 @@ class InputLock:
     def _give(self, client_id: str | None) -> None:
         changed = client_id != self.holder
         self.holder = client_id
+        self._viewers.discard(client_id or "")  # it holds the lock: a writer from now on
         if client_id is not None and client_id in self._waiters:
             self._waiters.remove(client_id)
         self._holder_active_at = self._clock()

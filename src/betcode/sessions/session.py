@@ -425,12 +425,14 @@ class Session:
         max_count: int,
         max_bytes: int,
         takes_input: bool = True,
+        viewer: bool = False,
         mark_caught_up: bool = False,
         follow: bool = True,
     ) -> AsyncGenerator[list[Frame], None]:
         """Replay after ``after_seq`` (None: only events not yet delivered to anyone), then,
         if ``follow``, live. ``takes_input``: the client may hold the lock (Converse);
-        observers (ResumeSession) never do.
+        observers (ResumeSession) never do. A ``viewer`` (a web page) may, but only once it
+        sends input or asks for it (input_lock).
 
         The client is subscribed (and may take the lock) only once the stream is first
         iterated, inside the stream's own try/finally: a stream dropped before it started
@@ -445,7 +447,7 @@ class Session:
         subscriber = self.hub.subscribe(client_id, self._ctx.settings.client_queue_size)
         try:
             if takes_input:
-                self.lock.attach(client_id)
+                self.lock.attach(client_id, viewer=viewer)
             # Read after subscribing: what was published before is not sent, what comes
             # after is queued. A from_sequence beyond the log means "only what comes next".
             live_edge = self._log.published_seq

@@ -1,9 +1,10 @@
-"""The JSON endpoints: sessions (list, create), the input lock, answers to permission requests
-and questions. Each checks its fields like the gRPC services do, then calls the same domain
-object; a refusal is the gRPC code and message with an HTTP status (`errors`)."""
+"""The JSON endpoints: sessions (list, create), the input lock, the requests waiting for an
+answer and the answers to them. Each checks its fields like the gRPC services do, then calls the
+same domain object; a refusal is the gRPC code and message with an HTTP status (`errors`)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -12,6 +13,8 @@ from aiohttp import web
 from betcode.core import convert
 from betcode.core.validation import check_answers, check_id, check_text, invalid
 from betcode.permissions.decisions import AnswerError, ClientAnswer
+from betcode.permissions.grants import grant_from_request
+from betcode.storage.pending import PendingPermission
 from betcode.v1 import common_pb2
 from betcode.web.domain import WebDomain, web_client_id
 from betcode.web.errors import json_body, text_field
@@ -32,6 +35,7 @@ def api_routes() -> list[web.RouteDef]:
         web.get("/api/sessions", list_sessions),
         web.post("/api/sessions", create_session),
         web.post("/api/sessions/{session_id}/lock", request_lock),
+        web.get("/api/permissions", list_waiting),
         web.post("/api/permissions/{request_id}", answer_permission),
     ]
 
@@ -47,6 +51,40 @@ async def list_sessions(request: web.Request) -> web.Response:
         for record in page.sessions
     ]
     return web.json_response({"sessions": sessions, "total": page.total, "pending": len(waiting)})
+
+
+async def list_waiting(request: web.Request) -> web.Response:
+    """Every request waiting for an answer, in any session, oldest first (the page's action bar
+    and inbox), each with the rule an ALLOW_SESSION answer would add (`session_rule`; null: the
+    call cannot be scoped, so it is allowed once only)."""
+    domain = request.app[DOMAIN_KEY]
+    rows = await domain.bridge.list_pending(None)
+    return web.json_response({"waiting": [_waiting_json(row) for row in rows]})
+
+
+def _waiting_json(row: PendingPermission) -> dict[str, object]:
+    tool_input = _json_object(row.input)
+    suggestions = json.loads(row.permission_suggestions or "[]")
+    grant = None if row.is_question else grant_from_request(row.tool_name, tool_input, suggestions)
+    return {
+        "request_id": row.request_id,
+        "session_id": row.session_id,
+        "tool_name": row.tool_name,
+        "description": row.tool_description or "",
+        "input": tool_input,
+        "is_question": row.is_question,
+        "received_at": int(row.received_at * 1000),
+        "expires_at": int(row.expires_at * 1000),
+        "session_rule": grant.rule_text if grant is not None else None,
+    }
+
+
+def _json_object(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 async def create_session(request: web.Request) -> web.Response:

@@ -66,5 +66,12 @@ def make_web_domain(
     client_silence: Callable[[], float],
 ) -> WebDomain:
     clients = ConnectedClients(writer)
-    converse = ConverseRequests(bridge, writer, clients, admission, silence_timeout=client_silence)
+    converse = ConverseRequests(
+        bridge,
+        writer,
+        clients,
+        admission,
+        silence_timeout=client_silence,
+        viewers_interrupt=True,
+    )
     return WebDomain(sessions, bridge, clients, converse, max_payload_bytes)

@@ -14,6 +14,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from aiohttp import WSCloseCode, web
@@ -34,9 +35,16 @@ log = logging.getLogger(__name__)
 ADDRESS_FILE = "web-address"
 SHUTDOWN_SECONDS = 2.0
 STATIC = resources.files("betcode.web") / "static"
-# The page's files, served as they are: no build step, nothing from a CDN.
+# The page: index.html, and the bundle esbuild makes from web-client/ (scripts/setup builds it;
+# nothing comes from a CDN).
 ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
-PAGE_FILES = ("index.html", *ASSETS)
+BUILD_HINT = "run scripts/setup (or: cd web-client && npm ci && npm run build)"
+NOT_BUILT_PAGE = (
+    "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+    "<title>BetCode: web client not built</title><h1>BetCode</h1>"
+    "<p>The web client's bundle (<code>betcode/web/static/app.js</code>) is not built. On the "
+    f"machine running the daemon, {BUILD_HINT}, then restart the daemon.</p>"
+)
 PAGE_KEY = web.AppKey("page", dict[str, bytes])
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; connect-src 'self'; frame-ancestors 'none'",
@@ -134,7 +142,7 @@ class WebServer:
         app[OPEN_SOCKETS_KEY] = set()
         app[PUSH_KEY] = push
         app[INSTALL_KEY] = install_files(STATIC)
-        app[PAGE_KEY] = {name: (STATIC / name).read_bytes() for name in PAGE_FILES}
+        app[PAGE_KEY] = page_files(STATIC)
         app.router.add_routes(
             [
                 web.get("/", _index),
@@ -161,13 +169,23 @@ class WebServer:
             self._listener = None
 
 
+def page_files(static: Traversable) -> dict[str, bytes]:
+    """index.html and the bundle; without the bundle, a page saying how to build it (and an
+    error in the daemon's log), so a daemon from a source tree never serves a blank page."""
+    missing = [name for name in ASSETS if not (static / name).is_file()]
+    if missing:
+        log.error("web client: %s not built; %s", ", ".join(missing), BUILD_HINT)
+        return {"index.html": NOT_BUILT_PAGE.encode()}
+    return {name: (static / name).read_bytes() for name in ("index.html", *ASSETS)}
+
+
 async def _index(request: web.Request) -> web.Response:
     return web.Response(body=request.app[PAGE_KEY]["index.html"], content_type="text/html")
 
 
 async def _asset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    if name not in ASSETS:
+    if name not in ASSETS or name not in request.app[PAGE_KEY]:
         raise web.HTTPNotFound()
     return web.Response(body=request.app[PAGE_KEY][name], content_type=ASSETS[name])
 

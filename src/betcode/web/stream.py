@@ -53,8 +53,14 @@ async def stream(request: web.Request) -> web.StreamResponse:
     open_sockets = request.app[OPEN_SOCKETS_KEY]
     open_sockets.add(socket)
     outbox: asyncio.Queue[list[bytes] | None] = asyncio.Queue(OUTBOX_BATCHES)
+    # A viewer: showing the session takes no input lock (its first input or a request does).
     attachment = session.attach(
-        client_id, after, max_count=PER_EVENT_BATCH, max_bytes=BATCH_MAX_BYTES, mark_caught_up=True
+        client_id,
+        after,
+        max_count=PER_EVENT_BATCH,
+        max_bytes=BATCH_MAX_BYTES,
+        viewer=True,
+        mark_caught_up=True,
     )
     with domain.clients.attached(client_id, session.id, WEB_CLIENT_TYPE):
         tasks = [

@@ -193,3 +193,38 @@ async def test_every_change_of_holder_is_reported_once(lock: InputLock, clock: F
     lock.detach("b")
     lock.close()
     assert moves == ["c", "a", "b", None]
+
+
+def test_a_viewer_takes_the_lock_only_with_its_first_input(lock: InputLock) -> None:
+    assert lock.attach("page", viewer=True) is False
+    assert lock.holder is None
+    lock.check_attached("page")
+    lock.check_input("page")  # the first input takes the free lock
+    assert lock.holder == "page"
+
+
+def test_a_viewer_never_gets_the_lock_by_succession(lock: InputLock) -> None:
+    lock.attach("page", viewer=True)
+    assert lock.attach("terminal") is True
+    lock.detach("terminal")
+    assert lock.holder is None
+    assert lock.attach("other") is True  # the next writer gets it, not the page
+
+
+def test_a_viewer_that_held_the_lock_is_a_writer_from_then_on(
+    lock: InputLock, clock: FakeClock
+) -> None:
+    lock.attach("page", viewer=True)
+    assert lock.request("page") is None
+    lock.attach("terminal")
+    transfer = lock.request("terminal")
+    assert transfer is not None
+    clock.now = transfer.deadline
+    assert lock.resolve(transfer) is True
+    lock.detach("terminal")
+    assert lock.holder == "page"
+
+
+def test_check_attached_refuses_a_client_without_a_stream(lock: InputLock) -> None:
+    with pytest.raises(NotAttached):
+        lock.check_attached("stranger")

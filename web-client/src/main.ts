@@ -1,0 +1,95 @@
+// BetCode's web client: the session list, one open session, and the action bar with every
+// request waiting for an answer. The daemon's endpoints: docs/WEB.md.
+import "./app.css";
+import { api, clientId, type SessionSummary } from "./api";
+import { startActionBar, renderBar } from "./actionbar";
+import { byId, el } from "./dom";
+import { SessionStream } from "./session";
+import { stats } from "./stats";
+import { waiting } from "./waiting";
+
+const LIST_REFRESH_MS = 10000;
+
+declare global {
+  interface Window {
+    betcode: { clientId: string; stats: typeof stats };
+  }
+}
+window.betcode = { clientId, stats };
+
+const view: { session: string | null; stream: SessionStream | null } = { session: null, stream: null };
+
+function route(): void {
+  const match = location.hash.match(/^#\/s\/(.+)$/);
+  view.stream?.close();
+  view.stream = null;
+  view.session = match ? decodeURIComponent(match[1]) : null;
+  byId("sessions-view").hidden = Boolean(view.session);
+  byId("session-view").hidden = !view.session;
+  byId("composer").hidden = !view.session;
+  byId("inbox").hidden = true;
+  if (view.session) view.stream = new SessionStream(view.session);
+  void refreshList();
+}
+
+async function refreshList(): Promise<void> {
+  try {
+    const data = await api<{ sessions: SessionSummary[]; pending: number }>("GET", "/api/sessions");
+    for (const s of data.sessions) if (s.name) waiting.sessionNames.set(s.id, s.name);
+    renderBar();
+    if (view.session) return;
+    const list = byId("session-list");
+    list.replaceChildren(
+      ...data.sessions.map((s) => {
+        const cost = `$${(s.total_cost_usd || 0).toFixed(4)}`;
+        const when = s.updated_at ? new Date(s.updated_at).toLocaleString() : "";
+        const waitingHere = s.pending ? el("span", { class: "waiting", text: ` · ${s.pending} waiting` }) : null;
+        return el("li", {},
+          el("a", { href: `#/s/${encodeURIComponent(s.id)}` },
+            el("div", { class: "title", text: s.name || s.last_message_preview || s.id }),
+            el("div", { class: "meta", text: `${s.working_directory} · ${s.status} · ${when} · ${cost}` }, waitingHere)));
+      }),
+    );
+    if (!data.sessions.length) list.append(el("li", { class: "meta", text: "No sessions yet." }));
+    byId("connection").textContent = "";
+  } catch (error) {
+    byId("connection").textContent = `offline: ${(error as Error).message}`;
+  }
+}
+
+byId<HTMLFormElement>("new-session").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target as HTMLFormElement;
+  const field = (name: string) => form.elements.namedItem(name) as HTMLInputElement | HTMLTextAreaElement;
+  byId("new-session-error").textContent = "";
+  try {
+    const created = await api<{ session_id: string }>("POST", "/api/sessions", {
+      working_directory: field("working_directory").value.trim(),
+      model: field("model").value.trim(),
+    });
+    const prompt = field("prompt").value.trim();
+    if (prompt) sessionStorage.setItem(`betcode-prompt-${created.session_id}`, prompt);
+    field("prompt").value = "";
+    location.hash = `#/s/${encodeURIComponent(created.session_id)}`;
+  } catch (error) {
+    byId("new-session-error").textContent = (error as Error).message;
+  }
+});
+
+byId<HTMLFormElement>("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const box = byId<HTMLTextAreaElement>("message");
+  if (!box.value.trim() || !view.stream) return;
+  if (view.stream.say(box.value)) box.value = "";
+});
+byId("message").addEventListener("keydown", (event) => {
+  const key = event as KeyboardEvent;
+  if (key.key === "Enter" && (key.ctrlKey || key.metaKey)) byId<HTMLFormElement>("composer").requestSubmit();
+});
+byId("interrupt").addEventListener("click", () => view.stream?.send({ cancel: {} }));
+byId("take-lock").addEventListener("click", () => void view.stream?.requestLock());
+
+window.addEventListener("hashchange", route);
+setInterval(() => void refreshList(), LIST_REFRESH_MS);
+startActionBar();
+route();

@@ -1,0 +1,66 @@
+// One-line words for what the page shows: a tool call, a settled request, the end of a turn.
+
+type Input = Record<string, unknown>;
+const text = (value: unknown): string => (typeof value === "string" ? value : "");
+const MAX_SUMMARY = 120;
+
+function shorten(value: string, limit = MAX_SUMMARY): string {
+  const line = value.replace(/\s+/g, " ").trim();
+  return line.length > limit ? `${line.slice(0, limit - 1)}…` : line;
+}
+
+/** What a call does, in one line: `Bash: npm test`, `Edit: src/app.ts`, `Task: look around`. */
+export function toolSummary(toolName: string, input: Input | undefined, description = ""): string {
+  const given = input ?? {};
+  const detail =
+    text(given.command) ||
+    text(given.file_path) ||
+    text(given.notebook_path) ||
+    text(given.pattern) ||
+    text(given.url) ||
+    text(given.query) ||
+    text(given.description) ||
+    text(given.prompt) ||
+    text(given.path) ||
+    description;
+  return detail ? `${toolName}: ${shorten(detail)}` : toolName;
+}
+
+// PermissionResolved outcomes as a person says them.
+const OUTCOMES: Record<string, string> = {
+  allowed: "Allowed",
+  denied: "Denied",
+  expired: "Expired (no answer in time)",
+  cancelled: "Cancelled (the turn ended first)",
+  answered: "Answered",
+};
+
+/** `Allowed by Pixel 8 (web-1a2b): reason` — who is the client's shown name when known. */
+export function outcomeText(outcome: string, by = "", message = ""): string {
+  const words = OUTCOMES[outcome] ?? outcome;
+  return `${words}${by ? ` by ${by}` : ""}${message ? `: ${message}` : ""}`;
+}
+
+export type TurnEnding = "complete" | "interrupted" | "failed";
+
+/** How a turn ended, from TurnComplete.stop_reason (an API stop reason, "cancelled" for an
+ * interrupt, the CLI's error subtype or terminal reason for a failure). */
+export function turnEnding(stopReason: string): TurnEnding {
+  const reason = stopReason.toLowerCase();
+  if (reason === "cancelled" || reason.startsWith("aborted") || reason === "interrupted") {
+    return "interrupted";
+  }
+  if (reason.startsWith("error") || reason === "failed" || reason.includes("error")) return "failed";
+  return "complete";
+}
+
+export function turnEndingText(stopReason: string, denials: number): string {
+  const ending = turnEnding(stopReason);
+  const head =
+    ending === "complete"
+      ? "turn complete"
+      : ending === "interrupted"
+        ? "turn interrupted"
+        : `turn failed (${stopReason})`;
+  return `${head}${denials ? ` · ${denials} tool call(s) denied` : ""}`;
+}

@@ -1,0 +1,382 @@
+// One open session: its WebSocket (always opened with `from` = the last sequence this page
+// has, so a reconnect after any drop resumes with no gap and no duplicate) and its rendering.
+// Viewing takes nothing: the daemon gives the input lock at the page's first input or when
+// it is asked for (the "Request input lock" button).
+import { api, ApiError, clientId, streamUrl } from "./api";
+import { inputView, setCurrentSession } from "./actionbar";
+import { byId, el, newId } from "./dom";
+import { toolDiff } from "./render/diff";
+import { diffView } from "./render/diffview";
+import { setMarkdown } from "./render/sanitize";
+import { outcomeText, toolSummary, turnEnding, turnEndingText } from "./render/tools";
+import { stats } from "./stats";
+import { waiting } from "./waiting";
+
+const HEARTBEAT_MS = 15000;
+const FOLD_LINES = 12;
+const FOLLOW_SLACK_PX = 48;
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Handler = (body: Json, parent: string, event: Json) => void;
+
+const conversation = (): HTMLElement => byId("conversation");
+
+/** Follows the bottom while the reader is there; stops when they scroll up, and offers a
+ * "jump to latest" button until they are back. */
+class Follower {
+  following = true;
+  private placedAt = -1; // the scrollTop this page set last: its own scroll, not the reader's
+
+  constructor(private readonly box: HTMLElement, private readonly jump: HTMLButtonElement) {
+    box.addEventListener("scroll", () => this.onScroll(), { passive: true });
+    jump.addEventListener("click", () => this.toBottom());
+  }
+
+  private atBottom(): boolean {
+    return this.box.scrollTop + this.box.clientHeight >= this.box.scrollHeight - FOLLOW_SLACK_PX;
+  }
+
+  private onScroll(): void {
+    // Content may have grown since the page scrolled down itself: still following then.
+    if (Math.abs(this.box.scrollTop - this.placedAt) < 2) return;
+    this.following = this.atBottom();
+    this.jump.hidden = this.following;
+  }
+
+  toBottom(): void {
+    this.following = true;
+    this.jump.hidden = true;
+    this.keep();
+  }
+
+  /** After new content: stay at the bottom if following, stay put otherwise. */
+  keep(): void {
+    if (!this.following) {
+      this.jump.hidden = false;
+      return;
+    }
+    if (this.box.scrollTop + this.box.clientHeight < this.box.scrollHeight) {
+      this.box.scrollTop = this.box.scrollHeight;
+      this.placedAt = this.box.scrollTop;
+    }
+  }
+}
+
+export class SessionStream {
+  private lastSeq = 0;
+  private closed = false;
+  private retryMs = 500;
+  private socket: WebSocket | null = null;
+  private heartbeat: number | undefined;
+  private holder = "";
+  private lockAsk: { until: number; timer: number } | null = null;
+  private readonly openText = new Map<string, { node: HTMLElement; text: string }>();
+  private readonly dirty = new Set<HTMLElement>();
+  private readonly texts = new WeakMap<HTMLElement, string>();
+  private readonly tools = new Map<string, HTMLDetailsElement>();
+  private readonly cards = new Map<string, HTMLElement>();
+  private readonly follower: Follower;
+  private frame = 0;
+
+  constructor(readonly sessionId: string) {
+    conversation().replaceChildren();
+    byId("session-head").textContent = waiting.sessionNames.get(sessionId) || sessionId;
+    this.follower = new Follower(conversation(), byId<HTMLButtonElement>("jump-latest"));
+    this.showLock("");
+    setCurrentSession(sessionId);
+    this.connect();
+  }
+
+  // ---- the connection ----
+
+  private connect(): void {
+    const socket = new WebSocket(streamUrl(this.sessionId, this.lastSeq));
+    this.socket = socket;
+    byId("connection").textContent = "connecting…";
+    let opened = false;
+    socket.onopen = () => {
+      opened = true;
+      stats.connects += 1;
+      this.retryMs = 500;
+      byId("connection").textContent = "live";
+      this.heartbeat = window.setInterval(() => this.send({}), HEARTBEAT_MS);
+    };
+    socket.onmessage = (message) => this.onBatch(JSON.parse(message.data as string) as Json[]);
+    socket.onclose = () => {
+      clearInterval(this.heartbeat);
+      if (this.closed || this.socket !== socket) return;
+      // Refused before opening: a signed-out page shows the sign-in hint (api() reloads on 401).
+      if (!opened) api("GET", "/api/sessions").catch(() => {});
+      byId("connection").textContent = "reconnecting…";
+      setTimeout(() => this.closed || this.connect(), this.retryMs);
+      this.retryMs = Math.min(this.retryMs * 2, 5000);
+    };
+  }
+
+  close(): void {
+    this.closed = true;
+    clearInterval(this.heartbeat);
+    this.socket?.close();
+    if (this.lockAsk) clearInterval(this.lockAsk.timer);
+    setCurrentSession(null);
+  }
+
+  send(request: Json): boolean {
+    if (!this.socket || this.socket.readyState !== WebSocket.OPEN) {
+      byId("composer-error").textContent = "not connected; try again in a moment";
+      return false;
+    }
+    this.socket.send(JSON.stringify(request));
+    return true;
+  }
+
+  say(text: string): boolean {
+    byId("composer-error").textContent = "";
+    return this.send({ message: { content: text, idempotency_key: newId("web-") } });
+  }
+
+  private onBatch(events: Json[]): void {
+    if (events.length === 0) return this.caughtUp();
+    for (const event of events) {
+      const seq = Number(event.sequence || 0);
+      const reminder = (event.permission_request || event.user_question || {}).is_replay;
+      if (seq > 0 && !reminder) {
+        stats.received.push(seq);
+        if (seq <= this.lastSeq) continue; // already shown
+        if (seq !== this.lastSeq + 1) stats.gaps += 1;
+        this.lastSeq = seq;
+      }
+      this.render(event);
+    }
+    this.scheduleFrame();
+  }
+
+  private caughtUp(): void {
+    stats.caughtUp = true;
+    stats.interactiveAt ||= performance.now();
+    const key = `betcode-prompt-${this.sessionId}`;
+    const prompt = sessionStorage.getItem(key);
+    if (prompt && this.say(prompt)) sessionStorage.removeItem(key);
+  }
+
+  /** Markdown is rendered at most once a frame per block, however many deltas came. */
+  private scheduleFrame(): void {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      for (const node of this.dirty) setMarkdown(node, this.texts.get(node) ?? "");
+      this.dirty.clear();
+      this.follower.keep();
+    });
+  }
+
+  // ---- rendering ----
+
+  private add(node: HTMLElement, parent: string): HTMLElement {
+    const host = parent ? this.tools.get(parent) : undefined;
+    (host?.querySelector(".children") ?? conversation()).append(node);
+    return node;
+  }
+
+  private render(event: Json): void {
+    const parent: string = event.parent_tool_use_id || "";
+    const kind = Object.keys(event).find((key) => !["sequence", "timestamp", "parent_tool_use_id"].includes(key));
+    const handler = kind ? (this.handlers as Record<string, Handler | undefined>)[kind] : undefined;
+    handler?.call(this, event[kind as string] as Json, parent, event);
+  }
+
+  private note(text: string, parent: string, extra = ""): HTMLElement {
+    this.openText.delete(parent);
+    return this.add(el("div", { class: `item note ${extra}`, text }), parent);
+  }
+
+  private readonly handlers: Record<string, Handler> = {
+    session_info: (info) => {
+      const name = waiting.sessionNames.get(this.sessionId);
+      const where = [info.working_directory, info.model || "default model"].filter(Boolean).join(" · ");
+      byId("session-head").replaceChildren(
+        el("strong", { text: name || this.sessionId }),
+        el("span", { class: "meta", text: ` ${where}` }),
+      );
+    },
+    user_input: (input, parent) => {
+      this.openText.delete(parent);
+      this.add(el("div", { class: "item user text", text: input.content || "" }), parent);
+    },
+    text_delta: (delta, parent) => {
+      let block = this.openText.get(parent);
+      if (!block && delta.text) {
+        block = { node: this.add(el("div", { class: "item text assistant markdown" }), parent), text: "" };
+        this.openText.set(parent, block);
+      }
+      if (block && delta.text) {
+        block.text += delta.text;
+        this.texts.set(block.node, block.text);
+        this.dirty.add(block.node);
+      }
+      if (delta.is_complete) this.openText.delete(parent);
+    },
+    tool_call_start: (call, parent) => {
+      this.openText.delete(parent);
+      if (this.tools.has(call.tool_id)) return;
+      const diff = toolDiff(call.tool_name, call.input);
+      const summary = toolSummary(call.tool_name, call.input, call.description || "");
+      const node = el(
+        "details",
+        { class: "item tool running", open: call.tool_name === "Task" },
+        el("summary", {}, el("span", { class: "state", text: "…" }), el("span", { class: "title", text: summary })),
+        diff ? diffView(diff) : el("pre", { class: "input", text: JSON.stringify(call.input || {}, null, 2) }),
+        el("div", { class: "result" }),
+        el("div", { class: "children" }),
+      );
+      this.tools.set(call.tool_id, node);
+      this.add(node, parent);
+    },
+    tool_call_result: (result, parent) => {
+      const node = this.tools.get(result.tool_id);
+      const output: string = result.output || "";
+      const lines = output.split("\n");
+      const shown = el("pre", { class: result.is_error ? "failure" : "", text: lines.slice(0, FOLD_LINES).join("\n") });
+      const box = node?.querySelector<HTMLElement>(".result") ?? this.add(el("div", { class: "item" }), parent);
+      box.replaceChildren(shown);
+      if (lines.length > FOLD_LINES) {
+        box.append(el("details", {}, el("summary", { text: `${lines.length - FOLD_LINES} more lines` }),
+          el("pre", { text: lines.slice(FOLD_LINES).join("\n") })));
+      }
+      if (node) {
+        node.classList.remove("running");
+        node.classList.add(result.is_error ? "failed" : "done");
+        node.open = false; // finished: one line, opened on demand
+        const state = node.querySelector(".state");
+        if (state) state.textContent = result.is_error ? "✗" : "✓";
+      }
+    },
+    permission_request: (request, parent, event) => {
+      this.requestCard(request.request_id, parent, el("strong", { text: `Permission: ${request.tool_name}` }),
+        el("div", { class: "summary", text: toolSummary(request.tool_name, request.input) }),
+        request.decision_reason ? el("div", { class: "note", text: request.decision_reason }) : null,
+        inputView(request as { tool_name: string; input: Record<string, unknown> }));
+      waiting.add({
+        request_id: request.request_id,
+        session_id: this.sessionId,
+        tool_name: request.tool_name,
+        description: request.description || "",
+        input: request.input || {},
+        is_question: false,
+        received_at: event.timestamp ? Date.parse(event.timestamp) : Date.now(),
+      });
+    },
+    user_question: (question, parent, event) => {
+      const prompts: Json[] = question.questions?.length ? question.questions : [{ question: question.question, options: question.options, multi_select: question.multi_select }];
+      this.requestCard(question.question_id, parent, el("strong", { text: "Question" }),
+        ...prompts.map((prompt) => el("div", { text: prompt.question })));
+      waiting.add({
+        request_id: question.question_id,
+        session_id: this.sessionId,
+        tool_name: "AskUserQuestion",
+        description: "",
+        input: { questions: prompts.map((p) => ({ question: p.question, header: p.header, multiSelect: p.multi_select, options: p.options })) },
+        is_question: true,
+        received_at: event.timestamp ? Date.parse(event.timestamp) : Date.now(),
+      });
+    },
+    permission_resolved: (resolved) => {
+      waiting.remove(resolved.request_id);
+      const card = this.cards.get(resolved.request_id);
+      if (!card) return;
+      card.classList.add("settled");
+      const by: string = resolved.decided_by_client_id === clientId ? "this page" : resolved.decided_by_client_id || "";
+      card.append(el("div", { class: "outcome", role: "status", text: outcomeText(resolved.outcome, by, resolved.message || "") }));
+    },
+    usage: (usage, parent) => {
+      const cost = usage.cost_usd ? ` · $${Number(usage.cost_usd).toFixed(4)}` : "";
+      this.note(`${usage.input_tokens || 0} tokens in · ${usage.output_tokens || 0} out${cost}`, parent, "usage");
+    },
+    turn_complete: (done, parent) => {
+      const stop: string = done.stop_reason || "";
+      this.note(turnEndingText(stop, (done.permission_denials || []).length), parent, `turn-end ${turnEnding(stop)}`);
+    },
+    status_change: (change) => {
+      const name = String(change.status || "").replace("AGENT_STATUS_", "").toLowerCase();
+      byId("connection").textContent = `live · ${name}`;
+    },
+    error: (error, parent) => {
+      if (error.code === "NO_INPUT_LOCK") {
+        byId("composer-error").textContent = `${error.message}`;
+        return;
+      }
+      this.note(`${error.code}: ${error.message}`, parent, "failure");
+    },
+    input_lock: (change) => this.showLock(change.holder_client_id || ""),
+    input_lock_requested: (request, parent) => {
+      const state = String(request.state || "");
+      if (state.endsWith("PENDING")) {
+        this.note(`${request.requested_by_client_id} asked for the input lock`, parent);
+        if (request.requested_by_client_id === clientId && this.lockAsk && request.request_deadline) {
+          this.lockAsk.until = Date.parse(request.request_deadline); // the daemon's own deadline
+        }
+      }
+      if (state.endsWith("KEPT") && request.requested_by_client_id === clientId) {
+        this.lockAsked(`${request.holder_client_id || "the holder"} kept the input lock`);
+      }
+    },
+    todo_update: (update, parent) => {
+      const items = (update.items || []).map((item: Json) => `${String(item.status || "").replace("TODO_STATUS_", "").toLowerCase()}: ${item.content || item.subject || ""}`);
+      this.note(`todo\n${items.join("\n")}`, parent);
+    },
+    plan_mode: (plan, parent) => {
+      this.note(plan.active ? "plan mode on" : "plan mode off", parent);
+    },
+  };
+
+  private requestCard(requestId: string, parent: string, ...content: (HTMLElement | null)[]): void {
+    if (this.cards.has(requestId)) return;
+    this.openText.delete(parent);
+    const card = el("div", { class: "item request-card", "data-request": requestId }, ...content);
+    this.cards.set(requestId, card);
+    this.add(card, parent);
+  }
+
+  // ---- the input lock ----
+
+  private showLock(holder: string): void {
+    this.holder = holder;
+    const readOnly = holder !== "" && holder !== clientId;
+    const bar = byId("lock-banner");
+    bar.hidden = !readOnly;
+    byId("lock-holder").textContent = readOnly ? `Read-only: ${holder} holds the input lock.` : "";
+    byId<HTMLButtonElement>("send").disabled = readOnly;
+    byId<HTMLTextAreaElement>("message").disabled = readOnly;
+    if (!readOnly) this.lockAsked("");
+  }
+
+  async requestLock(): Promise<void> {
+    const button = byId<HTMLButtonElement>("take-lock");
+    const progress = byId("lock-progress");
+    if (this.lockAsk) return;
+    const tick = (): void => {
+      if (!this.lockAsk) return;
+      const left = this.lockAsk.until ? `${Math.max(0, Math.ceil((this.lockAsk.until - Date.now()) / 1000))} s left` : "";
+      progress.textContent = `Asking ${this.holder || "the holder"} for the input lock… ${left}`;
+    };
+    this.lockAsk = { until: 0, timer: window.setInterval(tick, 250) };
+    tick();
+    button.disabled = true;
+    try {
+      const result = await api<{ granted: boolean; previous_holder: string }>(
+        "POST",
+        `/api/sessions/${encodeURIComponent(this.sessionId)}/lock`,
+      );
+      this.lockAsked(result.granted ? "" : `${result.previous_holder || "the holder"} kept the input lock`);
+    } catch (error) {
+      this.lockAsked(error instanceof ApiError ? error.message : String(error));
+    }
+  }
+
+  private lockAsked(outcome: string): void {
+    if (this.lockAsk) clearInterval(this.lockAsk.timer);
+    this.lockAsk = null;
+    byId("lock-progress").textContent = outcome;
+    byId<HTMLButtonElement>("take-lock").disabled = false;
+  }
+}
