@@ -1,6 +1,6 @@
 """The composition root: startup → serve → shutdown, and the only place signals are handled.
 
-Startup order (DAEMON.md): config (`daemon_config.load_daemon_config`; `betcode daemon start`
+Startup order: config (`daemon_config.load_daemon_config`; `betcode daemon start`
 then offers the first-run import) → the relay tunnel's identity (exit 65) → `--listen` checked,
 the data dir's lock and the socket's lock taken (exit 69: one daemon per data dir and per
 socket; nothing touched before this) → the web client's address bound → claude version check

@@ -1,5 +1,5 @@
 """Every AgentService RPC through the generated stubs alone, with the errors its contract
-names (agent.proto comments, WIRE.md): what an independent client may rely on. A change that
+names (agent.proto comments, docs/GRPC.md): what an independent client may rely on. A change that
 breaks one of these breaks clients that are not in this repository."""
 
 from __future__ import annotations

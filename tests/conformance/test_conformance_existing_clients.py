@@ -1,5 +1,5 @@
 """What the existing clients of betcode.v1 (the Rust terminal CLI, its mobile app) do, replayed
-step by step over TCP and over the Unix socket (WIRE.md, "Client behaviour observed"):
+step by step over TCP and over the Unix socket (docs/GRPC.md#upstream-compatibility):
 
 1. they wait for the response headers of a stream before they write on it;
 2. they choose a new session's id themselves (a UUID) and start Converse with it;

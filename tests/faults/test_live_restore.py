@@ -191,8 +191,9 @@ async def test_allowed_for_the_session_after_a_daemon_sigkill_as_claude_suggeste
     observer.resume(session_id, from_sequence=0)
     await observer.wait_for("turn_complete", within_s=60)
     assert notes.read_text() == "once\n"
-    # claude suggested accepting edits for the session (its permission_suggestions, CLAUDE_CLI
-    # §6.3): the grant covers the project's files, not just this one file.
+    # claude suggested accepting edits for the session (its permission_suggestions,
+    # docs/PROTOCOL.md#permission-requests): the grant covers the project's files, not just this one
+    # file.
     assert session_grants(restarts.database, session_id) == [("Edit", "./**")]
 
 

@@ -79,7 +79,8 @@ TRANSCRIPT_DEADLINE_S = 30.0
 
 
 def transcript_of(workspace: Workspace, claude_session_id: str) -> Path | None:
-    """Where the CLI saves the conversation (CLAUDE_CLI.md §6.6), if it saved any yet."""
+    """Where the CLI saves the conversation (docs/PROTOCOL.md#process-lifecycle), if it saved any
+    yet."""
     projects = workspace.home / ".claude" / "projects"
     return next(projects.glob(f"*/{claude_session_id}.jsonl"), None)
 

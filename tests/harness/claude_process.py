@@ -19,7 +19,8 @@ from types import TracebackType
 
 import psutil
 
-# CLAUDE_CLI.md §0: the invocation that gives can_use_tool requests and stream events.
+# docs/PROTOCOL.md#starting-claude: the invocation that gives can_use_tool requests and stream
+# events.
 STREAM_JSON_ARGS = (
     "-p",
     "--output-format",

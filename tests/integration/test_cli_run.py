@@ -1,6 +1,6 @@
 """`betcode run` as a user runs it: the real command in its own process, against a real daemon
 on a Unix socket running the pinned real CLI and the mock model (a fake claude for the crash).
-Every exit code of DIGEST §11.4 is provoked here or, for usage errors, in
+Every exit code of docs/CLI.md#exit-codes is provoked here or, for usage errors, in
 tests/unit/cli/test_run_command.py.
 """
 

@@ -1,5 +1,6 @@
-"""CompactSession: claude's own `/compact` (CLAUDE_CLI.md §3.1: a slash command sent as user text
-runs locally in stream-json mode and ends in a `result`), started only between turns of a session
+"""CompactSession: claude's own `/compact` (docs/PROTOCOL.md#slash-commands: a slash command sent as
+user text runs locally in stream-json mode and ends in a `result`), started only between turns of a
+session
 that has a conversation, and only by the client holding the input lock (or by anyone when nobody
 holds it)."""
 

@@ -1,6 +1,6 @@
 """The `connected_clients` table follows real clients attaching to and dropping from a daemon
-(DIGEST SES-14), and client activity — a heartbeat, any request in the session — pushes back the
-expiry of the session's pending permissions (PRM-27)."""
+(docs/GRPC.md#silent-clients), and client activity — a heartbeat, any request in the session —
+pushes back the expiry of the session's pending permissions (PRM-27)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Heartbeats on Converse over a real daemon's Unix socket (DIGEST SES-14), with a short silence
-timeout: a client that has sent a heartbeat and then goes silent is dropped and its input lock
+"""Heartbeats on Converse over a real daemon's Unix socket (docs/GRPC.md#silent-clients), with a
+short silence timeout: a client that has sent a heartbeat and then goes silent is dropped and its
+input lock
 passed on; a client that never sent one is left alone; BetCode's own client keeps sending them
 and stays attached."""
 

@@ -1,4 +1,4 @@
-"""SQLite follows the input lock of a real daemon (DIGEST SES-13): every time the lock moves —
+"""SQLite follows the input lock of a real daemon: every time the lock moves —
 first attach, holder leaving, RequestInputLock — sessions.input_lock_client and the clients'
 connected_clients.has_input_lock say who holds it, with at most one client flagged."""
 

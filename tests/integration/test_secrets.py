@@ -1,4 +1,4 @@
-"""No secret in telemetry (DIGEST OBS-03, SEC-10): a fake API key in the daemon's environment
+"""No secret in telemetry: a fake API key in the daemon's environment
 appears nowhere in the data dir, the log, the metrics or the spans; a key in a prompt and one in
 a tool input appear in no log line, metric, span or audit row, after a real turn (pinned CLI,
 mock model) with trace logging (every raw NDJSON line), metrics and traces on. The conversation

@@ -69,7 +69,7 @@ async def test_two_sessions_in_two_worktrees_each_change_only_their_own(
         assert await session_branch(client, "") == ""
 
     refused = await betcode(socket, "worktree", "remove", "wa")
-    assert refused.code == 1  # a failed precondition (DIGEST §11.4)
+    assert refused.code == 1  # a failed precondition (docs/CLI.md#exit-codes)
     assert "1 untracked file (a.txt)" in refused.err
     assert (wa / "a.txt").exists()
 
@@ -96,7 +96,7 @@ async def test_repo_and_worktree_commands_and_their_exit_codes(
     assert registered.code == 0, registered.err
     assert json.loads(registered.out)["name"] == "proj"
     again = await betcode(socket, "repo", "register", str(repo))
-    assert again.code == 7  # ALREADY_EXISTS has no code of its own in DIGEST §11.4
+    assert again.code == 7  # ALREADY_EXISTS has no exit code of its own (docs/CLI.md#exit-codes)
     assert "already registered" in again.err
 
     updated = await betcode(socket, "repo", "update", "proj", "--mode", "local", "--json")

@@ -1,4 +1,5 @@
-"""The claude command line: exactly the invocation verified against the real CLI (CLAUDE_CLI.md §0).
+"""The claude command line: exactly the invocation verified against the real CLI
+(docs/PROTOCOL.md#starting-claude).
 
 No positional prompt (with --input-format stream-json it is ignored; prompts go to stdin) and no
 --cwd (it does not exist; the working directory is set on the process).

@@ -21,7 +21,8 @@ Kept (what Claude Code needs for a real user's login, providers and the tools it
 
 Everything else is dropped. CLAUDE_CODE_TMPDIR and TMPDIR are forced to <scratch>/tmp and
 XDG_RUNTIME_DIR to <scratch>/run (both 0700): the CLI's task outputs, image copies, cwd-tracking
-files and per-process sockets then stay inside the daemon's data dir (CLAUDE_CLI.md §7).
+files and per-process sockets then stay inside the daemon's data dir
+(docs/PROTOCOL.md#starting-claude).
 """
 
 from __future__ import annotations

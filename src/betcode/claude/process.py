@@ -2,8 +2,8 @@
 stderr always drained (and its tail kept), stdin written with backpressure.
 
 The process group matters: kill -9 of the CLI alone leaves its running tools alive, still
-holding our pipes (CLAUDE_CLI.md §6.6). So every signal goes to the whole group, and once the
-CLI itself has exited whatever is left of its group is killed too.
+holding our pipes (docs/PROTOCOL.md#process-lifecycle). So every signal goes to the whole group, and
+once the CLI itself has exited whatever is left of its group is killed too.
 """
 
 from __future__ import annotations

@@ -11,14 +11,15 @@ which starts claude again (with --resume) on a fresh crash budget.
 
 A claude stopped before it saved its conversation (it saves a turn's prompt shortly after the
 turn starts) leaves nothing to resume: `--resume` then exits 1 at startup with "No conversation
-found" (CLAUDE_CLI.md §2.9, §6.6), and would again at every restart. So the next claude starts
-a new conversation under the same id (`--session-id`), without the earlier context, and the
+found" (docs/PROTOCOL.md#process-lifecycle), and would again at every restart. So the next claude
+starts a new conversation under the same id (`--session-id`), without the earlier context, and the
 session tells its clients. That is no crash of claude: it is not counted, and nothing repeats
 it, since claude starts anew until it was given input (which it then saves).
 
 An exit we asked for (stop, idle reaping) is never a crash: at EOF the CLI exits 1 when the
-last result was an error (CLAUDE_CLI.md §1). The watchdog only counts silence while a turn is
-running and no permission request is waiting for a human; a process that was given no input
+last result was an error (docs/PROTOCOL.md#process-lifecycle). The watchdog only counts silence
+while a turn is running and no permission request is waiting for a human; a process that was given
+no input
 yet runs no turn, whatever the session believes (a respawned one waits for its next message).
 Each supervisor owns its process, tasks and crash window: one session's crashes never touch
 another's.

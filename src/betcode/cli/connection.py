@@ -93,7 +93,8 @@ CLIENT_ID = make_client_id(_user_name(), socket.gethostname().split(".")[0], os.
 
 
 class DaemonError(Exception):
-    """A call to the daemon failed; ``exit_code`` is the CLI's exit code for it (DIGEST §11.4)."""
+    """A call to the daemon failed; ``exit_code`` is the CLI's exit code for it
+    (docs/CLI.md#exit-codes)."""
 
     exit_code = 7
 
@@ -225,7 +226,7 @@ class DaemonClient:
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.use_local_subchannel_pool", 1),
-                # The channel's own reconnect schedule follows DIGEST §3.5 too. Not
+                # The channel's own reconnect schedule follows docs/GRPC.md#reconnecting too. Not
                 # grpc.min_reconnect_backoff_ms: gRPC also takes it as the connect deadline,
                 # and 100 ms failed calls to a daemon too busy to greet at once.
                 ("grpc.initial_reconnect_backoff_ms", 100),

@@ -9,8 +9,8 @@ back; requests written just before a drop and not yet echoed by the daemon are s
 once).
 
 While a stream is open it sends a heartbeat (an empty AgentRequest) every 15 s, so the daemon
-can tell a quiet client from a stopped or hung one (DIGEST SES-14): once a client has sent a
-heartbeat, the daemon drops it after 30 s of silence and passes its input lock on.
+can tell a quiet client from a stopped or hung one (docs/GRPC.md#silent-clients): once a client has
+sent a heartbeat, the daemon drops it after 30 s of silence and passes its input lock on.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ RETRYABLE_STATUS = frozenset(
 def reconnect_delays(
     initial: float = 0.1, factor: float = 2.0, cap: float = 30.0
 ) -> Iterator[float]:
-    """100 ms, 200 ms, 400 ms, … doubling, capped at 30 s (DIGEST §3.5)."""
+    """100 ms, 200 ms, 400 ms, … doubling, capped at 30 s (docs/GRPC.md#reconnecting)."""
     delay = initial
     while True:
         yield min(delay, cap)

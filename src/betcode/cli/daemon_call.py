@@ -1,5 +1,5 @@
 """One request to the daemon on a fresh connection, for the short `betcode` commands: a failure
-prints one clear line and exits with its code (DIGEST §11.4)."""
+prints one clear line and exits with its code (docs/CLI.md#exit-codes)."""
 
 from __future__ import annotations
 

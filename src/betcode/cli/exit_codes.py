@@ -1,10 +1,10 @@
-"""The `betcode` command's exit codes (DIGEST §11.4) and the code for an ErrorEvent.
+"""The `betcode` command's exit codes (docs/CLI.md#exit-codes) and the code for an ErrorEvent.
 
 0 success · 1 agent error · 2 connection failure · 3 permission denied · 4 rate limited ·
 5 invalid arguments · 6 session not found · 7 internal error.
 
-An ErrorEvent's application code maps onto a gRPC status (DIGEST §11.3, `core.errors`), and the
-status onto an exit code the way a failed call does (`connection.EXIT_CODE_OF_STATUS`). Two
+An ErrorEvent's application code maps onto a gRPC status (`core.errors`, docs/GRPC.md#error-codes),
+and the status onto an exit code the way a failed call does (`connection.EXIT_CODE_OF_STATUS`). Two
 codes say more than their status: AGENT_ERROR is claude's own failed turn (1, or 4 when the model
 API answered 429), and SUBPROCESS_CRASHED is claude dying mid-turn (INTERNAL: 7).
 """

@@ -42,8 +42,8 @@ LAZY_COMMANDS = {
 
 
 class BetcodeGroup(click.Group):
-    """Loads LAZY_COMMANDS on first use, and exits with DIGEST §11.4's codes: a usage error is
-    5 (click's own 2 means "connection failure" there)."""
+    """Loads LAZY_COMMANDS on first use, and exits with the codes of docs/CLI.md#exit-codes: a usage
+    error is 5 (click's own 2 means "connection failure" there)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})

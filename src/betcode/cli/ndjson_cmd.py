@@ -1,8 +1,8 @@
 """`betcode ndjson inspect FILE [--json]`: read a saved claude stdout, one line per message.
 
 Lines that are not JSON, not UTF-8 or not objects are counted (`invalid`), not shown, and do not
-change the exit status: 0 when the file was read, 5 (invalid arguments, DIGEST §11.4) when it
-could not be.
+change the exit status: 0 when the file was read, 5 (invalid arguments, docs/CLI.md#exit-codes) when
+it could not be.
 """
 
 from __future__ import annotations

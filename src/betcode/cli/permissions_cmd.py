@@ -5,7 +5,7 @@ Requests wait in the daemon (for days if need be), so they can be answered from 
 other than the one running the session, through AgentService.ListPendingPermissions and
 AnswerPermission. A question (AskUserQuestion) is answered with `answer`, one answer per
 question; `allow` refuses it, since allowing a question without answers tells claude nothing.
-Exit codes (DIGEST §11.4): 0 done (also when the request had already been answered), 2 the
+Exit codes (docs/CLI.md#exit-codes): 0 done (also when the request had already been answered), 2 the
 daemon is not reachable, 5 unusable arguments, 6 no such request, others as the daemon says.
 """
 

@@ -6,7 +6,7 @@ from any terminal (`betcode permissions allow ID`) and waits, until it is answer
 `--timeout` passes. A run continuing a session (`--session`, `--continue`) that still waits
 for an answer to an earlier request waits for it the same way: the new message cannot be
 taken before. Whatever happens to the run, the session and its requests live on in the
-daemon. Exit codes: DIGEST §11.4 (`exit_codes`); `headless` decides which.
+daemon. Exit codes: docs/CLI.md#exit-codes (`exit_codes`); `headless` decides which.
 """
 
 from __future__ import annotations

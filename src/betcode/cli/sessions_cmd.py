@@ -2,8 +2,8 @@
 daemon's sessions, and what was said in them (read from the store, without attaching).
 
 A session is named by its id, a unique start of it (as `list` shows it) or its name (`ids`).
-Exit codes (DIGEST §11.4): 0 done, 2 the daemon is not reachable, 5 an ambiguous id, 6 no such
-session.
+Exit codes (docs/CLI.md#exit-codes): 0 done, 2 the daemon is not reachable, 5 an ambiguous id, 6 no
+such session.
 """
 
 from __future__ import annotations

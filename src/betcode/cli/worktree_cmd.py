@@ -1,6 +1,6 @@
 """`betcode worktree create | list | get | remove | rescue`: git worktrees of registered
 repositories (`betcode repo`). A worktree is named by its id, a unique start of it or its name
-(`ids`). A refused removal exits 1 (a failed precondition, DIGEST §11.4) and lists what it
+(`ids`). A refused removal exits 1 (a failed precondition, docs/CLI.md#exit-codes) and lists what it
 would lose; `--force` saves that under a rescue ref first (`betcode worktree rescue list |
 restore ID`). The refusal's message names every uncommitted change, untracked file and
 unmerged commit.

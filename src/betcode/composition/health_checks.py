@@ -1,4 +1,4 @@
-"""The health components of DIGEST OBS-07 that read the daemon's own state: `sqlite` (a write
+"""The health components that read the daemon's own state: `sqlite` (a write
 succeeded recently when writes wait), `subprocess_pool` (a session can still be started),
 `memory` and `buffers`. Each is a plain check on in-memory readings (server/health.py runs them
 every refresh); each names its degraded reason.

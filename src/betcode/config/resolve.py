@@ -129,8 +129,8 @@ def _load(
 def _read_top_level_worktree(
     data: Mapping[str, object], values: dict[str, object], origins: Origins
 ) -> None:
-    """DIGEST CFG-08 places the worktree settings in a top-level `worktree` section: it is read
-    as `daemon.worktree` unless that exists, which then wins whole."""
+    """The settings layout places the worktree settings in a top-level `worktree` section: it is
+    read as `daemon.worktree` unless that exists, which then wins whole."""
     if "worktree" not in data:
         return
     if "worktree" in values:

@@ -125,7 +125,7 @@ class WebSettings:
 
 @dataclass(frozen=True)
 class SubagentSettings:
-    """The subagent pool (DIGEST SAG-06/07): at most `max_concurrent` run at once, the next
+    """The subagent pool: at most `max_concurrent` run at once, the next
     `queue_size` wait for a place (beyond that a spawn is refused); a parent session may have
     `max_per_session` subagents unfinished at once and start `spawns_per_hour` (steps of an
     orchestration count against neither); `default_max_turns` applies when
@@ -141,7 +141,7 @@ class SubagentSettings:
 
 @dataclass(frozen=True)
 class ObservabilitySettings:
-    """Both off (empty) by default: nothing is served or sent unless asked (DIGEST OBS-04)."""
+    """Both off (empty) by default: nothing is served or sent unless asked."""
 
     metrics_listen: str = setting("", "text")  # loopback HOST:PORT for /metrics
     otlp_endpoint: str = setting("", "text")  # else OTEL_EXPORTER_OTLP_ENDPOINT
@@ -169,7 +169,7 @@ class RelaySettings:
 
 @dataclass(frozen=True)
 class WorktreeSettings:
-    """Worktrees (DIGEST WT-07/08): GLOBAL ones go under `base_dir` (empty: `<data dir>/
+    """Worktrees: GLOBAL ones go under `base_dir` (empty: `<data dir>/
     worktrees`); a new one runs `setup_commands` when nothing else gives a setup, killed after
     `setup_timeout_secs`; a checkout must leave `min_free_bytes` free on its disk."""
 
@@ -228,7 +228,7 @@ class DaemonSettings:
     max_payload_bytes: int = setting(10 * MIB, "int", MIB, 100 * MIB)
     max_sessions: int = setting(100, "int", 1, 1000)
     client_queue_size: int = setting(1024, "int", 128, 8192)
-    # DIGEST SES-14's heartbeat timeout (`daemon.client.heartbeat_timeout_seconds` there).
+    # The silence timeout of docs/GRPC.md#silent-clients.
     client_silence_seconds: float = setting(30.0, "seconds", 10, 120)
     log_level: str = setting("info", "choice", choices=LOG_LEVELS)
     crash_policy: CrashPolicy = field(default_factory=CrashPolicy)

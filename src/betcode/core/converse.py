@@ -4,7 +4,7 @@ Each is checked, then handed to the session or the permission bridge. A request 
 answered with an error event for this client only (sequence 0: neither stored nor shown to
 others) and the stream goes on. An AgentRequest with no field set is a heartbeat.
 
-Silent clients (DIGEST SES-14: "a client silent for 30 s is removed and its lock released"):
+Silent clients (docs/GRPC.md#silent-clients):
 the rule applies only to a client that has sent at least one heartbeat. Before BetCode's own
 clients sent heartbeats, none did, and an idle but healthy client (a chat nobody types in) is
 indistinguishable from a hung one by silence alone; dropping those would cut off every older
@@ -42,7 +42,7 @@ from betcode.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
 
-# DIGEST SES-14's default; the daemon passes `daemon.client_silence_seconds`.
+# The default of docs/GRPC.md#silent-clients; the daemon passes `daemon.client_silence_seconds`.
 CLIENT_SILENCE_TIMEOUT_SECONDS = 30.0
 
 

@@ -1,4 +1,5 @@
-"""Application error codes (DIGEST §11.3), the status class of each, and how a code travels.
+"""Application error codes (docs/GRPC.md#error-codes), the status class of each, and how a code
+travels.
 
 Domain code raises ``BetCodeError(code, message, details)``. Each code has one canonical status
 (the gRPC status vocabulary, which the web client maps onto HTTP statuses and the CLI onto exit
@@ -21,7 +22,7 @@ ERROR_DETAILS_METADATA_KEY = "betcode-error-details-bin"
 
 
 class ErrorCode(enum.StrEnum):
-    # DIGEST §11.3
+    # The original set (docs/GRPC.md#error-codes).
     SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
     SESSION_CLOSED = "SESSION_CLOSED"
     SESSION_ACTIVE = "SESSION_ACTIVE"
@@ -40,7 +41,7 @@ class ErrorCode(enum.StrEnum):
     COMPACTION_FAILED = "COMPACTION_FAILED"
     SUBPROCESS_CRASHED = "SUBPROCESS_CRASHED"
     SQLITE_ERROR = "SQLITE_ERROR"
-    # BetCode additions for the statuses of DIGEST §11.2 that §11.3 gives no code for.
+    # Added for the statuses the original set gives no code for.
     INVALID_REQUEST = "INVALID_REQUEST"
     PERMISSION_NOT_FOUND = "PERMISSION_NOT_FOUND"
     SEQUENCE_OUT_OF_RANGE = "SEQUENCE_OUT_OF_RANGE"

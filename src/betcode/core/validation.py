@@ -34,8 +34,9 @@ from betcode.storage.errors import StorageError
 MAX_ID_CHARS = MAX_SESSION_ID_CHARS
 MAX_TEXT_BYTES = 1024 * 1024  # a prompt, a deny message, an edited tool input, answers
 MAX_NAME_CHARS = 256
-# The client types a gRPC client may name (StartConversation, NegotiateRequest; WIRE.md). Not
-# `web`: the daemon records that for the browser pages its own web transport serves (ids
+# The client types a gRPC client may name (StartConversation, NegotiateRequest;
+# docs/GRPC.md#client-types). Not `web`: the daemon records that for the browser pages its own web
+# transport serves (ids
 # `web-...`, let in by the web token), so a `web` row always is one of them, and a gRPC
 # client, local or relayed, cannot pass itself off as one.
 GrpcClientType = Literal["cli", "flutter", "headless"]

@@ -1,4 +1,5 @@
-"""The stdout messages the fake claude prints, shaped like Claude Code 2.1.330's (CLAUDE_CLI.md §2).
+"""The stdout messages the fake claude prints, shaped like Claude Code 2.1.330's
+(docs/PROTOCOL.md#messages-read).
 
 Pure builders returning dicts without `session_id`/`uuid`; the fake adds those. Standard library
 only: the fake claude must start fast.

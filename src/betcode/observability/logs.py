@@ -6,7 +6,7 @@ known (bound for a stretch of code with `log_fields`, or passed as `extra=`), an
 contextual `error_type`, `duration_ms`, `raw_line_preview`. Levels ERROR, WARN, INFO, DEBUG and
 TRACE (raw NDJSON lines; below DEBUG, off unless `daemon.log_level` is `trace`).
 
-No secret reaches a line (DIGEST OBS-03): the message, the preview and any exception text go
+No secret reaches a line: the message, the preview and any exception text go
 through `observability.redaction.redact` (the audit log's redaction), and the values of the
 daemon's own secret environment variables (API keys, tokens) are replaced wherever they appear.
 """

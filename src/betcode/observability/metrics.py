@@ -1,4 +1,4 @@
-"""The Prometheus metrics (DIGEST OBS-06) fed by the domain's reports, and their endpoint.
+"""The Prometheus metrics fed by the domain's reports, and their endpoint.
 
 Counters and histograms follow the `Observer` reports; gauges are read when scraped from the
 daemon's live state (`LiveState`). Labels stay bounded: no session ids, tool names capped at

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of turns (DIGEST OBS-05), exported over OTLP; off unless an endpoint is
+"""OpenTelemetry traces of turns, exported over OTLP; off unless an endpoint is
 configured (`daemon.observability.otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT` or
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`).
 

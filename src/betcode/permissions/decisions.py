@@ -34,7 +34,8 @@ UNKNOWN_CLIENT = "unknown-client"
 
 
 class AnswerError(Exception):
-    """An answer that cannot be applied; `code` is a DIGEST §11.3 application error code."""
+    """An answer that cannot be applied; `code` is an application error code
+    (docs/GRPC.md#error-codes)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

@@ -1,4 +1,4 @@
-"""The background sweep over pending requests: reminders, then expiry (DAEMON.md).
+"""The background sweep over pending requests: reminders, then expiry.
 
 Every `interval` seconds (5 min by default): each unanswered request older than a reminder
 age (1 h and 24 h by default) gets that reminder once (a request overdue for both gets only

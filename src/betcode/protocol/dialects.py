@@ -1,4 +1,5 @@
-"""The second JSON-lines dialect (seed 004, a Dart SDK for the same CLI), read as stream-json.
+"""The second JSON-lines dialect (a Dart SDK for the same CLI,
+docs/PROTOCOL.md#the-dart-sdk-dialect), read as stream-json.
 
 Shapes that differ from Claude Code's own stream-json, and what they are read as:
 

@@ -1,4 +1,4 @@
-"""Forgiving, typed access to one decoded JSON object (the tolerant reader's rules, seed 000).
+"""Forgiving, typed access to one decoded JSON object (docs/PROTOCOL.md#tolerant-reading).
 
 Missing and null values give the default. Reasonable alternatives are accepted: numbers given as
 strings ("12"), booleans given as "true"/"false" or 0/1, numbers where text is expected. Any other

@@ -5,7 +5,7 @@ The payload limit is enforced while reading: a line longer than the limit keeps 
 limit whatever the child writes. When the line ends, its head is cut back to valid JSON carrying
 `[truncated: original_size=N bytes]` (truncation.py) and a warning is logged.
 
-`read(chunk) + split` is the fastest way to read a pipe from asyncio (PYTHON_STACK.md §2), and it
+`read(chunk) + split` is the fastest way to read a pipe from asyncio, and it
 cannot hit StreamReader's readline limit (pitfall 1).
 """
 

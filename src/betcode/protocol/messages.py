@@ -1,7 +1,8 @@
 """Canonical messages: what claude's stdout lines mean, independent of CLI version and dialect.
 
-Field meanings follow CLAUDE_CLI.md §2 (the real CLI 2.1.330). All types are frozen msgspec
-Structs. `StreamEvent` keeps the wire's nesting so the hot path can decode straight into it; its
+Field meanings follow docs/PROTOCOL.md#messages-read (the real CLI 2.1.330). All types are frozen
+msgspec Structs. `StreamEvent` keeps the wire's nesting so the hot path can decode straight into it;
+its
 properties give the flat view (`text`, `delta_type`, `block_id`, …). The other types are built by
 the tolerant reader (builders.py), which fills every missing optional field with its default.
 """
@@ -18,7 +19,7 @@ class Dialect(enum.StrEnum):
     """The JSON-lines dialect a message came in; replies go back in the same one."""
 
     STREAM_JSON = "stream_json"  # Claude Code's own: control_request / control_response
-    DART_SDK = "dart_sdk"  # seed 004: callback.request / callback.response, session.created
+    DART_SDK = "dart_sdk"  # callback.request / callback.response, session.created
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,6 +1,6 @@
 """The tolerant reader: one NDJSON line → one canonical message, never an exception.
 
-Per seed 000 (PROTOCOL_L1 "Tolerant Reader") and DIGEST NDJ-14…23:
+The rules (docs/PROTOCOL.md#tolerant-reading):
 * unknown fields are ignored, missing optional fields defaulted, numbers given as strings accepted;
 * a line of unknown `type` becomes `Unknown` (kept whole) and is logged; when the 10th such line
   arrives, one warning names the types seen;

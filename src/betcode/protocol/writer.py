@@ -1,13 +1,14 @@
 """Lines for claude's stdin: each function returns one complete line of JSON ending in b"\\n".
 
 Claude Code kills itself (exit 1, no result) on a stdin line that is not JSON, on `null`, and on a
-`user` message without role "user" (CLAUDE_CLI.md §3.5). These functions only build JSON objects
-with msgspec (so a newline inside a value is always escaped, never a line break) and refuse, with
+`user` message without role "user" (docs/PROTOCOL.md#input-claude-dies-on). These functions only
+build JSON objects with msgspec (so a newline inside a value is always escaped, never a line break)
+and refuse, with
 `ProtocolWriteError`, values that cannot be JSON or that the CLI would reject or silently drop.
 
 Replies to a control request go back in the dialect the request came in (`ControlRequest.dialect`):
 stream-json `control_response` with camelCase fields, or the Dart SDK's `callback.response`
-with snake_case fields (seed 004).
+with snake_case fields (docs/PROTOCOL.md#the-dart-sdk-dialect).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def user_message(content: str | list[dict[str, Any]], uuid: str | None = None) -
                     f"each content block must be an object with a 'type', got {block!r:.80}"
                 )
     else:
-        # The CLI drops such a message without a word (§3.1): refuse rather than lose it.
+        # The CLI drops such a message without a word (docs/PROTOCOL.md#slash-commands): refuse
+        # rather than lose it.
         raise ProtocolWriteError(
             f"user message content must be text or a list of blocks, got {type(content).__name__}"
         )
@@ -85,7 +87,8 @@ def permission_allow(
     tool_use_id: str | None = None,
 ) -> bytes:
     """Allow a `can_use_tool`. `updated_input` REPLACES the tool input (the CLI validates it
-    against the tool schema); `updated_permissions` are PermissionUpdate objects (§3.2)."""
+    against the tool schema); `updated_permissions` are PermissionUpdate objects
+    (docs/PROTOCOL.md#permission-requests)."""
     answer: dict[str, Any] = {"behavior": "allow"}
     if updated_input is not None:
         if not isinstance(updated_input, Mapping):
@@ -110,7 +113,8 @@ def permission_deny(
     tool_use_id: str | None = None,
 ) -> bytes:
     """Deny a `can_use_tool`. The model receives `message`; without one the CLI treats the
-    answer as invalid (§5.5), so it is required. `interrupt` also ends the turn."""
+    answer as invalid (docs/PROTOCOL.md#permission-requests), so it is required. `interrupt` also
+    ends the turn."""
     if not isinstance(message, str) or not message.strip():
         raise ProtocolWriteError("a deny needs a non-empty message for the model")
     answer: dict[str, Any] = {"behavior": "deny", "message": message}
@@ -129,7 +133,7 @@ def question_answers(
 ) -> bytes:
     """Answer an AskUserQuestion: allow with the original input plus `answers`, keyed by each
     question's text (multi-select answers joined with ", "). Unanswered questions may be left
-    out; an empty mapping tells the model the user did not answer (§6.4)."""
+    out; an empty mapping tells the model the user did not answer (docs/PROTOCOL.md#questions)."""
     questions = original_input.get("questions") if isinstance(original_input, Mapping) else None
     if not isinstance(questions, list):
         # Without "questions" the CLI fails schema validation and the answers are lost.
@@ -196,7 +200,8 @@ def interrupt(request_id: str | None = None) -> bytes:
 
 
 def initialize(request_id: str | None = None, hooks: Mapping[str, Any] | None = None) -> bytes:
-    """Optional handshake; its answer lists commands, models, account, the CLI's pid (§2.1)."""
+    """Optional handshake; its answer lists commands, models, account, the CLI's pid
+    (docs/PROTOCOL.md#messages-read)."""
     return control_request("initialize", request_id, hooks=None if hooks is None else dict(hooks))
 
 

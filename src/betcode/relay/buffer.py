@@ -59,7 +59,7 @@ PRIORITY_OF_METHOD = {
 
 @dataclass(frozen=True)
 class BufferSettings:
-    ttl_seconds: float = 24 * 3600.0  # DIGEST C2: the shorter of the two documented values
+    ttl_seconds: float = 24 * 3600.0  # a day: the shorter of the two values upstream documents
     max_per_machine: int = 1000
     max_message_bytes: int = 1024 * 1024
 

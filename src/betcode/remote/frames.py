@@ -73,7 +73,8 @@ def decode_metadata(encoded: Mapping[str, str]) -> tuple[tuple[str, str | bytes]
 
 def full_method(method: str) -> str:
     """``betcode.v1.AgentService/Converse``, also from the short ``AgentService/Converse``
-    that the upstream Rust relay writes in ``StreamPayload.method`` (WIRE.md)."""
+    that the upstream Rust relay writes in ``StreamPayload.method``
+    (docs/GRPC.md#upstream-compatibility)."""
     method = method.lstrip("/")
     service = method.split("/", 1)[0]
     return method if "." in service else f"betcode.v1.{method}"

@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 
 CLIENT_ID_METADATA = "x-client-id"
 TRACEPARENT_METADATA = "traceparent"  # W3C trace context: the turns of this stream continue it
-COMPACT_COMMAND = "/compact"  # claude runs it itself in stream-json mode (CLAUDE_CLI.md §3.1)
+# claude runs it itself in stream-json mode (docs/PROTOCOL.md#slash-commands)
+COMPACT_COMMAND = "/compact"
 
 RAW_RESPONSE_METHODS = frozenset({"Converse", "ResumeSession", "ResumeSessionBatched"})
 

@@ -48,7 +48,7 @@ from betcode.v1 import health_pb2, version_pb2
 # event above it is cut at ingest, so no legitimate message is refused. Requests get the same
 # limit (prompts are capped at 1 MB by validation, attachments are bytes fields).
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-KEEPALIVE_TIME_S = 30.0  # DIGEST LOC-05: HTTP/2 PING after 30 s without a word ...
+KEEPALIVE_TIME_S = 30.0  # docs/GRPC.md#transport: HTTP/2 PING after 30 s without a word ...
 KEEPALIVE_TIMEOUT_S = 20.0  # ... and drop the connection if unanswered for 20 s
 
 _HANDLER_FACTORIES = {

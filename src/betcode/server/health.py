@@ -1,7 +1,7 @@
 """Health: the standard grpc.health.v1.Health, its look-alike betcode.v1.Health, and
 betcode.v1.BetCodeHealth.GetHealthDetails, all fed by registered component checks.
 
-Overall status (DIGEST OBS-07): NOT_SERVING if a critical component is not serving, else
+Overall status: NOT_SERVING if a critical component is not serving, else
 SERVING; a failing non-critical component, or any component reporting a ``degraded_reason``,
 sets ``degraded``. The overall status is what both Health services answer for the empty service
 name and for every service the server registered.

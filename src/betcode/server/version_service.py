@@ -24,7 +24,7 @@ _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.+-]*)?")
 @dataclass(frozen=True, slots=True)
 class ServerCapabilities:
     server_version: str
-    # Feature flag name → enabled (DIGEST CFG-09); the enabled ones are the server's features.
+    # Feature flag name → enabled; the enabled ones are the server's features.
     feature_flags: Mapping[str, bool]
     max_message_bytes: int
     available_models: tuple[str, ...] = ()

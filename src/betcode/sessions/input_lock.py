@@ -1,6 +1,6 @@
 """The input lock of one session: exactly one attached client may send input at a time.
 
-Rules (DAEMON.md "Input lock"):
+Rules (docs/ARCHITECTURE.md#glossary, "input lock"):
 
 * Only an attached client (one with a Converse stream on the session: it can send input) ever
   holds the lock or waits for it. A client is attached while at least one of its streams is;

@@ -1,4 +1,4 @@
-"""Canonical Layer-1 messages → betcode.v1 AgentEvents (DIGEST §3.2, CLAUDE_CLI.md §1–§2).
+"""Canonical Layer-1 messages → betcode.v1 AgentEvents (docs/PROTOCOL.md#messages-read).
 
 One `Translator` per session holds what must survive across lines: open stream blocks and their
 input_json fragments, which tool calls were already announced, which API messages streamed text,

@@ -2,8 +2,9 @@
 
 The CLI's `total_cost_usd` is cumulative for the process and restored by --resume (even rolled
 back after a kill -9), while `usage` and `model_usage_since_last_result` cover the turn alone
-(CLAUDE_CLI.md §0, §6.7). So a turn's cost is the sum of the per-turn `costUSD`s when the CLI
-gives them, else the growth of the cumulative total since the previous result of the SAME process.
+(docs/PROTOCOL.md#costs-and-usage). So a turn's cost is the sum of the per-turn `costUSD`s when the
+CLI gives them, else the growth of the cumulative total since the previous result of the SAME
+process.
 """
 
 from __future__ import annotations

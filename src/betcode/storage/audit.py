@@ -1,4 +1,4 @@
-"""The security audit trail (`audit_log`, DIGEST STO-13 / SEC-11): what was decided, by whom.
+"""The security audit trail (`audit_log`): what was decided, by whom.
 
 A row never holds a tool's raw input: only its SHA-256 (`input_hash`, over canonical JSON so
 equal inputs hash equally) and a preview of at most 256 characters from which anything that
@@ -200,7 +200,7 @@ def insert_audit(conn: sqlite3.Connection, row: AuditRow) -> None:
 
 
 def delete_expired(conn: sqlite3.Connection, now: float) -> int:
-    """Delete rows whose retention has run out (DIGEST §6.4); return how many went."""
+    """Delete rows whose retention has run out; return how many went."""
     return conn.execute("DELETE FROM audit_log WHERE expires_at < ?", (now,)).rowcount
 
 

@@ -1,4 +1,4 @@
-"""The `connected_clients` table and the input lock (DIGEST SES-13, SES-14).
+"""The `connected_clients` table and the input lock (docs/GRPC.md#silent-clients).
 
 `sessions.input_lock_client` is the stored holder; `connected_clients.has_input_lock` mirrors
 it. Both change in one transaction, so at most one client per session is flagged:
@@ -14,8 +14,8 @@ from typing import Literal
 
 from betcode.storage.database import transaction
 
-# What a connected client is: the three a gRPC client names itself (WIRE.md), and `web`, the
-# daemon's own browser client (web/); see core/validation.py for who may claim which.
+# What a connected client is: the three a gRPC client names itself (docs/GRPC.md#client-types), and
+# `web`, the daemon's own browser client (web/); see core/validation.py for who may claim which.
 ClientType = Literal["cli", "flutter", "headless", "web"]
 
 

@@ -1,4 +1,4 @@
-"""The `processed_idempotency_keys` table: client actions already applied (DIGEST MUX-23).
+"""The `processed_idempotency_keys` table: client actions already applied.
 
 A key counts for IDEMPOTENCY_WINDOW_SECONDS; older keys are dropped whenever a new one is
 remembered, so the table stays small without a sweeper.

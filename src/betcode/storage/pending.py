@@ -1,4 +1,5 @@
-"""The `pending_permissions` table: durable permission requests (DAEMON.md, DIGEST §4.4–4.6).
+"""The `pending_permissions` table: durable permission requests (docs/ARCHITECTURE.md#glossary,
+"request").
 
 A request is stored before any client sees it. Answering is a compare-and-swap, so of two
 racing answers exactly one wins. `delivered` records whether the answer reached a live claude,
@@ -238,7 +239,7 @@ def mark_undelivered(conn: sqlite3.Connection, request_id: str) -> bool:
 
 
 def extend_ttl(conn: sqlite3.Connection, session_id: str, now: float, ttl_seconds: float) -> int:
-    """Push back the expiry of a session's unanswered, unexpired requests (DIGEST §6.4);
+    """Push back the expiry of a session's unanswered, unexpired requests;
     return how many were extended."""
     cursor = conn.execute(
         "UPDATE pending_permissions SET expires_at = :now + :ttl, last_extended_at = :now, "

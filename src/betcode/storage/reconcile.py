@@ -1,4 +1,4 @@
-"""Startup reconciliation (DIGEST REC-02): undo what an unclean stop left behind.
+"""Startup reconciliation: undo what an unclean stop left behind.
 
 After a restart no client stream or subagent survives, and no claude process except those kept
 by their holders (claude/holder: those sessions stay active), so rows claiming otherwise are

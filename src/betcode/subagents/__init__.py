@@ -1,4 +1,4 @@
-"""Subagents: claude sessions a parent session starts (DIGEST §13, SAG-02..21).
+"""Subagents: claude sessions a parent session starts.
 
 A subagent IS a session (sessions.manager) started with its own flags; this package adds the
 pool that bounds them, orchestration plans (validated and scheduled as a DAG, stored so a daemon

@@ -28,8 +28,8 @@ MAX_TURNS = 200
 
 
 class SubagentRefused(Exception):
-    """A request refused as asked; `code` is a DIGEST §11.3 code (SUBAGENT_LIMIT, RATE_LIMITED,
-    FAILED_PRECONDITION...)."""
+    """A request refused as asked; `code` is an application error code (docs/GRPC.md#error-codes)
+    (SUBAGENT_LIMIT, RATE_LIMITED, FAILED_PRECONDITION...)."""
 
     def __init__(self, code: str, message: str, retry_after_seconds: float = 0.0) -> None:
         super().__init__(message)

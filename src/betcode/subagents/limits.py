@@ -1,8 +1,8 @@
 """Auto-approve limits and the checks a spawn request passes (SAG-11..13, SAG-17). Pure.
 
 A subagent may auto-approve only with an explicit `allowed_tools` list; its time box and rate
-buckets default to SECURITY.md's values and are refused outside their ranges. `env` keys of the
-families that steer claude or BetCode themselves are refused.
+buckets default to the values of docs/GRPC.md#subagents and are refused outside their ranges. `env`
+keys of the families that steer claude or BetCode themselves are refused.
 """
 
 from __future__ import annotations
@@ -19,14 +19,15 @@ MINUTE = 60.0
 
 
 class DelegationError(ValueError):
-    """A spawn request refused before anything starts; `code` is a DIGEST §11.3 code."""
+    """A spawn request refused before anything starts; `code` is an application error code
+    (docs/GRPC.md#error-codes)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
-# (default, lowest, highest) of each limit (SECURITY.md; DIGEST §17 caps the time box at 4 h).
+# (default, lowest, highest) of each limit (docs/GRPC.md#subagents: the time box is capped at 4 h).
 RANGES: Mapping[str, tuple[int, int, int]] = {
     "max_duration_seconds": (3600, 60, 14_400),
     "tool_calls_per_minute": (60, 10, 300),

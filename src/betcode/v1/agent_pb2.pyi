@@ -51,8 +51,9 @@ Global___InputLockRequestState: _TypeAlias = InputLockRequestState  # noqa: Y015
 
 @_typing.final
 class AgentRequest(_message.Message):
-    """An AgentRequest with no field set is a heartbeat: the client is still there (DIGEST SES-14).
-    BetCode clients send one every 15 s while a Converse stream is open; a client that has sent
+    """An AgentRequest with no field set is a heartbeat: the client is still there
+    (docs/GRPC.md#silent-clients). BetCode clients send one every 15 s while a Converse stream is
+    open; a client that has sent
     one is expected to keep doing so, and is dropped once silent for 30 s.
     """
 

@@ -1,4 +1,4 @@
-"""Git repositories and worktrees managed by the daemon (issue 13, DIGEST §7).
+"""Git repositories and worktrees managed by the daemon (issue 13).
 
 `WorktreeManager` creates and removes worktrees (removal never loses work), `RepoRegistry`
 keeps the repositories they come from. Both run git as child processes off the event loop.

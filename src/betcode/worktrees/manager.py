@@ -1,4 +1,4 @@
-"""Worktrees of registered repositories: create, list, get, remove, rescue (DIGEST WT-01..11).
+"""Worktrees of registered repositories: create, list, get, remove, rescue.
 
 A failed create leaves nothing behind: no row, no directory, no branch it made, no
 `.gitignore` line. A removal never loses work: it is refused, naming what would be lost

@@ -1,4 +1,4 @@
-"""Names, branches and where a worktree goes (DIGEST WT-06, WT-09, WT-11).
+"""Names, branches and where a worktree goes.
 
 Every path is canonicalised (symlinks resolved) before use; a worktree path must stay inside
 the tree its repository's placement allows, so neither `..` nor a symlink can lead out of it.

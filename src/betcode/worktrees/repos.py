@@ -1,4 +1,4 @@
-"""The registry of git repositories worktrees are made from (DIGEST WT-06)."""
+"""The registry of git repositories worktrees are made from."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Setup hooks run in a new worktree (DIGEST WT-07/08).
+"""Setup hooks run in a new worktree.
 
 Commands run one after another with cwd = the worktree, through `sh -c`, in an environment
 built from nothing but PATH, HOME and the two WORKTREE_* variables, so no API key or other

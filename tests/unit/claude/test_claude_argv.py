@@ -1,4 +1,4 @@
-"""The claude command line: exactly CLAUDE_CLI.md §0's working invocation."""
+"""The claude command line: exactly docs/PROTOCOL.md#starting-claude's working invocation."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`betcode run`: usage errors exit 5 (DIGEST §11.4) before any daemon is contacted; a lost
-daemon is waited for, then given up with exit 2."""
+"""`betcode run`: usage errors exit 5 (docs/CLI.md#exit-codes) before any daemon is contacted; a
+lost daemon is waited for, then given up with exit 2."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """grant_from_request: an ALLOW_SESSION answer is scoped like the rule Claude Code would write.
-The suggestion shapes are the ones the real CLI sends (spec/CLAUDE_CLI.md §6.3)."""
+The suggestion shapes are the ones the real CLI sends (docs/PROTOCOL.md#permission-requests)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Dart SDK dialect (seed 004) is read into the same canonical types, and answered in kind."""
+"""The Dart SDK dialect (docs/PROTOCOL.md#the-dart-sdk-dialect) is read into the same canonical
+types, and answered in kind."""
 
 from __future__ import annotations
 

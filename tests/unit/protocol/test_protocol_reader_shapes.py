@@ -1,5 +1,6 @@
 # ruff: noqa: E501 - the lines below are real CLI output kept whole, wider than 100 columns
-"""ProtocolReader on REAL Claude Code 2.1.330 stdout lines (CLAUDE_CLI.md §2), table-style."""
+"""ProtocolReader on REAL Claude Code 2.1.330 stdout lines (docs/PROTOCOL.md#messages-read),
+table-style."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The tolerant reader's rules (seed 000): it never raises, and says what it skipped."""
+"""The tolerant reader's rules (docs/PROTOCOL.md#tolerant-reading): it never raises, and says what
+it skipped."""
 
 # The tests assert a state, change it through a method, and assert it again: mypy keeps the
 # first assertion's narrowing across the call and takes what follows for unreachable.

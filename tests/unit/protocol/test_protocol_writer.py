@@ -1,4 +1,5 @@
-"""Stdin writer: exact lines the CLI accepts (CLAUDE_CLI.md §3), and refusals of what kills it."""
+"""Stdin writer: exact lines the CLI accepts (docs/PROTOCOL.md#messages-written), and refusals of
+what kills it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Application error codes → gRPC status (DIGEST §11.3), and the decorator services use."""
+"""Application error codes → gRPC status (docs/GRPC.md#error-codes), and the decorator services
+use."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from betcode.core.errors import GRPC_STATUS, BetCodeError, ErrorCode
 from betcode.server.errors import handles_errors
 
 S = grpc.StatusCode
-DIGEST_TABLE = {
+ERROR_CODE_TABLE = {
     "SESSION_NOT_FOUND": S.NOT_FOUND,
     "SESSION_CLOSED": S.FAILED_PRECONDITION,
     "SESSION_ACTIVE": S.FAILED_PRECONDITION,
@@ -31,7 +32,7 @@ DIGEST_TABLE = {
 }
 
 
-@pytest.mark.parametrize(("code", "status"), DIGEST_TABLE.items())
+@pytest.mark.parametrize(("code", "status"), ERROR_CODE_TABLE.items())
 def test_digest_codes_map_to_their_status(code: str, status: grpc.StatusCode) -> None:
     assert BetCodeError(ErrorCode(code), "m").status == status
 

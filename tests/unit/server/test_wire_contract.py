@@ -1,4 +1,5 @@
-"""Spot checks of the generated descriptors against WIRE.md (the upstream mirror's shapes).
+"""Spot checks of the generated descriptors against the upstream mirror's shapes
+(docs/GRPC.md#upstream-compatibility).
 
 A failure here means a .proto edit broke wire compatibility with upstream BetCode clients.
 """
@@ -99,7 +100,7 @@ SCALAR = {
     _T.TYPE_DOUBLE: "double",
 }
 
-# message → {number: (name, type as WIRE.md writes it)}; "[]T" repeated, "map<K,V>" map,
+# message → {number: (name, type as the upstream mirror writes it)}; "[]T" repeated, "map<K,V>" map,
 # "opt T" proto3 optional.
 FIELDS = {
     agent_pb2.AgentEvent.DESCRIPTOR: {
@@ -189,7 +190,7 @@ ENUMS = {
 
 
 def _wire_type(field: FieldDescriptor) -> str:
-    """The field's type as WIRE.md writes it."""
+    """The field's type as the upstream mirror writes it."""
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         key, value = field.message_type.fields
         return f"map<{_wire_type(key)},{_wire_type(value)}>"

@@ -1,7 +1,7 @@
 """Translator: canonical messages (decoded from real CLI 2.1.330 line shapes) → AgentEvents.
 
-The line builders below produce the shapes of CLAUDE_CLI.md §1–§2 (cut down the same way the
-spec cuts them); every line goes through the real ProtocolReader before it reaches the
+The line builders below produce the shapes of docs/PROTOCOL.md#messages-read (cut down the same way
+the spec cuts them); every line goes through the real ProtocolReader before it reaches the
 translator, exactly as in the daemon.
 """
 
@@ -284,7 +284,7 @@ USAGE = ("usage", 10, 5, 0.00014)
 
 
 def test_partial_messages_turn_in_the_order_the_cli_emits_it() -> None:
-    """CLAUDE_CLI.md §1 'Typical turn', with --include-partial-messages."""
+    """docs/PROTOCOL.md#a-turn, with --include-partial-messages."""
     translator = Translator(DAEMON_SID)
     events = feed(
         translator,
@@ -499,8 +499,8 @@ def test_tool_call_result_duration_is_measured_from_its_start() -> None:
 
 
 def test_a_non_streamed_retry_after_a_mid_stream_error_shows_its_text() -> None:
-    """CLAUDE_CLI.md §2.4: after an SSE error the CLI repeats the request without streaming and
-    emits an assistant line with a different message id and no stream events."""
+    """docs/PROTOCOL.md#stream-events: after an SSE error the CLI repeats the request without
+    streaming and emits an assistant line with a different message id and no stream events."""
     translator = Translator(DAEMON_SID)
     events = feed(
         translator,
@@ -607,8 +607,8 @@ def test_a_fresh_process_after_a_restart_counts_from_zero() -> None:
 
 
 def test_cancelled_turn_ends_with_stop_reason_cancelled() -> None:
-    """CLAUDE_CLI.md §6.5 interrupt mid-stream: aborted assistant, interrupt marker, synthesized
-    stream end, result error_during_execution / aborted_streaming."""
+    """docs/PROTOCOL.md#interrupts interrupt mid-stream: aborted assistant, interrupt marker,
+    synthesized stream end, result error_during_execution / aborted_streaming."""
     translator = Translator(DAEMON_SID)
     feed(translator, init(), message_start("msg_1"), text_start(0), text_delta(0, "Once upon"))
     translator.mark_cancel_requested()
@@ -642,7 +642,7 @@ def test_cancelled_turn_ends_with_stop_reason_cancelled() -> None:
 
 
 def test_api_error_turn_reports_an_agent_error() -> None:
-    """CLAUDE_CLI.md §2.5/§2.9: a synthetic assistant message, then subtype success + is_error."""
+    """docs/PROTOCOL.md#results: a synthetic assistant message, then subtype success + is_error."""
     translator = Translator(DAEMON_SID)
     feed(translator, init())
     synthetic = assistant(

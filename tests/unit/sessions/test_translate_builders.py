@@ -1,7 +1,8 @@
 """The event builders the session and the permission layer call (translate.py re-exports them).
 
-Permission requests and questions are built from real `can_use_tool` lines (CLAUDE_CLI.md §2.7,
-§6.3, §6.4) decoded by the real ProtocolReader.
+Permission requests and questions are built from real `can_use_tool` lines
+(docs/PROTOCOL.md#permission-requests, docs/PROTOCOL.md#questions) decoded by the real
+ProtocolReader.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def test_permission_request_carries_what_claude_said() -> None:
 
 
 def test_permission_request_without_description_uses_the_decision_reason() -> None:
-    """A Read outside the working directory (CLAUDE_CLI.md §6.3) has no description."""
+    """A Read outside the working directory (docs/PROTOCOL.md#permission-requests) has no
+    description."""
     request_id, request = can_use_tool(
         {
             "subtype": "can_use_tool",
@@ -130,7 +132,7 @@ def prompt_tuple(prompt: Any) -> tuple[Any, ...]:
 
 
 def test_user_question_carries_every_question_and_the_first_in_upstream_fields() -> None:
-    """The CLI's AskUserQuestion schema (CLAUDE_CLI.md §6.4), three questions."""
+    """The CLI's AskUserQuestion schema (docs/PROTOCOL.md#questions), three questions."""
     request_id, request = ask(
         [
             {
@@ -186,7 +188,7 @@ def test_user_question_carries_every_question_and_the_first_in_upstream_fields()
 
 
 def test_user_question_in_the_seed_shape_with_string_options() -> None:
-    """PROTOCOL_L1.md's example: options as strings, `multi_select` in snake case."""
+    """An older SDK's example: options as strings, `multi_select` in snake case."""
     request_id, request = ask(
         [
             {

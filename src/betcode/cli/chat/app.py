@@ -374,8 +374,9 @@ class ChatApp(App[None]):
         if not name:
             self.notify("Usage: /model NAME, e.g. /model sonnet", severity="warning")
             return
-        # claude switches itself (a local command in stream-json mode, CLAUDE_CLI.md §3.1); a
-        # session this chat starts later (/clear) starts with the model.
+        # claude switches itself (a local command in stream-json mode,
+        # docs/PROTOCOL.md#slash-commands); a session this chat starts later (/clear) starts with
+        # the model.
         self.stream.model = name
         await self.stream.send_message(f"/model {name}")
         self._changed(self.model.input_sent())

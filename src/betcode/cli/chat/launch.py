@@ -46,7 +46,7 @@ async def pick_session(client: DaemonClient, options: ChatOptions, cwd: Path) ->
 
 
 async def chat(options: ChatOptions) -> int:
-    """Runs the chat until the user quits; returns the exit code (DIGEST §11.4). Raises
+    """Runs the chat until the user quits; returns the exit code (docs/CLI.md#exit-codes). Raises
     DaemonUnavailable before the screen opens when no daemon listens, and SessionNotFound
     when --continue finds nothing."""
     cwd = (options.cwd or Path.cwd()).resolve()
