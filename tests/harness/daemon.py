@@ -235,6 +235,11 @@ class Client:
         finally:
             self._changed.set()  # waiters notice the end of the stream
 
+    async def ended(self, within_s: float = 30.0) -> None:
+        """Wait until the stream ends (a ResumeSession without `follow` ends after replay)."""
+        assert self._reader is not None
+        await asyncio.wait_for(asyncio.shield(self._reader), within_s)
+
     def send(self, request: agent_pb2.AgentRequest) -> None:
         self._outbox.put_nowait(request)
 

@@ -79,7 +79,7 @@ TURN_LINES = [
 REQUESTS = ("permission_request", "user_question")
 FILTERED_KINDS = {"input_lock", "input_lock_requested"}
 BLANKED_KEYS = {"timestamp", "durationMs", "expiresAt", "sequence"}
-ID = re.compile(r"^(toolu_[0-9a-f]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+ID = re.compile(r"^(toolu_\w+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 
 @dataclass(frozen=True)
@@ -168,12 +168,15 @@ async def _sweep_one_kind(restarts: Restarts, kind: str, points: list[Point]) ->
         run.after = _reconnect(restarts, run)
     await asyncio.gather(*(_play_to_the_end(run, run.after) for run in runs[1:]))
 
-    expected = await _views(restarts, baseline)
+    assert baseline.before is not None
+    expected = baseline.before.events
     found: list[Mismatch] = []
     for run in runs[1:]:
         assert run.point is not None
-        for view, events in (await _views(restarts, run)).items():
-            problem = _compare(expected["live"], events)
+        assert run.before is not None
+        live = run.before.events + ([] if run.after is None else run.after.events)
+        for view, events in (await client_views(restarts, run.session_id, live)).items():
+            problem = compare_views(expected, events)
             if problem:
                 found.append(Mismatch(kind, run.point.label, view, problem))
     return found
@@ -252,17 +255,8 @@ async def _play_to_the_end(run: Run, client: Client | None) -> None:
     assert client is not None
     seen = [] if run.before is None or run.before is client else run.before.events
 
-    def idle_after_the_turn() -> bool:
-        events = seen + client.events
-        done = [e.sequence for e in events if e.WhichOneof("event") == "turn_complete"]
-        return bool(done) and any(
-            e.status_change.status == common_pb2.AGENT_STATUS_IDLE and e.sequence > done[0]
-            for e in events
-            if e.WhichOneof("event") == "status_change"
-        )
-
     deadline = time.monotonic() + 60
-    while not idle_after_the_turn():
+    while not idle_after_turns(seen + client.events, 1):
         for request in _requests(client):
             _answer(run, client, request)
         assert time.monotonic() < deadline, f"{run.session_id}: the turn never ended"
@@ -303,29 +297,44 @@ def _turn_lines(restarts: Restarts, run: Run) -> int:
 
 def _reconnect(restarts: Restarts, run: Run) -> Client:
     assert run.before is not None
-    seen = max(run.before.sequences, default=0)
-    client = restarts.client("writer")
-    client.converse(agent_pb2.StartConversation(session_id=run.session_id, from_sequence=seen))
+    return reconnect(restarts, run.session_id, run.before)
+
+
+def reconnect(restarts: Restarts, session_id: str, before: Client) -> Client:
+    """The client `before` (cut off by a restart) attached again after the last event it saw."""
+    seen = max(before.sequences, default=0)
+    client = restarts.client(before.client_id)
+    client.converse(agent_pb2.StartConversation(session_id=session_id, from_sequence=seen))
     return client
 
 
-async def _views(restarts: Restarts, run: Run) -> dict[str, list[agent_pb2.AgentEvent]]:
-    """The session's events as each kind of client got them."""
-    assert run.before is not None
-    live = run.before.events + ([] if run.after is None else run.after.events)
+def idle_after_turns(events: list[agent_pb2.AgentEvent], turns: int) -> bool:
+    """Whether `turns` turns completed and the session went IDLE after the last of them."""
+    done = [e.sequence for e in events if e.WhichOneof("event") == "turn_complete"]
+    return len(done) >= turns and any(
+        e.status_change.status == common_pb2.AGENT_STATUS_IDLE and e.sequence > done[turns - 1]
+        for e in events
+        if e.WhichOneof("event") == "status_change"
+    )
+
+
+async def client_views(
+    restarts: Restarts, session_id: str, live: list[agent_pb2.AgentEvent]
+) -> dict[str, list[agent_pb2.AgentEvent]]:
+    """The session's events as each kind of client got them: `live` (a client's), a replay
+    from 0 and the batched stream."""
     replay = restarts.client("replay")
-    replay.resume(run.session_id, from_sequence=0, follow=False)
-    assert replay._reader is not None
-    await replay._reader
-    return {"live": live, "replay": replay.events, "batched": await _batched(restarts, run)}
+    replay.resume(session_id, from_sequence=0, follow=False)
+    await replay.ended()
+    return {"live": live, "replay": replay.events, "batched": await _batched(restarts, session_id)}
 
 
-async def _batched(restarts: Restarts, run: Run) -> list[agent_pb2.AgentEvent]:
+async def _batched(restarts: Restarts, session_id: str) -> list[agent_pb2.AgentEvent]:
     assert restarts.daemon is not None
     async with grpc.aio.insecure_channel(f"unix:{restarts.daemon.socket}") as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
         request = agent_pb2.ResumeSessionRequest(
-            session_id=run.session_id, from_sequence=0, follow=False
+            session_id=session_id, from_sequence=0, follow=False
         )
         events: list[agent_pb2.AgentEvent] = []
         async for batch in stub.ResumeSessionBatched(request, metadata=(("x-client-id", "b"),)):
@@ -368,7 +377,7 @@ def normalized(events: list[agent_pb2.AgentEvent]) -> list[str]:
     return kept
 
 
-def _compare(expected: list[agent_pb2.AgentEvent], got: list[agent_pb2.AgentEvent]) -> str:
+def compare_views(expected: list[agent_pb2.AgentEvent], got: list[agent_pb2.AgentEvent]) -> str:
     """ "" when `got` is exact: contiguous stored sequences and the baseline's events."""
     sequences = [e.sequence for e in _stored(got)]
     if sequences != list(range(1, len(sequences) + 1)):
