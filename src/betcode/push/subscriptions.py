@@ -19,6 +19,8 @@ from betcode.storage.writer import StoreWriter
 MAX_ENDPOINT_CHARS = 2048
 P256_POINT_BYTES = 65  # uncompressed: 0x04, x, y
 AUTH_SECRET_BYTES = 16
+# Every push goes to every subscription: a bound on the fan-out (and on what a page can store).
+MAX_SUBSCRIPTIONS = 50
 
 
 class SubscriptionRefused(ValueError):
@@ -88,7 +90,14 @@ class Subscriptions:
         self._reader = reader
 
     async def save(self, subscription: PushSubscription) -> None:
-        await self._writer.call(lambda c: rows.save_subscription(c, subscription))
+        """Refused (SubscriptionRefused) when MAX_SUBSCRIPTIONS others are stored."""
+        if not await self._writer.call(
+            lambda c: rows.save_subscription(c, subscription, MAX_SUBSCRIPTIONS)
+        ):
+            raise SubscriptionRefused(
+                f"this daemon already has {MAX_SUBSCRIPTIONS} push subscriptions; remove one "
+                "(DELETE /api/push/subscriptions) first"
+            )
 
     async def delete(self, endpoint: str) -> bool:
         return await self._writer.call(lambda c: rows.delete_subscription(c, endpoint))

@@ -21,9 +21,15 @@ class PushSubscription:
         return {"endpoint": self.endpoint, "keys": {"p256dh": self.p256dh, "auth": self.auth}}
 
 
-def save_subscription(conn: sqlite3.Connection, subscription: PushSubscription) -> None:
-    """Stores it; one registered again (same endpoint) gets the new keys."""
+def save_subscription(conn: sqlite3.Connection, subscription: PushSubscription, limit: int) -> bool:
+    """Stores it; one registered again (same endpoint) gets the new keys. False (nothing
+    stored) when `limit` others are stored already."""
     with transaction(conn):
+        (stored,) = conn.execute(
+            "SELECT count(*) FROM push_subscriptions WHERE endpoint != ?", (subscription.endpoint,)
+        ).fetchone()
+        if stored >= limit:
+            return False
         conn.execute(
             "INSERT INTO push_subscriptions (endpoint, p256dh, auth, client_id, created_at) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, "
@@ -36,6 +42,7 @@ def save_subscription(conn: sqlite3.Connection, subscription: PushSubscription) 
                 subscription.created_at,
             ),
         )
+    return True
 
 
 def delete_subscription(conn: sqlite3.Connection, endpoint: str) -> bool:

@@ -53,9 +53,9 @@ async def subscribe(request: web.Request) -> web.Response:
         subscription = parse_subscription(
             body, web_client_id(request), time.time(), allow_loopback=push.allow_loopback
         )
+        await push.subscriptions.save(subscription)
     except SubscriptionRefused as refused:
         raise invalid(str(refused)) from None
-    await push.subscriptions.save(subscription)
     return web.json_response({"endpoint": subscription.endpoint}, status=201)
 
 

@@ -17,7 +17,12 @@ from harness.push_service import PushService
 
 from betcode.push.notifications import PushNotifications
 from betcode.push.sender import PushSender
-from betcode.push.subscriptions import SubscriptionRefused, Subscriptions, parse_subscription
+from betcode.push.subscriptions import (
+    MAX_SUBSCRIPTIONS,
+    SubscriptionRefused,
+    Subscriptions,
+    parse_subscription,
+)
 from betcode.push.vapid import KEY_FILE, VapidKey
 from betcode.storage import StoreReader, StoreWriter, open_database
 from betcode.storage.pending import PendingPermission
@@ -224,6 +229,28 @@ async def test_a_subscription_its_push_service_dropped_is_forgotten(setup: Setup
     [push] = await setup.service.wait_for(1)
     assert push.endpoint == kept
     assert [s.endpoint for s in await setup.subscriptions.all()] == [kept]
+
+
+async def test_subscriptions_are_bounded_and_one_registered_again_is_replaced(
+    setup: Setup,
+) -> None:
+    endpoints = [await setup.subscribe() for _ in range(MAX_SUBSCRIPTIONS)]
+    browser = setup.service.subscribe()
+    extra = parse_subscription(browser.json(), "web-x", 0.0, allow_loopback=True)
+    with pytest.raises(SubscriptionRefused, match="remove one"):
+        await setup.subscriptions.save(extra)
+    # The same endpoint again (new keys) is not one more.
+    again = dataclasses.replace(
+        parse_subscription(browser.json(), "web-x", 0.0, allow_loopback=True),
+        endpoint=endpoints[0],
+    )
+    await setup.subscriptions.save(again)
+    stored = {s.endpoint: s for s in await setup.subscriptions.all()}
+    assert sorted(stored) == sorted(endpoints)
+    assert stored[endpoints[0]].p256dh == again.p256dh
+    await setup.subscriptions.delete(endpoints[1])
+    await setup.subscriptions.save(extra)
+    assert len(await setup.subscriptions.all()) == MAX_SUBSCRIPTIONS
 
 
 def test_the_vapid_key_is_made_once_owner_only(tmp_path: Path) -> None:
