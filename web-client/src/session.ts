@@ -298,7 +298,9 @@ export class SessionStream {
     },
     status_change: (change) => {
       const name = String(change.status || "").replace("AGENT_STATUS_", "").toLowerCase();
-      byId("connection").textContent = `live · ${name}`;
+      // A queued message's status says where it stands ("queued: 2 of 3 waiting …").
+      const shown = name === "queued" && change.message ? String(change.message) : name;
+      byId("connection").textContent = `live · ${shown}`;
     },
     error: (error, parent) => {
       if (error.code === "NO_INPUT_LOCK") {

@@ -137,6 +137,7 @@ class ConverseRequests:
                 session.lock.check_attached(client_id)
             else:
                 session.lock.check_input(client_id)
+            self._admission.cancel(session)
             await session.cancel_turn()
             await note_activity(self._bridge, session)
         else:

@@ -1,5 +1,8 @@
 """Whether a client's message starts a turn now, waits, or asks first (docs/LIMITS.md).
 
+A message within every cap goes to the turn queue (`turn_queue`): it starts at once unless
+`daemon.limits.max_running_turns` turns already run.
+
 Every user message from a client (gRPC Converse, the web client) comes here before it reaches
 its session. A session that has reached a cost cap (its own, `daemon.limits.session_cost_usd`,
 or the daemon's `daemon.limits.daily_cost_usd` for the local day) does not start the turn: the
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from betcode.config.settings import LimitSettings
+from betcode.limits.turn_queue import TurnQueue
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.cost_requests import CapReached
 from betcode.sessions.session import Session
@@ -55,24 +59,36 @@ class TurnAdmission:
         self._bridge = bridge
         self._clock = clock
         self.settings = settings
+        self.queue = TurnQueue(settings.max_running_turns, self._start)
         bridge.costs.send_held = self._send_allowed
 
     def apply_settings(self, settings: LimitSettings) -> None:
         """A reload: caps apply to messages from now on."""
         self.settings = settings
+        self.queue.apply(settings.max_running_turns)
 
     async def send(self, session: Session, client_id: str | None, text: str) -> None:
         """The client's message: sent, or held as a cost request when a cap is reached."""
         if client_id is not None:
             session.lock.check_input(client_id)  # refused before anything is asked or queued
+        await self.queue.submit(session, client_id, text)
+
+    async def _send_allowed(self, session: Session, text: str) -> None:
+        await self.queue.submit(session, None, text)
+
+    async def _start(self, session: Session, client_id: str | None, text: str) -> bool:
+        """The turn starts unless the session has reached a cost cap: checked when it would
+        start, after the turns queued before it, not when it was queued."""
         reached = await self.cap_reached(session.id)
         if reached is not None:
             await self._bridge.ask_about_cost(session, text, reached)
-            return
+            return False
         await session.send_user_message(client_id, text)
+        return True
 
-    async def _send_allowed(self, session: Session, text: str) -> None:
-        await session.send_user_message(None, text)
+    def cancel(self, session: Session) -> int:
+        """A cancel: the session's messages waiting for a turn slot are not sent; how many."""
+        return self.queue.cancel(session)
 
     async def spend(self, session_id: str) -> SessionSpend:
         now = self._clock()

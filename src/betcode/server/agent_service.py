@@ -237,7 +237,8 @@ class AgentService:
         self, request: agent_pb2.CancelTurnRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.CancelTurnResponse:
         session = await self._session(request.session_id, client_id_of(context))
-        return agent_pb2.CancelTurnResponse(was_active=await session.cancel_turn())
+        dropped = self._admission.cancel(session)
+        return agent_pb2.CancelTurnResponse(was_active=await session.cancel_turn() or dropped > 0)
 
     @serves
     async def RequestInputLock(

@@ -82,6 +82,10 @@ class _AgentStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AgentStat
     """BetCode addition: the claude process crashed and is being respawned with --resume."""
     AGENT_STATUS_CRASHED: _AgentStatus.ValueType  # 8
     """BetCode addition: too many crashes in the crash window; the session needs a new message."""
+    AGENT_STATUS_QUEUED: _AgentStatus.ValueType  # 9
+    """BetCode addition: the session's message waits for a turn slot
+    (daemon.limits.max_running_turns); the message says where it stands.
+    """
 
 class AgentStatus(_AgentStatus, metaclass=_AgentStatusEnumTypeWrapper): ...
 
@@ -96,6 +100,10 @@ AGENT_STATUS_RESTARTING: AgentStatus.ValueType  # 7
 """BetCode addition: the claude process crashed and is being respawned with --resume."""
 AGENT_STATUS_CRASHED: AgentStatus.ValueType  # 8
 """BetCode addition: too many crashes in the crash window; the session needs a new message."""
+AGENT_STATUS_QUEUED: AgentStatus.ValueType  # 9
+"""BetCode addition: the session's message waits for a turn slot
+(daemon.limits.max_running_turns); the message says where it stands.
+"""
 Global___AgentStatus: _TypeAlias = AgentStatus  # noqa: Y015
 
 @_typing.final

@@ -30,6 +30,7 @@ from betcode.cli.chat.texts import (
     tool_summary,
 )
 from betcode.cli.chat.widgets import nested_activity, readable_input
+from betcode.v1 import common_pb2
 
 ME = "cli-me"
 
@@ -208,6 +209,14 @@ def test_usage_adds_up_over_turns() -> None:
     assert (model.status.input_tokens, model.status.output_tokens) == (150, 25)
     assert model.status.cost_usd == pytest.approx(0.012)
     assert "175 tokens · $0.0120" in status_line(model.status)
+
+
+def test_a_queued_message_shows_where_it_stands() -> None:
+    model = fed(ev.status(common_pb2.AGENT_STATUS_QUEUED, "queued: 2 of 3 waiting"))
+    assert model.status.activity is Activity.QUEUED
+    assert "queued for a turn slot" in status_line(model.status)
+    notices = [b.text for b in model.blocks.values() if isinstance(b, NoticeBlock)]
+    assert notices == ["queued: 2 of 3 waiting"]
 
 
 def test_the_status_bar_shows_the_worktree_branch() -> None:

@@ -236,6 +236,8 @@ class ChatModel:
         if change.status == common_pb2.AGENT_STATUS_ERROR and change.message:
             self._close_text(changes)
             self._add(NoticeBlock(self._next_key(), change.message, is_error=True), changes)
+        elif change.status == common_pb2.AGENT_STATUS_QUEUED and change.message:
+            self._add(NoticeBlock(self._next_key(), change.message), changes)
 
     def _on_session_info(self, info: agent_pb2.SessionInfo, _parent: str, changes: Changes) -> None:
         self.status.session_id = info.session_id or self.status.session_id

@@ -22,6 +22,7 @@ class Activity(enum.StrEnum):
     COMPACTING = "compacting"
     RESTARTING = "claude is restarting"
     CRASHED = "claude crashed; send a message to restart it"
+    QUEUED = "queued for a turn slot"
     ERROR = "error"
 
 
@@ -34,6 +35,7 @@ ACTIVITY_OF_STATUS = {
     common_pb2.AGENT_STATUS_ERROR: Activity.ERROR,
     common_pb2.AGENT_STATUS_RESTARTING: Activity.RESTARTING,
     common_pb2.AGENT_STATUS_CRASHED: Activity.CRASHED,
+    common_pb2.AGENT_STATUS_QUEUED: Activity.QUEUED,
 }
 TURN_RUNNING = {Activity.THINKING, Activity.RUNNING_TOOL, Activity.WAITING_FOR_YOU}
 

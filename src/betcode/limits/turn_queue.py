@@ -1,0 +1,157 @@
+"""At most `daemon.limits.max_running_turns` client turns at once; the others wait, in order.
+
+A message that may not start now waits in one queue for the whole daemon. Each session whose
+messages wait is shown where the first of them stands ("queued: 2 of 3 waiting"), as a status
+event (AGENT_STATUS_QUEUED) stored in its log like any other, again whenever that changes. When
+a turn ends, the first waiting message whose session has no turn running starts: a session's
+own later message waits behind its earlier one, and a session runs one queued turn at a time.
+A cancel takes the session's waiting messages out of the queue (and says so).
+
+The client's request returns once its message is queued: the stream goes on (a cancel must
+get through), and the message starts from here when its turn comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from betcode.sessions import translate
+from betcode.sessions.session import Session
+from betcode.sessions.turns import TurnEnd
+from betcode.v1 import common_pb2
+
+log = logging.getLogger(__name__)
+
+Status = common_pb2.AgentStatus
+# Starts the message's turn; False when it did not start one (the message is held).
+StartTurn = Callable[[Session, str | None, str], Awaitable[bool]]
+
+
+@dataclass(eq=False, slots=True)
+class _Waiting:
+    session: Session
+    text: str  # sent as no client's: the client's input lock was checked when it was queued
+
+
+class TurnQueue:
+    def __init__(self, max_running: int, start_turn: StartTurn) -> None:
+        self.max_running = max_running  # 0: no cap
+        self._start_turn = start_turn
+        self._waiting: deque[_Waiting] = deque()
+        # Session id → the token of its queued-and-started turn still running.
+        self._running: dict[str, object] = {}
+        self._listening: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._shown: dict[str, str] = {}  # session id → the queue status it was last shown
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def apply(self, max_running: int) -> None:
+        """A reload: a larger cap (or none) starts waiting messages at once."""
+        self.max_running = max_running
+        self._pump()
+
+    async def submit(self, session: Session, client_id: str | None, text: str) -> None:
+        """Start the message's turn now if a place is free, else queue it."""
+        if not self.max_running and not self._waiting:
+            await self._start_turn(session, client_id, text)
+            return
+        self._listen(session)
+        if not self._waiting and self._may_start(session):
+            await self._run(session, client_id, text, self._take_place(session))
+            return
+        self._waiting.append(_Waiting(session, text))
+        log.info("session %s: a message is queued (%d waiting)", session.id, len(self._waiting))
+        self._show_positions()
+        self._pump()
+
+    def cancel(self, session: Session) -> int:
+        """Take the session's waiting messages out of the queue; how many."""
+        kept = deque(entry for entry in self._waiting if entry.session is not session)
+        dropped = len(self._waiting) - len(kept)
+        if dropped:
+            self._waiting = kept
+            self._shown.pop(session.id, None)
+            message = f"cancelled: {dropped} queued message(s) not sent"
+            session.emit([translate.status_event(Status.AGENT_STATUS_IDLE, message)])
+            self._show_positions()
+        return dropped
+
+    def _may_start(self, session: Session) -> bool:
+        free = not self.max_running or len(self._running) < self.max_running
+        return free and session.id not in self._running
+
+    def _pump(self) -> None:
+        """Start every waiting message that may start now, first come first."""
+        started = False
+        for entry in list(self._waiting):
+            if not self._may_start(entry.session):
+                continue
+            self._waiting.remove(entry)
+            self._shown.pop(entry.session.id, None)
+            started = True
+            # Its place is taken now, not once the task runs: the loop goes on deciding.
+            token = self._take_place(entry.session)
+            task = asyncio.create_task(
+                self._start_queued(entry, token), name=f"queued-turn-{entry.session.id}"
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if started:
+            self._show_positions()
+
+    def _take_place(self, session: Session) -> object:
+        token = self._running[session.id] = object()
+        return token
+
+    async def _run(self, session: Session, client_id: str | None, text: str, token: object) -> None:
+        started = False
+        try:
+            started = await self._start_turn(session, client_id, text)
+        finally:
+            # Not started (held at a cost cap, or failed: its turn ended visibly, or the client
+            # is told): the place is free.
+            if not started and self._running.get(session.id) is token:
+                del self._running[session.id]
+                self._pump()
+
+    async def _start_queued(self, entry: _Waiting, token: object) -> None:
+        try:
+            await self._run(entry.session, None, entry.text, token)
+        except Exception:
+            log.exception("session %s: a queued message did not start", entry.session.id)
+
+    def _listen(self, session: Session) -> None:
+        if session not in self._listening:
+            self._listening.add(session)
+            session.turn_listeners.append(lambda end: self._turn_ended(session, end))
+
+    def _turn_ended(self, session: Session, _end: TurnEnd) -> None:
+        if self._running.pop(session.id, None) is not None:
+            self._pump()
+
+    def _show_positions(self) -> None:
+        """Each session with waiting messages is shown where its first one stands, once per
+        change."""
+        total = len(self._waiting)
+        seen: set[str] = set()
+        for position, entry in enumerate(self._waiting, start=1):
+            session = entry.session
+            if session.id in seen:
+                continue
+            seen.add(session.id)
+            text = f"queued: {position} of {total} waiting for a turn slot"
+            if self._shown.get(session.id) != text:
+                self._shown[session.id] = text
+                session.emit([translate.status_event(Status.AGENT_STATUS_QUEUED, text)])

@@ -1,0 +1,97 @@
+"""daemon.limits.max_running_turns with the real CLI and the mock model (docs/LIMITS.md): with a
+cap of 1, three sessions' turns run one at a time, in order; each client sees where its
+message stands; a cancel takes a session's messages out of the queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness.daemon import Client, daemon_config, running_daemon
+from harness.environment import Workspace
+from test_cost_limits import sent_to_model, user_inputs
+
+from betcode.config.settings import DaemonSettings, LimitSettings
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.v1 import agent_pb2, common_pb2
+
+pytestmark = pytest.mark.real_cli
+
+QUEUED = common_pb2.AgentStatus.AGENT_STATUS_QUEUED
+STALLED = 'SCN:stall_first_byte {"seconds": 60} the long turn'
+
+
+def queue_statuses(client: Client) -> list[str]:
+    return [
+        event.status_change.message
+        for event in client.of_kind("status_change")
+        if event.status_change.status == QUEUED
+    ]
+
+
+def slot(position: int, total: int) -> str:
+    return f"queued: {position} of {total} waiting for a turn slot"
+
+
+async def statuses(client: Client, count: int) -> None:
+    """Until the client has seen `count` queue statuses."""
+    while len(queue_statuses(client)) < count:
+        await client.wait_for("status_change", count=len(client.of_kind("status_change")) + 1)
+
+
+def open_session(socket: Path, repo: Path, client_id: str) -> Client:
+    client = Client(socket, client_id)
+    client.converse(agent_pb2.StartConversation(working_directory=str(repo)))
+    return client
+
+
+async def test_one_turn_at_a_time_in_order_with_positions_and_a_cancel(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    settings = DaemonSettings(limits=LimitSettings(max_running_turns=1))
+    config = daemon_config(
+        tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url), settings=settings
+    )
+    async with running_daemon(config) as daemon:
+        first, second, third = (
+            open_session(daemon.socket, workspace.repo, name) for name in ("a", "b", "c")
+        )
+        first.say(STALLED)
+        await first.wait_for("user_input")
+        second.say("SCN:plain b1")
+        await second.wait_for_status(QUEUED)
+        third.say("SCN:plain c1")
+        await third.wait_for_status(QUEUED)
+        second.say("SCN:plain b2")  # waits behind its own b1
+        await statuses(second, 3)
+        await statuses(third, 2)
+        assert queue_statuses(second) == [slot(1, 1), slot(1, 2), slot(1, 3)]
+        assert queue_statuses(third) == [slot(2, 2), slot(2, 3)]
+
+        third.send(agent_pb2.AgentRequest(cancel=agent_pb2.CancelRequest()))
+        left = await third.wait_for_status(common_pb2.AgentStatus.AGENT_STATUS_IDLE)
+        assert left.status_change.message == "cancelled: 1 queued message(s) not sent"
+        await statuses(second, 4)
+        assert queue_statuses(second)[-1] == slot(1, 2)
+        # Nothing else ran while the first turn runs.
+        assert user_inputs(second) == []
+        assert user_inputs(third) == []
+
+        mock_api.release_stalls()
+        await first.wait_for("turn_complete", within_s=90)
+        await second.wait_for("turn_complete", count=2, within_s=90)
+        assert user_inputs(second) == ["SCN:plain b1", "SCN:plain b2"]
+        # b2 started only once b1's turn was over (one session's own events are in order).
+        kinds = [
+            event.WhichOneof("event")
+            for event in second.events
+            if event.WhichOneof("event") in ("user_input", "turn_complete")
+        ]
+        assert kinds == ["user_input", "turn_complete", "user_input", "turn_complete"]
+        assert user_inputs(third) == []
+        assert sent_to_model(mock_api, "c1") == 0
+        assert daemon.daemon.core is not None
+        queue = daemon.daemon.core.admission.queue
+        assert (queue.running, queue.waiting) == (0, 0)
+        for client in (first, second, third):
+            await client.close()
