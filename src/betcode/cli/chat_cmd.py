@@ -10,7 +10,7 @@ import click
 
 from betcode.cli.chat import ChatOptions, NoSessionToContinue, run_chat
 from betcode.cli.connection import DaemonError, DaemonUnavailable
-from betcode.cli.ids import SESSIONS
+from betcode.cli.ids import SESSIONS, WORKTREES
 
 START_DAEMON_QUESTION = "Start the BetCode daemon now?"
 
@@ -29,7 +29,9 @@ START_DAEMON_QUESTION = "Start the BetCode daemon now?"
 @click.option(
     "--worktree",
     default="",
-    help="Chat in this git worktree (created in the repository here if it does not exist).",
+    shell_complete=WORKTREES.complete,
+    help="Chat in this git worktree, resuming its latest session (the worktree is created in "
+    "the repository here if it does not exist).",
 )
 @click.option("--socket", "socket_path", help="Daemon socket.")
 def chat(

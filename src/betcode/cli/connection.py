@@ -123,6 +123,7 @@ EXIT_CODE_OF_STATUS = {
     grpc.StatusCode.UNAUTHENTICATED: 3,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 4,
     grpc.StatusCode.INVALID_ARGUMENT: 5,
+    grpc.StatusCode.ALREADY_EXISTS: 5,  # a name taken (a worktree, a repository): a user error
     grpc.StatusCode.OUT_OF_RANGE: 5,
     grpc.StatusCode.FAILED_PRECONDITION: 1,
 }
@@ -320,10 +321,10 @@ class DaemonClient:
         return response
 
     async def list_sessions(
-        self, *, working_directory: str = "", limit: int = 0, offset: int = 0
+        self, *, working_directory: str = "", worktree_id: str = "", limit: int = 0, offset: int = 0
     ) -> agent_pb2.ListSessionsResponse:
         request = agent_pb2.ListSessionsRequest(
-            working_directory=working_directory, limit=limit, offset=offset
+            working_directory=working_directory, worktree_id=worktree_id, limit=limit, offset=offset
         )
         response: agent_pb2.ListSessionsResponse = await self._unary(
             self._stub.ListSessions, request

@@ -1,9 +1,10 @@
-"""`betcode worktree create | list | get | remove | rescue`: git worktrees of registered
-repositories (`betcode repo`). A worktree is named by its id, a unique start of it or its name
-(`ids`). A refused removal exits 1 (a failed precondition, docs/CLI.md#exit-codes) and lists what it
-would lose; `--force` saves that under a rescue ref first (`betcode worktree rescue list |
-restore ID`). The refusal's message names every uncommitted change, untracked file and
-unmerged commit.
+"""`betcode worktree create | list | get | diff | merge | remove | rescue`: git worktrees of
+registered repositories (`betcode repo`). A worktree is named by its id, a unique start of it
+or its name (`ids`). A refused removal exits 1 (a failed precondition, docs/CLI.md#exit-codes)
+and lists what it would lose; `--force` saves that under a rescue ref first (`betcode worktree
+rescue list | restore ID`). The refusal's message names every uncommitted change, untracked
+file and unmerged commit. A refused merge (conflict, uncommitted changes) exits 1 too and
+changes nothing; a name already taken exits 5.
 """
 
 from __future__ import annotations
@@ -141,6 +142,73 @@ def remove(worktree: str, force: bool, as_json: bool, socket_path: str | None) -
         for item in response.saved:
             click.echo(f"  - {item}")
         click.echo(f"Restore with: betcode worktree rescue restore {response.rescue_id}")
+
+
+@worktree_group.command("diff")
+@click.argument("worktree", shell_complete=WORKTREES.complete)
+@click.option("--stat", is_flag=True, help="Files and lines changed instead of the whole diff.")
+@json_option
+@socket_option
+def diff(worktree: str, stat: bool, as_json: bool, socket_path: str | None) -> None:
+    """What WORKTREE changed against its base branch (its files as they are now)."""
+
+    async def act(client: DaemonClient) -> worktree_pb2.DiffWorktreeResponse:
+        request = worktree_pb2.DiffWorktreeRequest(
+            id=await worktree_id_of(client, worktree), stat=stat
+        )
+        return await client.call(worktrees(client).DiffWorktree, request)
+
+    response = call_daemon(socket_path, act)
+    if as_json:
+        emit_json(as_dict(response))
+        return
+    click.echo(response.diff, nl=False)
+    if response.untracked:
+        click.echo(f"untracked (not in the diff, nor in a merge): {', '.join(response.untracked)}")
+    if not response.diff and not response.untracked:
+        click.echo(f"No changes against {response.base_branch}.")
+
+
+@worktree_group.command("merge")
+@click.argument("worktree", shell_complete=WORKTREES.complete)
+@click.option("--squash", is_flag=True, help="One commit instead of a merge commit.")
+@click.option("--remove", is_flag=True, help="Then remove the worktree, if that loses nothing.")
+@click.option("--message", "-m", default="", help="The commit message.")
+@json_option
+@socket_option
+def merge(
+    worktree: str,
+    squash: bool,
+    remove: bool,
+    message: str,
+    as_json: bool,
+    socket_path: str | None,
+) -> None:
+    """Merge WORKTREE's branch into its base branch. Refused, changing nothing, on a conflict
+    or uncommitted changes (in the worktree, or in the base branch's checkout)."""
+
+    async def act(client: DaemonClient) -> worktree_pb2.MergeWorktreeResponse:
+        request = worktree_pb2.MergeWorktreeRequest(
+            id=await worktree_id_of(client, worktree),
+            squash=squash,
+            remove=remove,
+            message=message,
+        )
+        return await client.call(worktrees(client).MergeWorktree, request)
+
+    response = call_daemon(socket_path, act)
+    if as_json:
+        emit_json(as_dict(response))
+        return
+    how = "squashed into one commit" if squash else "merged"
+    click.echo(
+        f"{response.commits_merged} commit(s) of {worktree} {how} into {response.base_branch} "
+        f"(now {response.commit[:12]})"
+    )
+    if response.removed:
+        click.echo(f"Removed {worktree} ({response.sessions_closed} live session(s) stopped).")
+    elif remove:
+        click.echo(f"{worktree} was kept: {response.kept_reason}", err=True)
 
 
 @worktree_group.group("rescue")

@@ -17,6 +17,7 @@ from betcode.worktrees import (
     WorktreeError,
     WorktreeManager,
     WorktreeView,
+    merge,
 )
 
 _CODES = {
@@ -243,3 +244,40 @@ class WorktreeService:
         self, request: worktree_pb2.RestoreRescueRequest, context: grpc.aio.ServicerContext
     ) -> worktree_pb2.WorktreeDetail:
         return worktree_detail(await self._worktrees.restore(check_id(request.id, "id")))
+
+    @serves
+    async def DiffWorktree(
+        self, request: worktree_pb2.DiffWorktreeRequest, context: grpc.aio.ServicerContext
+    ) -> worktree_pb2.DiffWorktreeResponse:
+        view = await self._worktrees.find(check_id(request.id, "id"))
+        found = await merge.diff(self._worktrees, view.record.id, stat=request.stat)
+        return worktree_pb2.DiffWorktreeResponse(
+            base_branch=found.base_branch,
+            merge_base=found.merge_base,
+            diff=found.diff,
+            untracked=found.untracked,
+        )
+
+    @serves
+    async def MergeWorktree(
+        self, request: worktree_pb2.MergeWorktreeRequest, context: grpc.aio.ServicerContext
+    ) -> worktree_pb2.MergeWorktreeResponse:
+        view = await self._worktrees.find(check_id(request.id, "id"))
+        merged = await merge.merge(
+            self._worktrees,
+            view.record.id,
+            squash=request.squash,
+            message=check_text(request.message, "message"),
+        )
+        response = worktree_pb2.MergeWorktreeResponse(
+            base_branch=merged.base_branch, commit=merged.commit, commits_merged=merged.commits
+        )
+        if request.remove:
+            try:
+                removal = await self._worktrees.remove(view.record.id)
+            except WorktreeError as error:  # merged all the same: say why it stays
+                response.kept_reason = error.message
+            else:
+                response.removed = True
+                response.sessions_closed = removal.sessions_closed
+        return response

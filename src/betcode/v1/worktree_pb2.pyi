@@ -360,3 +360,122 @@ class RestoreRescueRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RestoreRescueRequest: _TypeAlias = RestoreRescueRequest  # noqa: Y015
+
+@_typing.final
+class DiffWorktreeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    STAT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    stat: _builtins.bool
+    """A summary (files and lines changed) instead of the whole diff."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        stat: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "stat", b"stat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffWorktreeRequest: _TypeAlias = DiffWorktreeRequest  # noqa: Y015
+
+@_typing.final
+class DiffWorktreeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BASE_BRANCH_FIELD_NUMBER: _builtins.int
+    MERGE_BASE_FIELD_NUMBER: _builtins.int
+    DIFF_FIELD_NUMBER: _builtins.int
+    UNTRACKED_FIELD_NUMBER: _builtins.int
+    base_branch: _builtins.str
+    merge_base: _builtins.str
+    diff: _builtins.str
+    @_builtins.property
+    def untracked(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        base_branch: _builtins.str = ...,
+        merge_base: _builtins.str = ...,
+        diff: _builtins.str = ...,
+        untracked: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_branch", b"base_branch", "diff", b"diff", "merge_base", b"merge_base", "untracked", b"untracked"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffWorktreeResponse: _TypeAlias = DiffWorktreeResponse  # noqa: Y015
+
+@_typing.final
+class MergeWorktreeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    SQUASH_FIELD_NUMBER: _builtins.int
+    REMOVE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    squash: _builtins.bool
+    remove: _builtins.bool
+    """Remove the worktree after the merge (as RemoveWorktree without force: kept, saying why,
+    if that would lose work).
+    """
+    message: _builtins.str
+    """The commit message (default: one naming the branch and worktree)."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        squash: _builtins.bool = ...,
+        remove: _builtins.bool = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "message", b"message", "remove", b"remove", "squash", b"squash"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergeWorktreeRequest: _TypeAlias = MergeWorktreeRequest  # noqa: Y015
+
+@_typing.final
+class MergeWorktreeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BASE_BRANCH_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    COMMITS_MERGED_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    KEPT_REASON_FIELD_NUMBER: _builtins.int
+    SESSIONS_CLOSED_FIELD_NUMBER: _builtins.int
+    base_branch: _builtins.str
+    commit: _builtins.str
+    """The base branch's new tip."""
+    commits_merged: _builtins.int
+    removed: _builtins.bool
+    kept_reason: _builtins.str
+    sessions_closed: _builtins.int
+    def __init__(
+        self,
+        *,
+        base_branch: _builtins.str = ...,
+        commit: _builtins.str = ...,
+        commits_merged: _builtins.int = ...,
+        removed: _builtins.bool = ...,
+        kept_reason: _builtins.str = ...,
+        sessions_closed: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_branch", b"base_branch", "commit", b"commit", "commits_merged", b"commits_merged", "kept_reason", b"kept_reason", "removed", b"removed", "sessions_closed", b"sessions_closed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergeWorktreeResponse: _TypeAlias = MergeWorktreeResponse  # noqa: Y015

@@ -64,6 +64,16 @@ class WorktreeServiceStub:
                 request_serializer=betcode_dot_v1_dot_worktree__pb2.RestoreRescueRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.FromString,
                 _registered_method=True)
+        self.DiffWorktree = channel.unary_unary(
+                '/betcode.v1.WorktreeService/DiffWorktree',
+                request_serializer=betcode_dot_v1_dot_worktree__pb2.DiffWorktreeRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_worktree__pb2.DiffWorktreeResponse.FromString,
+                _registered_method=True)
+        self.MergeWorktree = channel.unary_unary(
+                '/betcode.v1.WorktreeService/MergeWorktree',
+                request_serializer=betcode_dot_v1_dot_worktree__pb2.MergeWorktreeRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_worktree__pb2.MergeWorktreeResponse.FromString,
+                _registered_method=True)
 
 
 class WorktreeServiceServicer:
@@ -106,6 +116,24 @@ class WorktreeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DiffWorktree(self, request, context):
+        """BetCode addition: the worktree's changes against its base branch (tracked files, from
+        their merge base, as the files are now; untracked files listed by name).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeWorktree(self, request, context):
+        """BetCode addition: merge the worktree's branch into its base branch (a merge commit, or
+        one squashed commit), then remove the worktree if asked and safe. FAILED_PRECONDITION,
+        changing nothing, on a conflict, uncommitted changes in the worktree or in the base's
+        checkout, or nothing to merge.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorktreeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -138,6 +166,16 @@ def add_WorktreeServiceServicer_to_server(servicer, server):
                     servicer.RestoreRescue,
                     request_deserializer=betcode_dot_v1_dot_worktree__pb2.RestoreRescueRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.SerializeToString,
+            ),
+            'DiffWorktree': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffWorktree,
+                    request_deserializer=betcode_dot_v1_dot_worktree__pb2.DiffWorktreeRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_worktree__pb2.DiffWorktreeResponse.SerializeToString,
+            ),
+            'MergeWorktree': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeWorktree,
+                    request_deserializer=betcode_dot_v1_dot_worktree__pb2.MergeWorktreeRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_worktree__pb2.MergeWorktreeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -302,6 +340,60 @@ class WorktreeService:
             '/betcode.v1.WorktreeService/RestoreRescue',
             betcode_dot_v1_dot_worktree__pb2.RestoreRescueRequest.SerializeToString,
             betcode_dot_v1_dot_worktree__pb2.WorktreeDetail.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffWorktree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.WorktreeService/DiffWorktree',
+            betcode_dot_v1_dot_worktree__pb2.DiffWorktreeRequest.SerializeToString,
+            betcode_dot_v1_dot_worktree__pb2.DiffWorktreeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeWorktree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.WorktreeService/MergeWorktree',
+            betcode_dot_v1_dot_worktree__pb2.MergeWorktreeRequest.SerializeToString,
+            betcode_dot_v1_dot_worktree__pb2.MergeWorktreeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,6 +38,16 @@ class WorktreeServiceStub:
     ListRescues: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.ListRescuesRequest, _worktree_pb2.ListRescuesResponse]
     """BetCode addition: what forced removals saved under rescue refs, and getting it back."""
     RestoreRescue: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.RestoreRescueRequest, _worktree_pb2.WorktreeDetail]
+    DiffWorktree: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.DiffWorktreeRequest, _worktree_pb2.DiffWorktreeResponse]
+    """BetCode addition: the worktree's changes against its base branch (tracked files, from
+    their merge base, as the files are now; untracked files listed by name).
+    """
+    MergeWorktree: _grpc.UnaryUnaryMultiCallable[_worktree_pb2.MergeWorktreeRequest, _worktree_pb2.MergeWorktreeResponse]
+    """BetCode addition: merge the worktree's branch into its base branch (a merge commit, or
+    one squashed commit), then remove the worktree if asked and safe. FAILED_PRECONDITION,
+    changing nothing, on a conflict, uncommitted changes in the worktree or in the base's
+    checkout, or nothing to merge.
+    """
 
 @_typing.type_check_only
 class WorktreeServiceAsyncStub(WorktreeServiceStub):
@@ -49,6 +59,16 @@ class WorktreeServiceAsyncStub(WorktreeServiceStub):
     ListRescues: _aio.UnaryUnaryMultiCallable[_worktree_pb2.ListRescuesRequest, _worktree_pb2.ListRescuesResponse]  # type: ignore[assignment]
     """BetCode addition: what forced removals saved under rescue refs, and getting it back."""
     RestoreRescue: _aio.UnaryUnaryMultiCallable[_worktree_pb2.RestoreRescueRequest, _worktree_pb2.WorktreeDetail]  # type: ignore[assignment]
+    DiffWorktree: _aio.UnaryUnaryMultiCallable[_worktree_pb2.DiffWorktreeRequest, _worktree_pb2.DiffWorktreeResponse]  # type: ignore[assignment]
+    """BetCode addition: the worktree's changes against its base branch (tracked files, from
+    their merge base, as the files are now; untracked files listed by name).
+    """
+    MergeWorktree: _aio.UnaryUnaryMultiCallable[_worktree_pb2.MergeWorktreeRequest, _worktree_pb2.MergeWorktreeResponse]  # type: ignore[assignment]
+    """BetCode addition: merge the worktree's branch into its base branch (a merge commit, or
+    one squashed commit), then remove the worktree if asked and safe. FAILED_PRECONDITION,
+    changing nothing, on a conflict, uncommitted changes in the worktree or in the base's
+    checkout, or nothing to merge.
+    """
 
 class WorktreeServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -93,5 +113,27 @@ class WorktreeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _worktree_pb2.RestoreRescueRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_worktree_pb2.WorktreeDetail, _abc.Awaitable[_worktree_pb2.WorktreeDetail]]: ...
+
+    @_abc_1.abstractmethod
+    def DiffWorktree(
+        self,
+        request: _worktree_pb2.DiffWorktreeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_worktree_pb2.DiffWorktreeResponse, _abc.Awaitable[_worktree_pb2.DiffWorktreeResponse]]:
+        """BetCode addition: the worktree's changes against its base branch (tracked files, from
+        their merge base, as the files are now; untracked files listed by name).
+        """
+
+    @_abc_1.abstractmethod
+    def MergeWorktree(
+        self,
+        request: _worktree_pb2.MergeWorktreeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_worktree_pb2.MergeWorktreeResponse, _abc.Awaitable[_worktree_pb2.MergeWorktreeResponse]]:
+        """BetCode addition: merge the worktree's branch into its base branch (a merge commit, or
+        one squashed commit), then remove the worktree if asked and safe. FAILED_PRECONDITION,
+        changing nothing, on a conflict, uncommitted changes in the worktree or in the base's
+        checkout, or nothing to merge.
+        """
 
 def add_WorktreeServiceServicer_to_server(servicer: WorktreeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

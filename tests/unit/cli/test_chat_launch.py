@@ -57,3 +57,13 @@ async def test_no_daemon_fails_before_the_screen_opens(tmp_path: Path) -> None:
     options = ChatOptions(socket=str(tmp_path / "missing.sock"), cwd=tmp_path)
     with pytest.raises(DaemonUnavailable, match="betcode daemon start"):
         await chat(options)
+
+
+async def test_a_worktree_resumes_its_latest_session(
+    client: DaemonClient, fake: FakeAgentService
+) -> None:
+    fake.sessions = [summary("old", "/wt", 1), summary("latest", "/wt", 9)]
+    assert await pick_session(client, ChatOptions(), Path("/wt"), "wt-1") == "latest"
+    assert fake.unary[-1][1].worktree_id == "wt-1"
+    fake.sessions = []
+    assert await pick_session(client, ChatOptions(), Path("/wt"), "wt-1") == ""  # a new one

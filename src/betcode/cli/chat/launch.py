@@ -29,12 +29,19 @@ class ChatOptions:
     reattach_hint: bool = True  # say on quitting how to reattach (not when the daemon ends too)
 
 
-async def pick_session(client: DaemonClient, options: ChatOptions, cwd: Path) -> str:
+async def pick_session(
+    client: DaemonClient, options: ChatOptions, cwd: Path, worktree_id: str = ""
+) -> str:
     """The session to attach to: --session (an id, unique prefix or name: `ids`), else with
-    --continue the one updated last in ``cwd``, else none (a new session is made on the first
-    message)."""
+    --worktree the worktree's session updated last (the task goes on where it was left), else
+    with --continue the one updated last in ``cwd``, else none (a new session is made on the
+    first message)."""
     if options.session_id:
         return (await find_session(client, options.session_id)).id
+    if worktree_id:
+        sessions = (await client.list_sessions(worktree_id=worktree_id)).sessions
+        latest = max(sessions, key=lambda s: s.updated_at.ToNanoseconds(), default=None)
+        return latest.id if latest is not None else ""
     if not options.continue_last:
         return ""
     latest = await client.most_recent_session(str(cwd))
@@ -56,7 +63,7 @@ async def chat(options: ChatOptions) -> int:
         if options.worktree:
             worktree = await open_worktree(client, options.worktree, str(cwd))
             cwd = Path(worktree.path)
-        session_id = await pick_session(client, options, cwd)
+        session_id = await pick_session(client, options, cwd, worktree.id if worktree else "")
         stream = ConversationStream(
             client,
             session_id=session_id,
