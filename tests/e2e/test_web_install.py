@@ -6,9 +6,11 @@ reached, and a notification's Allow once / Deny answering a waiting approval thr
 service worker.
 
 What Chromium cannot do here, offline: subscribe to a real push service (its pushManager
-talks to the vendor's), so a push event is not delivered; and click a notification's action
-button (headless has no notification UI). The test calls the service worker's own handlers
-for those two steps (`showMessage`, `answerFromNotification`) inside the real worker.
+talks to the vendor's: the page's "Notify me" says it failed, and why), so a push event is not
+delivered; and click a notification's action button (headless has no notification UI). The
+test calls the service worker's own handlers for those two steps (`showMessage`,
+`answerFromNotification`) inside the real worker; the daemon's side of a push is
+tests/integration/test_web_push.py's.
 """
 
 from __future__ import annotations
@@ -48,21 +50,6 @@ pytestmark = pytest.mark.real_cli
 
 PHONE = {"width": 390, "height": 844}
 TOOL_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\""} multiply'
-# The page's lines: the manifest link and install.js, which registers the worker.
-INSTALL_PAGE = """async () => {
-  if (!document.querySelector('link[rel=manifest]')) {
-    const link = document.createElement('link');
-    link.rel = 'manifest';
-    link.href = '/manifest.webmanifest';
-    link.crossOrigin = 'use-credentials';
-    document.head.append(link);
-    const script = document.createElement('script');
-    script.src = '/install.js';
-    document.body.append(script);
-  }
-  await navigator.serviceWorker.ready;
-  return true;
-}"""
 
 
 @pytest.fixture
@@ -109,12 +96,13 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 async def installed_page(context: Any, daemon: Daemon) -> Any:
+    """The page, signed in, once its worker (registered by the page's install.js) controls
+    it."""
     page = await context.new_page()
     url = base_url(daemon)
     await page.goto(f"{url}/?token={read_or_create_token(daemon.config.config_dir)}")
-    assert await page.evaluate(INSTALL_PAGE)
+    await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
     await page.reload()  # the next load is the worker's
-    assert await page.evaluate(INSTALL_PAGE)
     return page
 
 
@@ -141,6 +129,9 @@ async def test_the_manifest_is_valid_and_chromium_finds_the_app_installable(
         sizes.add(width)
     assert {192, 512} <= sizes
     assert await page.evaluate("navigator.serviceWorker.controller !== null")
+    link = page.locator("link[rel=manifest]")
+    assert await link.get_attribute("crossorigin") == "use-credentials"
+    await playwright_api.expect(page.locator("#enable-notifications")).to_have_text("Notify me")
     assert await page.evaluate("navigator.serviceWorker.controller.scriptURL") == (
         base_url(daemon) + "/sw.js"
     )
@@ -173,6 +164,13 @@ async def test_a_notification_action_answers_the_request_first_answer_wins(
     await browser_context.grant_permissions(["notifications"], origin=base_url(daemon))
     page = await installed_page(browser_context, daemon)
     [worker] = browser_context.service_workers
+    # "Notify me": Chromium's pushManager needs its vendor's push service, which this machine
+    # cannot reach; the page says that subscribing failed, and why.
+    button = page.locator("#enable-notifications")
+    await button.click()
+    await playwright_api.expect(button).to_have_text("Notify me (failed)", timeout=60_000)
+    assert "push service did not answer" in (await button.get_attribute("title") or "")
+    await playwright_api.expect(button).to_be_enabled()
     laptop = WebClient(base_url(daemon), read_or_create_token(daemon.config.config_dir), "web-lap")
     try:
         session_id = await laptop.create_session(str(workspace.repo))

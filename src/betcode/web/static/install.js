@@ -6,6 +6,7 @@
 "use strict";
 
 (() => {
+  const SUBSCRIBE_SECONDS = 20;
   if (!("serviceWorker" in navigator)) return;
   const button = document.getElementById("enable-notifications");
   const pushable = "PushManager" in window && "Notification" in window;
@@ -24,10 +25,15 @@
     const { public_key: key } = await api("/api/push/vapid-public-key");
     let subscription = await registration.pushManager.getSubscription();
     if (subscription === null) {
-      subscription = await registration.pushManager.subscribe({
-        userVisibleOnly: true,
-        applicationServerKey: key,
+      // The browser's vendor runs the push service: unreachable, subscribe() may never settle.
+      const gaveUp = new Promise((_, reject) => {
+        const said = `the browser's push service did not answer in ${SUBSCRIBE_SECONDS} s`;
+        setTimeout(() => reject(new Error(said)), SUBSCRIBE_SECONDS * 1000);
       });
+      subscription = await Promise.race([
+        registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key }),
+        gaveUp,
+      ]);
     }
     await api("/api/push/subscriptions", {
       method: "POST",
