@@ -21,7 +21,9 @@ from betcode.config.resolve import (
     parse_override,
     resolve_daemon_settings,
 )
+from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.permissions.engine import RuleSet
+from betcode.permissions.rule_check import rule_problems
 from betcode.permissions.rules import InvalidRule
 
 VALUE_COLUMN_MAX = 24
@@ -116,6 +118,29 @@ def _as_json(
             for e in invalid
         ],
     }  # fmt: skip
+
+
+@config_group.command("check")
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Working directory whose .claude/ settings apply (default: the current one).",
+)
+def check(cwd: Path | None) -> None:
+    """Check the daemon settings and every permission rule; exit 65 if one cannot be used."""
+    directory = config_dir()
+    problems = rule_problems((cwd or Path.cwd()).absolute(), directory)
+    try:
+        resolve_daemon_settings(directory, {})
+    except ConfigError as error:
+        problems.insert(0, str(error))
+    if not problems:
+        click.echo("configuration OK: the settings are valid and every permission rule parses")
+        return
+    for problem in problems:
+        click.echo(problem, err=True)
+    sys.exit(EXIT_CONFIG_INVALID)
 
 
 @config_group.command("import")

@@ -31,6 +31,7 @@ from betcode.daemon_config import (
     load_daemon_config,
 )
 from betcode.observability.logs import LOG_FORMATS, configure_logging, render_line
+from betcode.permissions.rule_check import rule_problems
 from betcode.permissions.rules import InvalidRule, RuleList, RuleSource, parse_rule
 
 START_TIMEOUT_SECONDS = 30.0
@@ -145,6 +146,8 @@ def start(
         relay_ca_file=relay_ca,
     )
     loop_name = _event_loop_name()
+    for problem in rule_problems(Path.cwd(), config_dir()):
+        click.echo(f"betcode daemon start: warning: {problem}", err=True)
     if not no_import:
         offer_first_run_import()
     if foreground:
@@ -366,17 +369,26 @@ def status(socket_path: Path | None, data_dir: Path | None) -> None:
     running = find_daemon(paths.socket)
     if running is None:
         click.echo(f"daemon is not running (socket {paths.socket})")
+        _print_rule_problems()
         sys.exit(1)
     if running.health is None:
         click.echo(
             f"daemon pid {running.pid} holds {paths.socket} but does not answer "
             "(starting, stopping or stuck)"
         )
+        _print_rule_problems()
         sys.exit(1)
     where = running.health.metadata.get("data_dir", "unknown")
     click.echo(f"daemon running (pid {running.pid}, socket {paths.socket}, data dir {where})")
     print_health(running.health)
+    _print_rule_problems()
     _print_e2e_fingerprint()
+
+
+def _print_rule_problems() -> None:
+    """The settings' permission rules that do not parse (here and in the user's files)."""
+    for problem in rule_problems(Path.cwd(), config_dir()):
+        click.echo(f"permission rule problem: {problem}")
 
 
 def _print_e2e_fingerprint() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -14,6 +15,7 @@ from betcode.claude.locate import ClaudeNotFound, find_claude_binary
 from betcode.cli.paths import resolve_paths
 from betcode.config.dirs import config_dir
 from betcode.daemon_config import EXIT_CONFIG_INVALID
+from betcode.permissions.rule_check import rule_problems
 from betcode.protocol.version import probe_claude_version
 
 
@@ -25,6 +27,15 @@ def doctor(claude_bin: str | None) -> None:
     click.echo(f"config dir:  {config_dir()}")
     click.echo(f"data dir:    {paths.data_dir}")
     click.echo(f"socket:      {paths.socket}")
+    problems = rule_problems(Path.cwd(), config_dir())
+    if problems:
+        click.echo(
+            f"rules:       {len(problems)} PROBLEM(S) — skipped rules allow and deny nothing"
+        )
+    else:
+        click.echo("rules:       every permission rule that applies here parses")
+    for problem in problems:
+        click.echo(f"  {problem}")
     loop_problem = None
     try:
         click.echo(f"event loop:  {event_loop.chosen_event_loop()} (the daemon's)")
