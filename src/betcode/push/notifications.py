@@ -10,7 +10,8 @@ preview of its input), and carries the request id, so the notification can answe
 request that no longer waits (answered anywhere, expired, withdrawn) is pushed once more as
 `resolved`, with its outcome, under the same notification id: the browser replaces the
 notification, so no device offers to answer what is already answered. Those are not counted
-against the limits (there is one per request pushed)."""
+against the limits (there is one per request pushed). A pushed request is marked so in SQLite
+(`pending_permissions.push_notification_id`): a restarted daemon does not push it again."""
 
 from __future__ import annotations
 
@@ -100,17 +101,21 @@ class PushNotifications:
             for noted in self.attention.take()
         ]
         waiting = await self._bridge.list_pending(None)
+        for row in waiting:
+            if row.push_notification_id is not None and row.request_id not in self._pushed:
+                # Pushed by an earlier daemon: not again, but its resolution is pushed.
+                self._pushed[row.request_id] = self._request_notice(row)
         for row in self._waiting.new(waiting):
-            notices.append(self._request_notice(row))
+            if row.push_notification_id is None:
+                notices.append(self._request_notice(row))
         for notice in notices:
-            if (
-                await admit_notification(
-                    self._limits, notice["notification_id"], notice["session_id"], USER_KEY
-                )
-                and await self._push(notice)
-                and "request_id" in notice
+            if not await admit_notification(
+                self._limits, notice["notification_id"], notice["session_id"], USER_KEY
             ):
+                continue
+            if await self._push(notice) and "request_id" in notice:
                 self._pushed[notice["request_id"]] = notice
+                await self._subscriptions.mark_pushed(notice["request_id"])
         still = {row.request_id for row in waiting}
         for request_id in [known for known in self._pushed if known not in still]:
             await self._push(await self._resolved(self._pushed.pop(request_id)))

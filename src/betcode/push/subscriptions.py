@@ -11,6 +11,7 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
+from betcode.storage import pending as pending_rows
 from betcode.storage import push_subscriptions as rows
 from betcode.storage.push_subscriptions import PushSubscription
 from betcode.storage.reader import StoreReader
@@ -83,7 +84,8 @@ def _is_loopback_ip(host: str | None) -> bool:
 
 
 class Subscriptions:
-    """The stored subscriptions: written through the daemon's one writer, read from the pool."""
+    """The stored subscriptions, and which requests were pushed: written through the daemon's
+    one writer, read from the pool."""
 
     def __init__(self, writer: StoreWriter, reader: StoreReader) -> None:
         self._writer = writer
@@ -104,3 +106,7 @@ class Subscriptions:
 
     async def all(self) -> list[PushSubscription]:
         return await self._reader.read(rows.list_subscriptions)
+
+    async def mark_pushed(self, request_id: str) -> None:
+        """The request was pushed (its notification id is its request id)."""
+        await self._writer.call(lambda c: pending_rows.mark_pushed(c, request_id, request_id))

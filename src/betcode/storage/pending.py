@@ -276,3 +276,13 @@ def expired(conn: sqlite3.Connection, now: float) -> list[PendingPermission]:
         f"{_SELECT} WHERE response_received = 0 AND expires_at <= ?{_ORDER}", (now,)
     )
     return [_from_row(row) for row in rows]
+
+
+def mark_pushed(conn: sqlite3.Connection, request_id: str, notification_id: str) -> None:
+    """Records that a Web Push went out for the request (betcode.push): a restarted daemon does
+    not push it again."""
+    conn.execute(
+        "UPDATE pending_permissions SET push_notification_id = ? "
+        "WHERE request_id = ? AND push_notification_id IS NULL",
+        (notification_id, request_id),
+    )

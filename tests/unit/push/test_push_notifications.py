@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,9 @@ from betcode.push.subscriptions import (
 )
 from betcode.push.vapid import KEY_FILE, VapidKey
 from betcode.storage import StoreReader, StoreWriter, open_database
+from betcode.storage import pending as pending_rows
 from betcode.storage.pending import PendingPermission
+from betcode.storage.sessions import create_session
 
 
 def waiting(request_id: str, session_id: str, command: str = "rm -rf build") -> PendingPermission:
@@ -48,6 +51,20 @@ class StandIn:
         return self.answered.get(request_id)
 
 
+class Stored:
+    """The permission bridge's reads, from the store itself."""
+
+    def __init__(self, reader: StoreReader) -> None:
+        self._reader = reader
+        self.forwarded_listeners: list[Callable[[str], None]] = []
+
+    async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
+        return await self._reader.read(pending_rows.list_unanswered)
+
+    async def find_request(self, request_id: str) -> PendingPermission | None:
+        return await self._reader.read(lambda c: pending_rows.get_pending(c, request_id))
+
+
 @dataclass
 class Setup:
     service: PushService
@@ -56,6 +73,9 @@ class Setup:
     requests: StandIn
     notifications: PushNotifications
     now: list[float]
+    writer: StoreWriter
+    reader: StoreReader
+    sender: PushSender
 
     async def subscribe(self) -> str:
         browser = self.service.subscribe()
@@ -76,7 +96,9 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
     now = [1_000_000.0]
     notifications = PushNotifications(requests, subscriptions, sender, clock=lambda: now[0])
     try:
-        yield Setup(service, key, subscriptions, requests, notifications, now)
+        yield Setup(
+            service, key, subscriptions, requests, notifications, now, writer, reader, sender
+        )
     finally:
         await sender.close()
         await service.stop()
@@ -218,6 +240,42 @@ async def test_an_answered_request_is_pushed_again_as_resolved_once(setup: Setup
     assert resolved.payload["notification_id"] == first.payload["notification_id"] == "req-1"
     assert resolved.payload["outcome"] == "denied"
     assert resolved.payload["title"] == "Bash: denied"
+
+
+async def test_a_restarted_daemon_does_not_push_a_request_again_but_its_resolution(
+    setup: Setup,
+) -> None:
+    await setup.subscribe()
+
+    def store(conn: sqlite3.Connection) -> None:
+        create_session(conn, session_id="s1", model="m", working_directory="/w", now=0.0)
+        pending_rows.insert_pending(
+            conn,
+            request_id="req-1",
+            session_id="s1",
+            tool_name="Bash",
+            input_json='{"command": "make"}',
+            dialect="stream_json",
+            received_at=0.0,
+            expires_at=1e12,
+        )
+
+    await setup.writer.call(store)
+    before = PushNotifications(Stored(setup.reader), setup.subscriptions, setup.sender)
+    await before.round()
+    await setup.service.wait_for(1)
+    # The daemon restarts: a notifier with nothing in memory, on the same store.
+    after = PushNotifications(Stored(setup.reader), setup.subscriptions, setup.sender)
+    await after.round()
+    await after.round()
+    assert len(setup.service.received) == 1
+    await setup.writer.call(
+        lambda c: pending_rows.answer(c, "req-1", decision="allow_once", payload="{}", now=1.0)
+    )
+    await after.round()
+    first, resolved = await setup.service.wait_for(2)
+    assert (first.payload["kind"], resolved.payload["kind"]) == ("permission", "resolved")
+    assert resolved.payload["outcome"] == "allowed"
 
 
 async def test_a_subscription_its_push_service_dropped_is_forgotten(setup: Setup) -> None:
