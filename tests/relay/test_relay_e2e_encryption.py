@@ -96,7 +96,7 @@ async def test_the_relay_and_nats_carry_and_keep_only_ciphertext(
     await rig.stop_daemon()
     # Any subscriber on the machine's subject would count as its responder: while the machine
     # is offline the spy watches the buffer's subjects only.
-    await carried.watch("betcode.buffer.>")
+    await carried.watch("betcode.held.>")
     # The CLI's own client (as `sessions rename` uses it): sealed with the pinned key, buffered.
     monkeypatch.setenv("BETCODE_CONFIG_DIR", str(user.config_dir))
     choice = RelayChoice(user.relay.url, user.relay.ca, MACHINE)
@@ -106,7 +106,7 @@ async def test_the_relay_and_nats_carry_and_keep_only_ciphertext(
     await client.close()
 
     assert any(s.startswith("betcode.machine.") for s in carried.subjects)
-    assert any(s.startswith("betcode.buffer.") for s in carried.subjects)
+    assert any(s.startswith("betcode.held.") for s in carried.subjects)
     leaks = [secret for secret in SECRETS for payload in carried.payloads if secret in payload]
     assert leaks == []
     stored = [path for path in files_under(relay_files) for s in SECRETS if s in path.read_bytes()]

@@ -28,6 +28,7 @@ from harness.relay import (
 )
 
 from betcode.relay.accounts import Accounts
+from betcode.relay.auth_service import Registration
 from betcode.relay.server import Relay
 from betcode.relay.tokens import ALGORITHM, AUDIENCE, ISSUER
 from betcode.remote.pki import (
@@ -62,7 +63,8 @@ class Setup:
 
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
-    async with relay_in_process(tmp_path / "relay") as relay:
+    # Open registration: these tests need several users (invitations: test_relay_admission).
+    async with relay_in_process(tmp_path / "relay", registration=Registration.OPEN) as relay:
         assert relay.nc is not None
         routed: list[str] = []
 

@@ -45,11 +45,19 @@ def _remember(username: str, login: auth_pb2.RegisterResponse | auth_pb2.LoginRe
 @click.option("-u", "--username", required=True)
 @password_option
 @click.option("-e", "--email", default="")
-def register(username: str, password: str, email: str) -> None:
+@click.option(
+    "--invite",
+    default="",
+    help="An invitation code (`betcode relay invite` on the relay): needed on a relay that "
+    "registers by invitation, except for its first account.",
+)
+def register(username: str, password: str, email: str, invite: str) -> None:
     """Create an account (and log in)."""
 
     async def action(channel: grpc.aio.Channel) -> auth_pb2.RegisterResponse:
-        request = auth_pb2.RegisterRequest(username=username, password=password, email=email)
+        request = auth_pb2.RegisterRequest(
+            username=username, password=password, email=email, invite_code=invite
+        )
         response: auth_pb2.RegisterResponse = await auth_pb2_grpc.AuthServiceStub(channel).Register(
             request, timeout=30
         )

@@ -1,4 +1,4 @@
-"""`betcode --relay URL machine register|list|switch|status|trust`."""
+"""`betcode --relay URL machine register|list|switch|status|remove|trust`."""
 
 from __future__ import annotations
 
@@ -111,6 +111,24 @@ def status() -> None:
             click.echo(f"{machine.machine_id}: {status_name} ({machine.name})")
             return
     raise click.ClickException(f"machine {stored.active_machine} is no longer registered")
+
+
+@machine_group.command("remove")
+@click.argument("machine_id")
+def remove(machine_id: str) -> None:
+    """Remove one of your machines from the relay (its certificate stops working)."""
+    choice = required_relay()
+
+    async def action(channel: grpc.aio.Channel) -> None:
+        token = await access_token(channel, choice)
+        await machine_pb2_grpc.MachineServiceStub(channel).RemoveMachine(
+            machine_pb2.RemoveMachineRequest(machine_id=machine_id),
+            metadata=_auth(token),
+            timeout=30,
+        )
+
+    call_relay(choice, action)
+    click.echo(f"machine {machine_id} removed")
 
 
 @machine_group.command("trust")

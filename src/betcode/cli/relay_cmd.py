@@ -1,17 +1,22 @@
-"""`betcode relay init|start`: run a relay (accounts, machines, routing over NATS)."""
+"""`betcode relay init|start|invite`: run a relay (accounts, machines, routing over NATS)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import click
 
+from betcode.relay.accounts import Accounts, open_database
+from betcode.relay.auth_service import Registration, invite_hash
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, RelayNotInitialized, default_relay_dir, init_relay
+from betcode.relay.machine_service import DEFAULT_MACHINES_PER_USER
 from betcode.relay.nats_server import NatsRefused, NatsUnavailable
 from betcode.relay.notifications import NotifySettings
 from betcode.relay.server import (
@@ -100,6 +105,35 @@ def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
     show_default=True,
     help="Requests kept per offline machine (beyond: RESOURCE_EXHAUSTED, BUFFER_FULL).",
 )
+@click.option(
+    "--buffer-cap-per-user",
+    type=click.IntRange(1, 1_000_000),
+    default=BufferSettings.max_per_user,
+    show_default=True,
+    help="Requests kept for all of a user's offline machines (beyond: BUFFER_QUOTA).",
+)
+@click.option(
+    "--buffer-bytes-per-user",
+    type=click.IntRange(1024 * 1024, 1 << 40),
+    default=BufferSettings.max_bytes_per_user,
+    show_default=True,
+    help="Bytes kept for all of a user's offline machines (beyond: BUFFER_QUOTA).",
+)
+@click.option(
+    "--registration",
+    type=click.Choice([mode.value for mode in Registration]),
+    default=Registration.INVITE.value,
+    show_default=True,
+    help="Who may create an account: anyone; the first account (the owner) freely and the "
+    "others with a code from `betcode relay invite`; nobody.",
+)
+@click.option(
+    "--machines-per-user",
+    type=click.IntRange(1, 10_000),
+    default=DEFAULT_MACHINES_PER_USER,
+    show_default=True,
+    help="Machines one user may register.",
+)
 def start(
     relay_dir: Path | None,
     listen: str,
@@ -114,6 +148,10 @@ def start(
     notify_webhook: str | None,
     buffer_ttl: float,
     buffer_cap: int,
+    buffer_cap_per_user: int,
+    buffer_bytes_per_user: int,
+    registration: str,
+    machines_per_user: int,
 ) -> None:
     """Serve the relay until SIGTERM/SIGINT (without --nats, with its own NATS server)."""
     files = RelayFiles(relay_dir or default_relay_dir())
@@ -135,7 +173,14 @@ def start(
         nats_ca=nats_ca,
         database_url=database_url,
         tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
-        buffer=BufferSettings(ttl_seconds=buffer_ttl, max_per_machine=buffer_cap),
+        buffer=BufferSettings(
+            ttl_seconds=buffer_ttl,
+            max_per_machine=buffer_cap,
+            max_per_user=buffer_cap_per_user,
+            max_bytes_per_user=buffer_bytes_per_user,
+        ),
+        registration=Registration(registration),
+        machines_per_user=machines_per_user,
         notify=NotifySettings(webhook=notify_webhook or ""),
     )
     if relay_id:
@@ -145,3 +190,42 @@ def start(
     except (NatsRefused, NatsUnavailable) as error:
         raise click.ClickException(str(error)) from None
     sys.exit(code)
+
+
+@relay_group.command("invite")
+@dir_option
+@click.option("--database-url", help="The PostgreSQL URL the relay instances share.")
+@click.option(
+    "--uses", type=click.IntRange(1, 1000), default=1, show_default=True, help="Accounts it makes."
+)
+@click.option(
+    "--days",
+    type=click.FloatRange(0.01, 365),
+    default=7.0,
+    show_default=True,
+    help="Days it stays valid.",
+)
+def invite(relay_dir: Path | None, database_url: str | None, uses: int, days: float) -> None:
+    """Make an invitation code for `betcode auth register --invite CODE` (run on the relay's
+    host: it writes to the relay's accounts database; only its hash is kept)."""
+    files = RelayFiles(relay_dir or default_relay_dir())
+    try:
+        files.require()
+    except RelayNotInitialized as error:
+        raise click.ClickException(str(error)) from None
+    code = secrets.token_urlsafe(18)
+
+    async def add() -> None:
+        database = await open_database(database_url, files.accounts_db)
+        try:
+            now = time.time()
+            await Accounts(database).add_invite(invite_hash(code), now, now + days * 86400, uses)
+        finally:
+            await database.close()
+
+    asyncio.run(add())
+    click.echo(code)
+    click.echo(
+        f"(valid {days:g} days, for {uses} account(s): betcode auth register --invite {code})",
+        err=True,
+    )

@@ -29,6 +29,12 @@ SCHEMA = (
         registered_at DOUBLE PRECISION NOT NULL, last_seen DOUBLE PRECISION NOT NULL,
         online_relay TEXT NOT NULL DEFAULT '')""",
     "CREATE INDEX IF NOT EXISTS machines_owner ON machines (owner_id)",
+    """CREATE TABLE IF NOT EXISTS invites (
+        code_hash TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, uses_left INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS relayed_calls (
+        at DOUBLE PRECISION NOT NULL, user_id TEXT NOT NULL, machine_id TEXT NOT NULL,
+        method TEXT NOT NULL, outcome TEXT NOT NULL)""",
 )
 
 Row = tuple[Any, ...]
@@ -143,6 +149,14 @@ class MachineTaken(Exception):
     """The machine id is registered to another user."""
 
 
+class NotFirstUser(Exception):
+    """An account already exists (the owner's): this one needs an invitation."""
+
+
+class InviteRefused(Exception):
+    """No such invitation, or it expired or was used up."""
+
+
 @dataclass(frozen=True)
 class User:
     id: str
@@ -176,11 +190,25 @@ class Accounts:
         self.database = database
 
     async def create_user(
-        self, user_id: str, username: str, email: str, password_hash: str, now: float
+        self,
+        user_id: str,
+        username: str,
+        email: str,
+        password_hash: str,
+        now: float,
+        *,
+        only_if_first: bool = False,
     ) -> None:
+        """UserExists for a taken name; with ``only_if_first``, creates the relay's first
+        account (its owner) only: NotFirstUser once there is one."""
+        condition = (
+            "WHERE NOT EXISTS (SELECT 1 FROM users)"
+            if only_if_first
+            else "WHERE true ON CONFLICT (username) DO NOTHING"
+        )
         inserted = await self.database.execute(
             "INSERT INTO users (id, username, email, password_hash, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (username) DO NOTHING",
+            f"SELECT ?, ?, ?, ?, ? {condition}",
             user_id,
             username,
             email,
@@ -188,7 +216,54 @@ class Accounts:
             now,
         )
         if inserted != 1:
-            raise UserExists(username)
+            raise NotFirstUser(username) if only_if_first else UserExists(username)
+
+    async def add_invite(self, code_hash: str, now: float, expires_at: float, uses: int) -> None:
+        await self.database.execute(
+            "INSERT INTO invites (code_hash, created_at, expires_at, uses_left) "
+            "VALUES (?, ?, ?, ?)",
+            code_hash,
+            now,
+            expires_at,
+            uses,
+        )
+
+    async def use_invite(self, code_hash: str, now: float) -> None:
+        """Takes one use of the invitation (atomically: two registrations cannot share its
+        last use); InviteRefused when there is none left."""
+        changed = await self.database.execute(
+            "UPDATE invites SET uses_left = uses_left - 1 "
+            "WHERE code_hash = ? AND uses_left > 0 AND expires_at > ?",
+            code_hash,
+            now,
+        )
+        if changed != 1:
+            raise InviteRefused
+
+    async def give_back_invite(self, code_hash: str) -> None:
+        """A use taken for a registration that then failed (the name was taken)."""
+        await self.database.execute(
+            "UPDATE invites SET uses_left = uses_left + 1 WHERE code_hash = ?", code_hash
+        )
+
+    async def record_relayed_call(
+        self, now: float, user_id: str, machine_id: str, method: str, outcome: str
+    ) -> None:
+        await self.database.execute(
+            "INSERT INTO relayed_calls (at, user_id, machine_id, method, outcome) "
+            "VALUES (?, ?, ?, ?, ?)",
+            now,
+            user_id,
+            machine_id,
+            method,
+            outcome,
+        )
+
+    async def relayed_calls(self) -> list[Row]:
+        """(at, user_id, machine_id, method, outcome), oldest first."""
+        return await self.database.fetchall(
+            "SELECT at, user_id, machine_id, method, outcome FROM relayed_calls ORDER BY at"
+        )
 
     async def user_by_name(self, username: str) -> User | None:
         row = await self.database.fetchone(
@@ -275,6 +350,12 @@ class Accounts:
             machine_id,
         )
         return None if row is None else Machine(*row)
+
+    async def machine_count(self, owner_id: str) -> int:
+        row = await self.database.fetchone(
+            "SELECT COUNT(*) FROM machines WHERE owner_id = ?", owner_id
+        )
+        return int(row[0]) if row else 0
 
     async def machines_of(self, owner_id: str) -> list[Machine]:
         rows = await self.database.fetchall(

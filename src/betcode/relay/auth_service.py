@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import enum
+import hashlib
 import re
 import time
 import uuid
@@ -15,7 +17,7 @@ import grpc
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from betcode.relay.accounts import Accounts, UserExists
+from betcode.relay.accounts import Accounts, InviteRefused, NotFirstUser, UserExists
 from betcode.relay.tokens import Claims, InvalidToken, TokenIssuer
 from betcode.v1 import auth_pb2, auth_pb2_grpc
 
@@ -79,10 +81,30 @@ def peer_address(context: grpc.aio.ServicerContext) -> str:
     return str(context.peer()).rsplit(":", 1)[0]
 
 
+class Registration(enum.StrEnum):
+    """Who may create an account: anyone (open), the first account freely and the others with
+    an invitation code (invite), nobody (closed)."""
+
+    OPEN = "open"
+    INVITE = "invite"
+    CLOSED = "closed"
+
+
+def invite_hash(code: str) -> str:
+    """Invitation codes are kept hashed: the accounts database does not give them away."""
+    return hashlib.sha256(code.strip().encode()).hexdigest()
+
+
 class AuthService(auth_pb2_grpc.AuthServiceServicer):
-    def __init__(self, accounts: Accounts, issuer: TokenIssuer) -> None:
+    def __init__(
+        self,
+        accounts: Accounts,
+        issuer: TokenIssuer,
+        registration: Registration = Registration.INVITE,
+    ) -> None:
         self._accounts = accounts
         self._issuer = issuer
+        self._registration = registration
         self._hasher = PasswordHasher()  # argon2id, memory-hard
         self._limiter = AttemptLimiter(ATTEMPTS_PER_MINUTE)
 
@@ -112,16 +134,15 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"password: at least {MIN_PASSWORD_CHARS} characters",
             )
+        if self._registration == Registration.CLOSED:
+            await abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                "registration is closed on this relay; ask its operator for an account",
+            )
         password_hash = await asyncio.to_thread(self._hasher.hash, request.password)
         user_id = uuid.uuid4().hex
-        try:
-            await self._accounts.create_user(
-                user_id, request.username, request.email, password_hash, time.time()
-            )
-        except UserExists:
-            await abort(
-                context, grpc.StatusCode.ALREADY_EXISTS, f"user {request.username!r} exists"
-            )
+        await self._create(context, request, user_id, password_hash)
         user = await self._accounts.user_by_id(user_id)
         assert user is not None
         pair = await self._issuer.issue(user)
@@ -131,6 +152,44 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
             refresh_token=pair.refresh_token,
             expires_in_secs=pair.expires_in_secs,
         )
+
+    async def _create(
+        self,
+        context: grpc.aio.ServicerContext,
+        request: auth_pb2.RegisterRequest,
+        user_id: str,
+        password_hash: str,
+    ) -> None:
+        """Creates the account as the registration mode allows; aborts saying why not."""
+        now = time.time()
+        account = (user_id, request.username, request.email, password_hash, now)
+        code = request.invite_code.strip()
+        invited = self._registration == Registration.INVITE and bool(code)
+        if invited:
+            try:
+                await self._accounts.use_invite(invite_hash(code), now)
+            except InviteRefused:
+                await abort(
+                    context,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "the invitation code is unknown, expired or used up",
+                )
+        try:
+            first_only = self._registration == Registration.INVITE and not invited
+            await self._accounts.create_user(*account, only_if_first=first_only)
+        except NotFirstUser:
+            await abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                "this relay registers by invitation: ask its owner for a code "
+                "(`betcode relay invite` on the relay) and give it with --invite",
+            )
+        except UserExists:
+            if invited:
+                await self._accounts.give_back_invite(invite_hash(code))
+            await abort(
+                context, grpc.StatusCode.ALREADY_EXISTS, f"user {request.username!r} exists"
+            )
 
     async def Login(
         self, request: auth_pb2.LoginRequest, context: grpc.aio.ServicerContext

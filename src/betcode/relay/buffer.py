@@ -1,8 +1,10 @@
 """Requests for a machine that is offline, kept in JetStream until it returns (TOP-05).
 
-One stream holds every machine's buffered calls, one subject per machine, so the engine itself
-enforces the per-machine cap (``max_msgs_per_subject`` with "discard new": the request beyond
-it is refused, RESOURCE_EXHAUSTED + BUFFER_FULL) and the TTL (``max_age``). A buffered call is
+One stream per user holds the buffered calls of that user's machines, one subject per machine,
+so the engine itself enforces the per-machine cap (``max_msgs_per_subject`` with "discard
+new": the request beyond it is refused, RESOURCE_EXHAUSTED + BUFFER_FULL), the per-user caps
+(``max_msgs`` and ``max_bytes``: RESOURCE_EXHAUSTED + BUFFER_QUOTA) and the TTL
+(``max_age``). A buffered call is
 the caller's whole request (one message, or the few messages of a Converse the caller
 half-closed) with its method, metadata and a priority; when the machine's tunnel opens, the
 relay holding it delivers them in priority order (FIFO within a priority) and deletes each once
@@ -16,7 +18,7 @@ import json
 import logging
 import struct
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,19 +28,21 @@ import nats.js.errors
 from nats.aio.client import Client as Nats
 from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 
+from betcode.relay.accounts import Accounts
 from betcode.relay.auth_service import abort
 from betcode.remote import frames
 from betcode.v1 import tunnel_pb2
 
 log = logging.getLogger(__name__)
 
-STREAM = "BETCODE_BUFFER"
+STREAM_PREFIX = "BETCODE_BUFFER_"
 PRIORITY_HEADER = "betcode-priority"
 METHOD_HEADER = "betcode-method"
 METADATA_HEADER = "betcode-metadata"
 BUFFERED_TRAILER = "x-betcode-buffered"
 ERROR_CODE_TRAILER = "betcode-error-code"
 BUFFER_FULL = "BUFFER_FULL"
+BUFFER_QUOTA = "BUFFER_QUOTA"
 MAX_MESSAGES_PER_CALL = 16
 DELIVERY_TIMEOUT_SECONDS = 60.0
 STREAM_READY_SECONDS = 30.0
@@ -62,10 +66,16 @@ class BufferSettings:
     ttl_seconds: float = 24 * 3600.0  # a day: the shorter of the two values upstream documents
     max_per_machine: int = 1000
     max_message_bytes: int = 1024 * 1024
+    max_per_user: int = 2000  # requests, over all of a user's machines
+    max_bytes_per_user: int = 64 * 1024 * 1024
 
 
-def buffer_subject(machine_id: str) -> str:
-    return f"betcode.buffer.{machine_id}"
+def stream_name(user_id: str) -> str:
+    return STREAM_PREFIX + user_id
+
+
+def buffer_subject(user_id: str, machine_id: str) -> str:
+    return f"betcode.held.{user_id}.{machine_id}"
 
 
 def pack(messages: list[bytes]) -> bytes:
@@ -82,31 +92,39 @@ def unpack(data: bytes) -> list[bytes]:
 
 
 class OfflineBuffer:
-    def __init__(self, nc: Nats, settings: BufferSettings) -> None:
+    def __init__(self, nc: Nats, settings: BufferSettings, accounts: Accounts) -> None:
         self._nc = nc
         self._js = nc.jetstream()
         self.settings = settings
+        self._accounts = accounts
         self._delivering: set[str] = set()
+        self._streams: set[str] = set()  # the users whose stream this instance has set up
 
-    async def start(self) -> None:
-        config = StreamConfig(
-            name=STREAM,
-            subjects=["betcode.buffer.>"],
+    def _config(self, user_id: str) -> StreamConfig:
+        return StreamConfig(
+            name=stream_name(user_id),
+            subjects=[buffer_subject(user_id, ">")],
             storage=StorageType.FILE,
             max_age=self.settings.ttl_seconds,
             max_msgs_per_subject=self.settings.max_per_machine,
+            max_msgs=self.settings.max_per_user,
+            max_bytes=self.settings.max_bytes_per_user,
             discard=DiscardPolicy.NEW,
             discard_new_per_subject=True,
             max_msg_size=self.settings.max_message_bytes + 64 * 1024,
         )
+
+    async def start(self) -> None:
+        """Waits until JetStream answers (a NATS cluster that has just started elects its
+        JetStream leader first)."""
+        await self._retrying(self._js.account_info)
+
+    async def _retrying(self, action: Callable[[], Awaitable[object]]) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + STREAM_READY_SECONDS
         while True:
             try:
-                try:
-                    await self._js.add_stream(config)
-                except nats.js.errors.BadRequestError:
-                    await self._js.update_stream(config)  # made by another instance
+                await action()
                 return
             except (
                 nats.js.errors.ServiceUnavailableError,
@@ -114,13 +132,27 @@ class OfflineBuffer:
                 nats.js.errors.NoStreamResponseError,
                 nats.errors.TimeoutError,
             ):
-                # A NATS cluster that has just started elects its JetStream leader first.
                 if loop.time() > deadline:
                     raise
                 await asyncio.sleep(0.5)
 
+    async def _ensure_stream(self, user_id: str) -> None:
+        if user_id in self._streams:
+            return
+        config = self._config(user_id)
+
+        async def add_or_update() -> None:
+            try:
+                await self._js.add_stream(config)
+            except nats.js.errors.BadRequestError:
+                await self._js.update_stream(config)  # made before, other settings
+
+        await self._retrying(add_or_update)
+        self._streams.add(user_id)
+
     async def buffer_call(
         self,
+        user_id: str,
         machine_id: str,
         method: str,
         metadata: dict[str, str],
@@ -147,16 +179,11 @@ class OfflineBuffer:
             METHOD_HEADER: method,
             METADATA_HEADER: json.dumps(metadata),
         }
+        await self._ensure_stream(user_id)
         try:
-            ack = await self._js.publish(buffer_subject(machine_id), body, headers=headers)
+            ack = await self._js.publish(buffer_subject(user_id, machine_id), body, headers=headers)
         except nats.js.errors.APIError as error:
-            context.set_trailing_metadata(((ERROR_CODE_TRAILER, BUFFER_FULL),))
-            await abort(
-                context,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"machine {machine_id} is offline and its buffer is full "
-                f"({self.settings.max_per_machine} requests): {error.description}",
-            )
+            await self._refuse_full(context, machine_id, error.description or "")
             raise AssertionError from None
         context.set_trailing_metadata(((BUFFERED_TRAILER, str(ack.seq)),))
         await abort(
@@ -166,6 +193,27 @@ class OfflineBuffer:
             "when it returns",
         )
         return True
+
+    async def _refuse_full(
+        self, context: grpc.aio.ServicerContext, machine_id: str, description: str
+    ) -> None:
+        """RESOURCE_EXHAUSTED saying which cap it hit: the machine's or the user's."""
+        settings = self.settings
+        if "per subject" in description:
+            code = BUFFER_FULL
+            why = (
+                f"machine {machine_id} is offline and its buffer is full "
+                f"({settings.max_per_machine} requests)"
+            )
+        else:
+            code = BUFFER_QUOTA
+            why = (
+                f"machine {machine_id} is offline and your buffered requests reached this "
+                f"relay's quota ({settings.max_per_user} requests, "
+                f"{settings.max_bytes_per_user} bytes per user, over all your machines)"
+            )
+        context.set_trailing_metadata(((ERROR_CODE_TRAILER, code),))
+        await abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"{why}: {description}")
 
     @staticmethod
     async def _whole_request(requests: AsyncIterator[bytes]) -> list[bytes] | None:
@@ -187,7 +235,13 @@ class OfflineBuffer:
 
     async def pending(self, machine_id: str) -> list[Any]:
         """The machine's buffered calls, in delivery order (priority, then arrival)."""
-        subscription = await self._js.pull_subscribe(buffer_subject(machine_id), stream=STREAM)
+        machine = await self._accounts.machine(machine_id)
+        if machine is None:
+            return []
+        await self._ensure_stream(machine.owner_id)
+        subscription = await self._js.pull_subscribe(
+            buffer_subject(machine.owner_id, machine_id), stream=stream_name(machine.owner_id)
+        )
         found: list[Any] = []
         try:
             while True:
@@ -217,7 +271,7 @@ class OfflineBuffer:
         try:
             for message in await self.pending(machine_id):
                 await self._deliver_one(tunnel, message)
-                await self._js.delete_msg(STREAM, message.metadata.sequence.stream)
+                await self._js.delete_msg(message.metadata.stream, message.metadata.sequence.stream)
         except Exception:  # the tunnel went away: what is left stays buffered
             log.exception("delivery of buffered requests to %s stopped", machine_id)
         finally:

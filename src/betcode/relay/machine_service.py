@@ -47,11 +47,21 @@ def machine_info(machine: Machine) -> machine_pb2.MachineInfo:
     )
 
 
+DEFAULT_MACHINES_PER_USER = 20
+
+
 class MachineService(machine_pb2_grpc.MachineServiceServicer):
-    def __init__(self, accounts: Accounts, issuer: TokenIssuer, authority: Authority) -> None:
+    def __init__(
+        self,
+        accounts: Accounts,
+        issuer: TokenIssuer,
+        authority: Authority,
+        machines_per_user: int = DEFAULT_MACHINES_PER_USER,
+    ) -> None:
         self._accounts = accounts
         self._issuer = issuer
         self._authority = authority
+        self._machines_per_user = machines_per_user
 
     async def RegisterMachine(
         self, request: machine_pb2.RegisterMachineRequest, context: grpc.aio.ServicerContext
@@ -75,6 +85,7 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"metadata[{CSR_KEY!r}] must hold the machine's certificate request (PEM)",
             )
+        await self._within_quota(context, claims.user_id, request.machine_id)
         try:
             cert = self._authority.machine_certificate(csr.encode(), request.machine_id)
         except ValueError as error:
@@ -103,6 +114,21 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
         info.metadata[CERTIFICATE_KEY] = cert_pem(cert).decode()
         info.metadata[CA_KEY] = cert_pem(self._authority.cert).decode()
         return machine_pb2.RegisterMachineResponse(machine=info)
+
+    async def _within_quota(
+        self, context: grpc.aio.ServicerContext, user_id: str, machine_id: str
+    ) -> None:
+        """A new machine beyond the user's quota is refused (re-registering one is not)."""
+        existing = await self._accounts.machine(machine_id)
+        if existing is not None and existing.owner_id == user_id:
+            return
+        if await self._accounts.machine_count(user_id) >= self._machines_per_user:
+            await abort(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"machine quota reached: {self._machines_per_user} machines per user on this "
+                "relay; remove one first (`betcode machine remove ID`)",
+            )
 
     async def ListMachines(
         self, request: machine_pb2.ListMachinesRequest, context: grpc.aio.ServicerContext

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._issuer = issuer
         self._calls: dict[str, _Call] = {}
         self._subscription: Any = None
+        self._audits: set[asyncio.Task[None]] = set()  # audit records being written
         self.buffer: OfflineBuffer | None = None  # requests for offline machines wait here
 
     async def start(self) -> None:
@@ -87,6 +89,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         if self._subscription is not None:
             with contextlib.suppress(nats.errors.Error):
                 await self._subscription.unsubscribe()
+        await asyncio.gather(*self._audits, return_exceptions=True)  # before the database closes
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method: str = details.method
@@ -134,6 +137,9 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             await abort(
                 context, grpc.StatusCode.PERMISSION_DENIED, "the token does not reach this machine"
             )
+        context.add_done_callback(
+            functools.partial(self._audit, claims.user_id, machine_id, method)
+        )
         forwarded = frames.encode_metadata(
             (k, v) for k, v in metadata if k not in NOT_FORWARDED and not k.startswith("grpc-")
         )
@@ -148,6 +154,28 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
                 yield message
         finally:
             del self._calls[request_id]
+
+    def _audit(
+        self, user_id: str, machine_id: str, method: str, context: grpc.aio.ServicerContext
+    ) -> None:
+        """Every relayed call, as the relay authenticated it (the token's user, never an id the
+        client sent), once it ended: logged, and kept in the accounts database."""
+        code = context.code()
+        outcome = code.name if isinstance(code, grpc.StatusCode) else "OK"
+        if context.cancelled():
+            outcome = "CANCELLED"
+        log.info(
+            "relayed call user=%s machine=%s method=%s outcome=%s",
+            user_id,
+            machine_id,
+            method,
+            outcome,
+        )
+        task = asyncio.create_task(
+            self._accounts.record_relayed_call(time.time(), user_id, machine_id, method, outcome)
+        )
+        self._audits.add(task)
+        task.add_done_callback(self._audits.discard)
 
     async def _open(
         self, machine_id: str, method: str, request_id: str, metadata: dict[str, str]
@@ -262,7 +290,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         context: grpc.aio.ServicerContext,
     ) -> None:
         if self.buffer is not None and await self.buffer.buffer_call(
-            machine_id, method, metadata, requests, context
+            metadata[CALLER_USER_KEY], machine_id, method, metadata, requests, context
         ):
             return  # the buffer answered the caller (kept, or refused as full)
         await abort(context, grpc.StatusCode.UNAVAILABLE, f"machine {machine_id} is offline")

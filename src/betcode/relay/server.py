@@ -18,10 +18,10 @@ import nats
 from nats.aio.client import Client as Nats
 
 from betcode.relay.accounts import Accounts, Database, open_database
-from betcode.relay.auth_service import AuthService
+from betcode.relay.auth_service import AuthService, Registration
 from betcode.relay.buffer import BufferSettings, OfflineBuffer
 from betcode.relay.layout import RelayFiles
-from betcode.relay.machine_service import MachineService
+from betcode.relay.machine_service import DEFAULT_MACHINES_PER_USER, MachineService
 from betcode.relay.nats_server import NatsServer, check_external_nats
 from betcode.relay.notifications import Notifications, NotifySettings
 from betcode.relay.notify_limits import SharedLimits
@@ -51,6 +51,8 @@ class RelayOptions:
     timing: TunnelTiming = field(default_factory=TunnelTiming)
     buffer: BufferSettings = field(default_factory=BufferSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
+    registration: Registration = Registration.INVITE
+    machines_per_user: int = DEFAULT_MACHINES_PER_USER
 
 
 class Relay:
@@ -99,7 +101,7 @@ class Relay:
         self.tunnels = TunnelService(
             self.nc, self.options.relay_id, accounts, authority.cert, self.options.timing
         )
-        self.buffer = OfflineBuffer(self.nc, self.options.buffer)
+        self.buffer = OfflineBuffer(self.nc, self.options.buffer, accounts)
         await self.buffer.start()
         self.router.buffer = self.buffer
         self.tunnels.on_online = self.buffer.deliver
@@ -119,9 +121,12 @@ class Relay:
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ]
         )
-        auth_pb2_grpc.add_AuthServiceServicer_to_server(AuthService(accounts, issuer), self.server)
+        auth_pb2_grpc.add_AuthServiceServicer_to_server(
+            AuthService(accounts, issuer, self.options.registration), self.server
+        )
         machine_pb2_grpc.add_MachineServiceServicer_to_server(
-            MachineService(accounts, issuer, authority), self.server
+            MachineService(accounts, issuer, authority, self.options.machines_per_user),
+            self.server,
         )
         tunnel_pb2_grpc.add_TunnelServiceServicer_to_server(self.tunnels, self.server)
         self.server.add_generic_rpc_handlers((self.router,))

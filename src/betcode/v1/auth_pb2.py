@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62\x65tcode/v1/auth.proto\x12\nbetcode.v1\"2\n\x0cLoginRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\"f\n\rLoginResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\x12\x0f\n\x07user_id\x18\x04 \x01(\t\"D\n\x0fRegisterRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\r\n\x05\x65mail\x18\x03 \x01(\t\"i\n\x10RegisterResponse\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x02 \x01(\t\x12\x15\n\rrefresh_token\x18\x03 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x04 \x01(\x03\",\n\x13RefreshTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"\\\n\x14RefreshTokenResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\"+\n\x12RevokeTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"&\n\x13RevokeTokenResponse\x12\x0f\n\x07revoked\x18\x01 \x01(\x08\x32\xb5\x02\n\x0b\x41uthService\x12<\n\x05Login\x12\x18.betcode.v1.LoginRequest\x1a\x19.betcode.v1.LoginResponse\x12\x45\n\x08Register\x12\x1b.betcode.v1.RegisterRequest\x1a\x1c.betcode.v1.RegisterResponse\x12Q\n\x0cRefreshToken\x12\x1f.betcode.v1.RefreshTokenRequest\x1a .betcode.v1.RefreshTokenResponse\x12N\n\x0bRevokeToken\x12\x1e.betcode.v1.RevokeTokenRequest\x1a\x1f.betcode.v1.RevokeTokenResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62\x65tcode/v1/auth.proto\x12\nbetcode.v1\"2\n\x0cLoginRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\"f\n\rLoginResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\x12\x0f\n\x07user_id\x18\x04 \x01(\t\"Y\n\x0fRegisterRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\r\n\x05\x65mail\x18\x03 \x01(\t\x12\x13\n\x0binvite_code\x18\x04 \x01(\t\"i\n\x10RegisterResponse\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x02 \x01(\t\x12\x15\n\rrefresh_token\x18\x03 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x04 \x01(\x03\",\n\x13RefreshTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"\\\n\x14RefreshTokenResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\"+\n\x12RevokeTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"&\n\x13RevokeTokenResponse\x12\x0f\n\x07revoked\x18\x01 \x01(\x08\x32\xb5\x02\n\x0b\x41uthService\x12<\n\x05Login\x12\x18.betcode.v1.LoginRequest\x1a\x19.betcode.v1.LoginResponse\x12\x45\n\x08Register\x12\x1b.betcode.v1.RegisterRequest\x1a\x1c.betcode.v1.RegisterResponse\x12Q\n\x0cRefreshToken\x12\x1f.betcode.v1.RefreshTokenRequest\x1a .betcode.v1.RefreshTokenResponse\x12N\n\x0bRevokeToken\x12\x1e.betcode.v1.RevokeTokenRequest\x1a\x1f.betcode.v1.RevokeTokenResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,17 +36,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LOGINRESPONSE']._serialized_start=89
   _globals['_LOGINRESPONSE']._serialized_end=191
   _globals['_REGISTERREQUEST']._serialized_start=193
-  _globals['_REGISTERREQUEST']._serialized_end=261
-  _globals['_REGISTERRESPONSE']._serialized_start=263
-  _globals['_REGISTERRESPONSE']._serialized_end=368
-  _globals['_REFRESHTOKENREQUEST']._serialized_start=370
-  _globals['_REFRESHTOKENREQUEST']._serialized_end=414
-  _globals['_REFRESHTOKENRESPONSE']._serialized_start=416
-  _globals['_REFRESHTOKENRESPONSE']._serialized_end=508
-  _globals['_REVOKETOKENREQUEST']._serialized_start=510
-  _globals['_REVOKETOKENREQUEST']._serialized_end=553
-  _globals['_REVOKETOKENRESPONSE']._serialized_start=555
-  _globals['_REVOKETOKENRESPONSE']._serialized_end=593
-  _globals['_AUTHSERVICE']._serialized_start=596
-  _globals['_AUTHSERVICE']._serialized_end=905
+  _globals['_REGISTERREQUEST']._serialized_end=282
+  _globals['_REGISTERRESPONSE']._serialized_start=284
+  _globals['_REGISTERRESPONSE']._serialized_end=389
+  _globals['_REFRESHTOKENREQUEST']._serialized_start=391
+  _globals['_REFRESHTOKENREQUEST']._serialized_end=435
+  _globals['_REFRESHTOKENRESPONSE']._serialized_start=437
+  _globals['_REFRESHTOKENRESPONSE']._serialized_end=529
+  _globals['_REVOKETOKENREQUEST']._serialized_start=531
+  _globals['_REVOKETOKENREQUEST']._serialized_end=574
+  _globals['_REVOKETOKENRESPONSE']._serialized_start=576
+  _globals['_REVOKETOKENRESPONSE']._serialized_end=614
+  _globals['_AUTHSERVICE']._serialized_start=617
+  _globals['_AUTHSERVICE']._serialized_end=926
 # @@protoc_insertion_point(module_scope)

@@ -73,19 +73,25 @@ class RegisterRequest(_message.Message):
     USERNAME_FIELD_NUMBER: _builtins.int
     PASSWORD_FIELD_NUMBER: _builtins.int
     EMAIL_FIELD_NUMBER: _builtins.int
+    INVITE_CODE_FIELD_NUMBER: _builtins.int
     username: _builtins.str
     password: _builtins.str
     email: _builtins.str
+    invite_code: _builtins.str
+    """BetCode addition: a code from `betcode relay invite`, needed by a relay started with
+    `--registration invite` (the default) once its first account exists.
+    """
     def __init__(
         self,
         *,
         username: _builtins.str = ...,
         password: _builtins.str = ...,
         email: _builtins.str = ...,
+        invite_code: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "password", b"password", "username", b"username"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "invite_code", b"invite_code", "password", b"password", "username", b"username"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
