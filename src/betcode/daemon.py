@@ -46,10 +46,10 @@ from betcode.event_loop import running_event_loop
 from betcode.permissions.bridge import PermissionBridge
 from betcode.server.app import DaemonServer, RpcService
 from betcode.sessions.manager import SessionManager
-from betcode.web.server import WebServer
 
 if TYPE_CHECKING:
     from betcode.tunnel.client import TunnelClient
+    from betcode.web.server import WebServer
 
 __all__ = ["Daemon", "DaemonConfig", "DaemonStartupError", "run_daemon"]
 

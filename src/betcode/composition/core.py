@@ -14,7 +14,7 @@ from betcode.claude.locate import ClaudeBinary
 from betcode.composition.background import BackgroundTasks
 from betcode.daemon_config import DaemonConfig
 from betcode.limits.admission import TurnAdmission
-from betcode.observability.metrics import LiveState
+from betcode.observability.live_state import LiveState
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
 from betcode.sessions.context import SessionContext

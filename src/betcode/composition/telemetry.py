@@ -18,16 +18,12 @@ from betcode.config.addresses import split_host_port
 from betcode.config.settings import ObservabilitySettings
 from betcode.daemon_socket import BindError
 from betcode.observability import hooks
+from betcode.observability.live_state import LiveState
 from betcode.observability.logs import use_trace_ids
-from betcode.observability.metrics import (
-    LiveState,
-    MetricsEndpoint,
-    PrometheusObserver,
-    serve_metrics,
-)
 from betcode.observability.recent import RecentTurns
 
 if TYPE_CHECKING:
+    from betcode.observability.metrics import MetricsEndpoint, PrometheusObserver
     from betcode.observability.tracing import TracingObserver
 
 log = logging.getLogger(__name__)
@@ -68,6 +64,9 @@ class Telemetry:
         self._previous = hooks.install(self._installed)
 
     def _serve_metrics(self, listen: str, live: LiveState) -> PrometheusObserver:
+        # prometheus_client is imported only when metrics are on.
+        from betcode.observability.metrics import PrometheusObserver, serve_metrics
+
         host, port = split_host_port(listen)
         metrics = PrometheusObserver(live)
         try:

@@ -5,14 +5,16 @@ bridge, with Web Push to its browsers (composition.push)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from betcode.composition.background import BackgroundTasks
 from betcode.composition.core import Core
 from betcode.composition.startup_checks import DaemonStartupError
 from betcode.daemon_config import DaemonConfig
 from betcode.server.health import ComponentReport, HealthMonitor
-from betcode.web.domain import make_web_domain
-from betcode.web.server import WebPlaces, WebServer, WebStartError
+
+if TYPE_CHECKING:
+    from betcode.web.server import WebServer
 
 
 def listen_web(config: DaemonConfig) -> WebServer | None:
@@ -21,6 +23,9 @@ def listen_web(config: DaemonConfig) -> WebServer | None:
     http = config.settings.http
     if not http.listen:
         return None
+    # Imported here: a daemon without the web client does not load aiohttp.
+    from betcode.web.server import WebPlaces, WebServer, WebStartError
+
     web = WebServer(http, WebPlaces(config.config_dir, config.data_dir))
     try:
         web.listen()
@@ -40,6 +45,7 @@ async def start_web(
 ) -> None:
     # Imported here: a daemon without the web client loads nothing of Web Push.
     from betcode.composition.push import start_push
+    from betcode.web.domain import make_web_domain
 
     domain = make_web_domain(
         core.sessions,

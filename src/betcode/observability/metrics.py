@@ -10,7 +10,7 @@ a loopback address only; it is off unless `--metrics` / `daemon.observability.me
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from wsgiref.simple_server import WSGIServer
 
@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from betcode.observability.hooks import Observer, TurnReport
+from betcode.observability.live_state import LiveState
 
 MAX_TOOL_LABELS = 50
 # Turns take seconds to minutes; a permission may wait days.
@@ -26,17 +27,6 @@ TURN_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, float("inf"))
 WAIT_BUCKETS = (0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400, 7 * 86400, float("inf"))
 SPAWN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, float("inf"))
 SQLITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, float("inf"))
-
-
-@dataclass(frozen=True, slots=True)
-class LiveState:
-    """Readings of the daemon's state, taken at scrape time (from the endpoint's thread: each
-    must only read, and copy before iterating)."""
-
-    sessions_active: Callable[[], int]
-    clients_connected: Callable[[], int]
-    lagging_clients: Callable[[], int]
-    writer_queue_depth: Callable[[], int]
 
 
 class _LiveCollector(Collector):

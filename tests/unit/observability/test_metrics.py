@@ -6,7 +6,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from betcode.observability.hooks import TurnReport
-from betcode.observability.metrics import MAX_TOOL_LABELS, LiveState, PrometheusObserver
+from betcode.observability.live_state import LiveState
+from betcode.observability.metrics import MAX_TOOL_LABELS, PrometheusObserver
 
 
 def observer() -> PrometheusObserver:
