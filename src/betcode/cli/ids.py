@@ -1,5 +1,5 @@
 """How every `betcode` command finds what an id argument names: a session, a permission
-request, a subagent, a worktree or a rescue.
+request, a subagent, a plan, a worktree or a rescue.
 
 A reference is the full id, a unique start of it (at least MIN_PREFIX characters, like the
 8-character ids the tables print), or the thing's name. The full id wins over a name and a name
@@ -136,6 +136,12 @@ async def _subagents(client: DaemonClient) -> Sequence[subagent_pb2.SubagentInfo
     return list(response.subagents)
 
 
+async def _plans(client: DaemonClient) -> Sequence[subagent_pb2.OrchestrationInfo]:
+    stub = client.service_stub(subagent_pb2_grpc.SubagentServiceStub)
+    request = subagent_pb2.ListOrchestrationsRequest()
+    return list((await client.call(stub.ListOrchestrations, request)).orchestrations)
+
+
 async def _worktrees(client: DaemonClient) -> Sequence[worktree_pb2.WorktreeDetail]:
     stub = client.service_stub(worktree_pb2_grpc.WorktreeServiceStub)
     response = await client.call(stub.ListWorktrees, worktree_pb2.ListWorktreesRequest())
@@ -163,6 +169,9 @@ SUBAGENTS: IdKind[subagent_pb2.SubagentInfo] = IdKind(
 )
 WORKTREES: IdKind[worktree_pb2.WorktreeDetail] = IdKind(
     "worktree", "betcode worktree list", _worktrees, lambda w: w.id, lambda w: w.name
+)
+PLANS: IdKind[subagent_pb2.OrchestrationInfo] = IdKind(
+    "plan", "betcode orchestrate list", _plans, lambda p: p.id, lambda _p: ""
 )
 RESCUES: IdKind[worktree_pb2.RescueInfo] = IdKind(
     "rescue", "betcode worktree rescue list", _rescues, lambda r: r.id, lambda _r: ""

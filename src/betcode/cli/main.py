@@ -28,7 +28,7 @@ LAZY_COMMANDS = {
     "doctor": ("betcode.cli.doctor_cmd", "doctor"),
     "machine": ("betcode.cli.machine_cmd", "machine_group"),
     "ndjson": ("betcode.cli.ndjson_cmd", "ndjson"),
-    "orchestrate": ("betcode.cli.subagent_cmd", "orchestrate"),
+    "orchestrate": ("betcode.cli.plan_cmd", "orchestrate"),
     "permissions": ("betcode.cli.permissions_cmd", "permissions_group"),
     "relay": ("betcode.cli.relay_cmd", "relay_group"),
     "repo": ("betcode.cli.repo_cmd", "repo_group"),

@@ -1,11 +1,7 @@
-"""`betcode subagent spawn|list|watch|send|cancel|revoke` and `betcode orchestrate PLAN_FILE`.
+"""`betcode subagent spawn|list|watch|send|cancel|revoke` (plans of them: `plan_cmd`).
 
 A subagent's questions wait in its parent session's inbox: `betcode permissions pending`
 lists them ("subagent NAME asks ..."), and any client of the parent can answer them.
-
-`orchestrate` waits for the plan to end: exit 0 when every step completed, 1 when a step
-failed (its dependants were blocked), 5 for a plan refused before it started (a bad file, a
-cycle, an unknown dependency), and the usual codes for a daemon that cannot be reached (2).
 """
 
 from __future__ import annotations
@@ -13,9 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import click
@@ -24,11 +18,9 @@ import grpc
 from betcode.cli.connection import DaemonClient, daemon_error
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.ids import SESSIONS, SUBAGENTS, session_id_of, subagent_id_of
-from betcode.cli.plan_file import STRATEGIES, PlanFileError, read_plan
-from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
+from betcode.v1 import subagent_pb2, subagent_pb2_grpc
 
 EXIT_STEP_FAILED = 1
-EXIT_INVALID_PLAN = 5
 STATUS_NAMES = {
     subagent_pb2.SUBAGENT_STATUS_PENDING: "pending",
     subagent_pb2.SUBAGENT_STATUS_RUNNING: "running",
@@ -308,123 +300,3 @@ def revoke(
         f"auto-approve revoked ({response.pending_tool_calls} call(s) still running); "
         f"{subagent_id} is {response.subagent_status}"
     )
-
-
-# ---- orchestrate ----
-
-
-@click.command("orchestrate")
-@click.argument("plan_file", type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--parent",
-    "parent_session_id",
-    default="",
-    shell_complete=SESSIONS.complete,
-    help="The parent session: id, unique prefix or name (default: the plan's, else a new one).",
-)
-@click.option(
-    "--strategy", type=click.Choice(sorted(STRATEGIES)), help="Overrides the plan's strategy."
-)
-@click.option("--watch", "live", is_flag=True, help="Show each step's state as it changes.")
-@json_option
-@socket_option
-def orchestrate(
-    plan_file: Path,
-    parent_session_id: str,
-    strategy: str | None,
-    live: bool,
-    as_json: bool,
-    socket_path: str | None,
-) -> None:
-    """Run the steps of PLAN_FILE (JSON or YAML) as subagents and wait for the plan to end."""
-    try:
-        planned_parent, planned_strategy, steps = read_plan(plan_file)
-    except PlanFileError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(EXIT_INVALID_PLAN)
-    chosen = STRATEGIES[strategy] if strategy else planned_strategy
-
-    async def run(client: DaemonClient) -> dict[str, Any]:
-        named = parent_session_id or planned_parent
-        parent = await session_id_of(client, named) if named else await _new_session(client)
-        stub = subagents(client)
-        created = await client.call(
-            stub.CreateOrchestration,
-            subagent_pb2.CreateOrchestrationRequest(
-                parent_session_id=parent, steps=steps, strategy=chosen
-            ),
-        )
-        board = _Board(created.orchestration_id, [s.id for s in steps], live and not as_json)
-        request = subagent_pb2.WatchOrchestrationRequest(orchestration_id=created.orchestration_id)
-        async for event in streamed(client, stub.WatchOrchestration(request)):
-            board.update(event)
-        return board.result()
-
-    result = call_daemon(socket_path, run)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    else:
-        for step in result["steps"]:
-            summary = (step["result_summary"] or step["error"]).strip().splitlines()
-            click.echo(f"{step['status']:9}  {step['id']}  {summary[0][:100] if summary else ''}")
-        click.echo(f"orchestration {result['orchestration_id']} {result['status']}")
-    sys.exit(0 if result["status"] == "completed" else EXIT_STEP_FAILED)
-
-
-async def _new_session(client: DaemonClient) -> str:
-    """A parent session in the current directory (the plan named none)."""
-    call = client.open_converse()
-    start = agent_pb2.StartConversation(working_directory=os.getcwd(), client_type="cli")
-    await call.write(agent_pb2.AgentRequest(start=start))
-    try:
-        async for event in streamed(client, call):
-            if event.HasField("session_info"):
-                return str(event.session_info.session_id)
-    finally:
-        call.cancel()
-    raise click.ClickException("the daemon did not start a parent session")
-
-
-class _Board:
-    """Each step's state, from the orchestration's events (printed as they come with --watch)."""
-
-    def __init__(self, orchestration_id: str, step_ids: list[str], live: bool) -> None:
-        self.orchestration_id = orchestration_id
-        self.steps = {
-            s: {"id": s, "status": "pending", "result_summary": "", "error": ""} for s in step_ids
-        }
-        self.status = "running"
-        self._live = live
-
-    def update(self, event: subagent_pb2.OrchestrationEvent) -> None:
-        kind = event.WhichOneof("event")
-        if kind == "step_started":
-            self._set(event.step_started.step_id, "running")
-        elif kind == "step_completed":
-            done = event.step_completed
-            self._set(done.step_id, "completed", result_summary=done.result_summary)
-        elif kind == "step_failed":
-            failed = event.step_failed
-            self._set(failed.step_id, "failed", error=failed.error_message)
-            for blocked in failed.blocked_steps:
-                self._set(blocked, "blocked", error=f"dependency {failed.step_id} failed")
-        elif kind in ("completed", "failed"):
-            self.status = kind
-
-    def _set(self, step_id: str, status: str, **fields: str) -> None:
-        step = self.steps.setdefault(step_id, {"id": step_id, "result_summary": "", "error": ""})
-        step.update(status=status, **fields)
-        if self._live:
-            counts = {
-                s: sum(1 for x in self.steps.values() if x["status"] == s)
-                for s in ("completed", "running", "failed", "blocked")
-            }
-            tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-            click.echo(f"{time.strftime('%H:%M:%S')}  {step_id:20} {status:9}  ({tally})")
-
-    def result(self) -> dict[str, Any]:
-        return {
-            "orchestration_id": self.orchestration_id,
-            "status": self.status,
-            "steps": list(self.steps.values()),
-        }

@@ -6,12 +6,14 @@ becomes its wire error here (`subagent_error`, then `validation.domain_error`).
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from betcode.core.convert import timestamp
 from betcode.core.errors import BetCodeError, ErrorCode
 from betcode.core.validation import check_id, domain_error, invalid
 from betcode.server.agent_service import client_id_of
@@ -204,6 +206,20 @@ class SubagentService:
         )
 
     @serves
+    async def ListOrchestrations(
+        self, request: pb.ListOrchestrationsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListOrchestrationsResponse:
+        parent = check_id(request.parent_session_id, "parent_session_id", required=False)
+
+        def read(conn: sqlite3.Connection) -> list[pb.OrchestrationInfo]:
+            return [
+                orchestration_info(row, rows.step_places(conn, row.id))
+                for row in rows.list_orchestrations(conn, parent)
+            ]
+
+        return pb.ListOrchestrationsResponse(orchestrations=await self._reader.read(read))
+
+    @serves
     async def WatchOrchestration(
         self, request: pb.WatchOrchestrationRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.OrchestrationEvent]:
@@ -248,6 +264,43 @@ def _timestamp(seconds: float | None) -> Timestamp | None:
     stamp = Timestamp()
     stamp.FromNanoseconds(int(seconds * 1e9))
     return stamp
+
+
+def orchestration_info(
+    row: rows.OrchestrationRow, places: dict[str, rows.StepPlace]
+) -> pb.OrchestrationInfo:
+    info = pb.OrchestrationInfo(
+        id=row.id,
+        parent_session_id=row.parent_session_id,
+        strategy=row.strategy,
+        status=row.status,
+        total_steps=row.total_steps,
+        completed_steps=row.completed_steps,
+        failed_steps=row.failed_steps,
+        created_at=timestamp(row.created_at),
+        error_message=row.error_message or "",
+    )
+    if row.completed_at is not None:
+        info.completed_at.CopyFrom(timestamp(row.completed_at))
+    for step in row.steps:
+        place = places.get(step.step_key)
+        info.steps.append(
+            pb.OrchestrationStepInfo(
+                id=step.step_key,
+                name=step.name,
+                status=step.status,
+                depends_on=step.depends_on,
+                subagent_id=step.subagent_id or "",
+                session_id=place.session_id if place else "",
+                working_directory=place.working_directory if place else "",
+                worktree_id=place.worktree_id if place else "",
+                worktree_name=place.worktree_name if place else "",
+                branch=place.branch if place else "",
+                result_summary=step.result_summary or "",
+                error_message=step.error_message or "",
+            )
+        )
+    return info
 
 
 def subagent_info(row: rows.SubagentRow) -> pb.SubagentInfo:

@@ -365,3 +365,41 @@ def subagents_of_orchestration(
         (orchestration_id,),
     ).fetchall()
     return [_subagent(row) for row in rows]
+
+
+def list_orchestrations(
+    conn: sqlite3.Connection, parent_session_id: str = ""
+) -> list[OrchestrationRow]:
+    """Every orchestration (or `parent_session_id`'s), newest first."""
+    where, params = (
+        ("WHERE parent_session_id = ?", (parent_session_id,)) if parent_session_id else ("", ())
+    )
+    ids = conn.execute(
+        f"SELECT id FROM orchestrations {where} ORDER BY created_at DESC", params
+    ).fetchall()
+    found = (get_orchestration(conn, str(row[0])) for row in ids)
+    return [row for row in found if row is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlace:
+    """Where a started step runs: its subagent's session, directory and worktree."""
+
+    session_id: str
+    working_directory: str
+    worktree_id: str
+    worktree_name: str
+    branch: str
+
+
+def step_places(conn: sqlite3.Connection, orchestration_id: str) -> dict[str, StepPlace]:
+    """Each started step's place, by step key (a step not started yet has none)."""
+    rows = conn.execute(
+        "SELECT os.step_key, sa.session_id, COALESCE(s.working_directory, ''), "
+        "COALESCE(s.worktree_id, ''), COALESCE(w.name, ''), COALESCE(w.branch, '') "
+        "FROM orchestration_steps AS os JOIN subagents AS sa ON sa.id = os.subagent_id "
+        "LEFT JOIN sessions AS s ON s.id = sa.session_id "
+        "LEFT JOIN worktrees AS w ON w.id = s.worktree_id WHERE os.orchestration_id = ?",
+        (orchestration_id,),
+    ).fetchall()
+    return {str(r[0]): StepPlace(str(r[1]), r[2], r[3], r[4], r[5]) for r in rows}

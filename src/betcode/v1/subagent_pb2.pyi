@@ -1030,3 +1030,153 @@ class OrchestrationFailed(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OrchestrationFailed: _TypeAlias = OrchestrationFailed  # noqa: Y015
+
+@_typing.final
+class ListOrchestrationsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
+    parent_session_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        parent_session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["parent_session_id", b"parent_session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListOrchestrationsRequest: _TypeAlias = ListOrchestrationsRequest  # noqa: Y015
+
+@_typing.final
+class ListOrchestrationsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ORCHESTRATIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def orchestrations(self) -> _containers.RepeatedCompositeFieldContainer[Global___OrchestrationInfo]: ...
+    def __init__(
+        self,
+        *,
+        orchestrations: _abc.Iterable[Global___OrchestrationInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["orchestrations", b"orchestrations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListOrchestrationsResponse: _TypeAlias = ListOrchestrationsResponse  # noqa: Y015
+
+@_typing.final
+class OrchestrationInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
+    STRATEGY_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    TOTAL_STEPS_FIELD_NUMBER: _builtins.int
+    COMPLETED_STEPS_FIELD_NUMBER: _builtins.int
+    FAILED_STEPS_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    COMPLETED_AT_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    STEPS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    parent_session_id: _builtins.str
+    strategy: _builtins.str
+    """parallel | sequential | dag"""
+    status: _builtins.str
+    """pending | running | completed | failed"""
+    total_steps: _builtins.int
+    completed_steps: _builtins.int
+    failed_steps: _builtins.int
+    error_message: _builtins.str
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def completed_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___OrchestrationStepInfo]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        parent_session_id: _builtins.str = ...,
+        strategy: _builtins.str = ...,
+        status: _builtins.str = ...,
+        total_steps: _builtins.int = ...,
+        completed_steps: _builtins.int = ...,
+        failed_steps: _builtins.int = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        completed_at: _timestamp_pb2.Timestamp | None = ...,
+        error_message: _builtins.str = ...,
+        steps: _abc.Iterable[Global___OrchestrationStepInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "created_at", b"created_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_at", b"completed_at", "completed_steps", b"completed_steps", "created_at", b"created_at", "error_message", b"error_message", "failed_steps", b"failed_steps", "id", b"id", "parent_session_id", b"parent_session_id", "status", b"status", "steps", b"steps", "strategy", b"strategy", "total_steps", b"total_steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OrchestrationInfo: _TypeAlias = OrchestrationInfo  # noqa: Y015
+
+@_typing.final
+class OrchestrationStepInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    SUBAGENT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    WORKING_DIRECTORY_FIELD_NUMBER: _builtins.int
+    WORKTREE_ID_FIELD_NUMBER: _builtins.int
+    WORKTREE_NAME_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
+    RESULT_SUMMARY_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    name: _builtins.str
+    status: _builtins.str
+    """pending | running | completed | failed | blocked"""
+    subagent_id: _builtins.str
+    """Set once the step started: its subagent, that subagent's session and directory, and the
+    worktree (name and branch) it runs in, if any.
+    """
+    session_id: _builtins.str
+    working_directory: _builtins.str
+    worktree_id: _builtins.str
+    worktree_name: _builtins.str
+    branch: _builtins.str
+    result_summary: _builtins.str
+    error_message: _builtins.str
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        status: _builtins.str = ...,
+        depends_on: _abc.Iterable[_builtins.str] | None = ...,
+        subagent_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        working_directory: _builtins.str = ...,
+        worktree_id: _builtins.str = ...,
+        worktree_name: _builtins.str = ...,
+        branch: _builtins.str = ...,
+        result_summary: _builtins.str = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "depends_on", b"depends_on", "error_message", b"error_message", "id", b"id", "name", b"name", "result_summary", b"result_summary", "session_id", b"session_id", "status", b"status", "subagent_id", b"subagent_id", "working_directory", b"working_directory", "worktree_id", b"worktree_id", "worktree_name", b"worktree_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OrchestrationStepInfo: _TypeAlias = OrchestrationStepInfo  # noqa: Y015

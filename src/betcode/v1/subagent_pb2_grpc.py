@@ -74,6 +74,11 @@ class SubagentServiceStub:
                 request_serializer=betcode_dot_v1_dot_subagent__pb2.RevokeAutoApproveRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_subagent__pb2.RevokeAutoApproveResponse.FromString,
                 _registered_method=True)
+        self.ListOrchestrations = channel.unary_unary(
+                '/betcode.v1.SubagentService/ListOrchestrations',
+                request_serializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsResponse.FromString,
+                _registered_method=True)
 
 
 class SubagentServiceServicer:
@@ -127,6 +132,14 @@ class SubagentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListOrchestrations(self, request, context):
+        """BetCode addition: the daemon's orchestrations (a parent session's, or all), newest first,
+        each with its steps and where each started step runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SubagentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +182,11 @@ def add_SubagentServiceServicer_to_server(servicer, server):
                     servicer.RevokeAutoApprove,
                     request_deserializer=betcode_dot_v1_dot_subagent__pb2.RevokeAutoApproveRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_subagent__pb2.RevokeAutoApproveResponse.SerializeToString,
+            ),
+            'ListOrchestrations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListOrchestrations,
+                    request_deserializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -387,6 +405,33 @@ class SubagentService:
             '/betcode.v1.SubagentService/RevokeAutoApprove',
             betcode_dot_v1_dot_subagent__pb2.RevokeAutoApproveRequest.SerializeToString,
             betcode_dot_v1_dot_subagent__pb2.RevokeAutoApproveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListOrchestrations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.SubagentService/ListOrchestrations',
+            betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsRequest.SerializeToString,
+            betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

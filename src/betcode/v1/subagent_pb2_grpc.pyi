@@ -43,6 +43,10 @@ class SubagentServiceStub:
     CreateOrchestration: _grpc.UnaryUnaryMultiCallable[_subagent_pb2.CreateOrchestrationRequest, _subagent_pb2.CreateOrchestrationResponse]
     WatchOrchestration: _grpc.UnaryStreamMultiCallable[_subagent_pb2.WatchOrchestrationRequest, _subagent_pb2.OrchestrationEvent]
     RevokeAutoApprove: _grpc.UnaryUnaryMultiCallable[_subagent_pb2.RevokeAutoApproveRequest, _subagent_pb2.RevokeAutoApproveResponse]
+    ListOrchestrations: _grpc.UnaryUnaryMultiCallable[_subagent_pb2.ListOrchestrationsRequest, _subagent_pb2.ListOrchestrationsResponse]
+    """BetCode addition: the daemon's orchestrations (a parent session's, or all), newest first,
+    each with its steps and where each started step runs.
+    """
 
 @_typing.type_check_only
 class SubagentServiceAsyncStub(SubagentServiceStub):
@@ -55,6 +59,10 @@ class SubagentServiceAsyncStub(SubagentServiceStub):
     CreateOrchestration: _aio.UnaryUnaryMultiCallable[_subagent_pb2.CreateOrchestrationRequest, _subagent_pb2.CreateOrchestrationResponse]  # type: ignore[assignment]
     WatchOrchestration: _aio.UnaryStreamMultiCallable[_subagent_pb2.WatchOrchestrationRequest, _subagent_pb2.OrchestrationEvent]  # type: ignore[assignment]
     RevokeAutoApprove: _aio.UnaryUnaryMultiCallable[_subagent_pb2.RevokeAutoApproveRequest, _subagent_pb2.RevokeAutoApproveResponse]  # type: ignore[assignment]
+    ListOrchestrations: _aio.UnaryUnaryMultiCallable[_subagent_pb2.ListOrchestrationsRequest, _subagent_pb2.ListOrchestrationsResponse]  # type: ignore[assignment]
+    """BetCode addition: the daemon's orchestrations (a parent session's, or all), newest first,
+    each with its steps and where each started step runs.
+    """
 
 class SubagentServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -112,5 +120,15 @@ class SubagentServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _subagent_pb2.RevokeAutoApproveRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_subagent_pb2.RevokeAutoApproveResponse, _abc.Awaitable[_subagent_pb2.RevokeAutoApproveResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListOrchestrations(
+        self,
+        request: _subagent_pb2.ListOrchestrationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_subagent_pb2.ListOrchestrationsResponse, _abc.Awaitable[_subagent_pb2.ListOrchestrationsResponse]]:
+        """BetCode addition: the daemon's orchestrations (a parent session's, or all), newest first,
+        each with its steps and where each started step runs.
+        """
 
 def add_SubagentServiceServicer_to_server(servicer: SubagentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,123 @@
+"""Plans you can come back to, against a real daemon (pinned real CLI, mock model): each step
+says where it ran (session, directory or worktree and branch), `orchestrate list` and
+`orchestrate watch PLAN` find a plan again, and Ctrl-C while watching says the plan goes on."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from harness.cli_process import betcode, finish, spawn
+from harness.daemon import Client, InProcessDaemon
+from harness.environment import Workspace
+from test_cli_run import stderr_until
+
+from betcode.v1 import agent_pb2
+
+pytestmark = pytest.mark.real_cli
+
+STARTED = re.compile(r"^plan (\S+) started")
+
+
+async def parent_id(clients: Callable[[str], Client], workspace: Workspace) -> str:
+    parent = clients("parent")
+    parent.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+    await parent.wait_for("session_info")
+    return parent.session_id
+
+
+def write_plan(path: Path, steps: list[dict[str, object]]) -> Path:
+    path.write_text(json.dumps({"steps": steps}))
+    return path
+
+
+async def test_steps_say_where_they_ran_and_the_plan_is_listed_and_watched_again(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    tmp_path: Path,
+) -> None:
+    socket, repo = daemon.socket, workspace.repo
+    parent = await parent_id(clients, workspace)
+    assert (await betcode(socket, repo, "repo", "register", str(repo))).code == 0
+    plan = write_plan(
+        tmp_path / "plan.json",
+        [
+            {"id": "here", "prompt": 'SCN:plain {"text": "done here"}'},
+            {"id": "apart", "prompt": 'SCN:plain {"text": "done apart"}', "worktree": True},
+        ],
+    )
+    ran = await betcode(socket, repo, "orchestrate", str(plan), "--parent", parent[:8], "--json")
+    assert ran.code == 0, ran.err
+    result = json.loads(ran.out)
+    steps = {step["id"]: step for step in result["steps"]}
+    assert steps["here"]["working_directory"] == str(repo)
+    assert steps["here"]["worktree"] == ""
+    assert steps["apart"]["worktree"]
+    assert steps["apart"]["branch"]
+    assert all(step["session_id"] for step in steps.values())
+    plan_id = result["orchestration_id"]
+
+    listed = await betcode(socket, repo, "orchestrate", "list")
+    header, row = listed.out.splitlines()
+    assert header.split()[:3] == ["ID", "STATUS", "DONE"]
+    assert row.startswith(f"{plan_id[:8]}  completed  2/2")
+    as_json = json.loads((await betcode(socket, repo, "orchestrate", "list", "--json")).out)
+    assert [p["orchestration_id"] for p in as_json] == [plan_id]
+
+    again = await betcode(socket, repo, "orchestrate", "watch", plan_id[:8])
+    assert again.code == 0, again.err
+    assert f"session {steps['here']['session_id'][:8]}, in {repo}" in again.out
+    assert f"worktree {steps['apart']['worktree']} (branch {steps['apart']['branch']})" in (
+        again.out
+    )
+    assert again.out.strip().endswith(f"orchestration {plan_id} completed")
+
+    unknown = await betcode(socket, repo, "orchestrate", "watch", "0bad0bad")
+    assert unknown.code == 6
+    assert "no plan '0bad0bad' in the daemon; `betcode orchestrate list` shows them" in (
+        unknown.err
+    )
+
+
+async def test_ctrl_c_while_watching_leaves_the_plan_running_and_says_how_to_watch_again(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    tmp_path: Path,
+) -> None:
+    socket, repo = daemon.socket, workspace.repo
+    parent = await parent_id(clients, workspace)
+    slow = 'SCN:slow {"words": 60, "delay": 0.05} working'
+    plan = write_plan(tmp_path / "slow.json", [{"id": "slow", "prompt": slow}])
+    watching = await spawn(socket, repo, "orchestrate", str(plan), "--parent", parent, "--watch")
+    plan_id = await stderr_until(watching, STARTED)
+    watching.send_signal(signal.SIGINT)
+    stopped = await finish(watching)
+    assert stopped.code == 1
+    assert "Aborted!" not in stopped.err
+    assert (
+        f"Stopped watching. Plan {plan_id} goes on in the daemon; watch it again with "
+        f"`betcode orchestrate watch {plan_id[:8]}`." in stopped.err
+    )
+
+    again = await betcode(socket, repo, "orchestrate", "watch", plan_id[:8])
+    assert again.code == 0, again.err
+    assert again.out.strip().endswith(f"orchestration {plan_id} completed")
+
+
+async def test_a_plan_without_a_parent_gets_a_session_named_after_it(
+    daemon: InProcessDaemon, workspace: Workspace, tmp_path: Path
+) -> None:
+    socket, repo = daemon.socket, workspace.repo
+    plan = write_plan(tmp_path / "solo.json", [{"id": "one", "prompt": "SCN:plain"}])
+    ran = await betcode(socket, repo, "orchestrate", str(plan), "--json")
+    assert ran.code == 0, ran.err
+    [listed] = json.loads((await betcode(socket, repo, "orchestrate", "list", "--json")).out)
+    sessions = json.loads((await betcode(socket, repo, "sessions", "list", "--json")).out)
+    names = {s["id"]: s["name"] for s in sessions}
+    assert names[listed["parent_session_id"]] == "plan solo.json"
