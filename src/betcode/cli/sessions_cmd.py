@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.ids import SESSIONS, find_session, session_id_of
+from betcode.cli.top.rows import memory_text
 from betcode.cli.transcript import as_json, as_markdown, as_ndjson, stored_events
 from betcode.cli.transcript import transcript as conversation
 from betcode.daemon_config import EXIT_CONFIG_INVALID
@@ -122,6 +123,7 @@ def show(session: str, transcript: bool, as_json: bool, socket_path: str | None)
         ("messages", str(found.message_count)),
         ("tokens", f"{found.total_input_tokens} in, {found.total_output_tokens} out"),
         ("cost", _cost_text(found)),
+        ("memory", memory_text(found.claude_rss_bytes / (1024 * 1024), found.over_rss_limit)),
         ("last message", found.last_message_preview or "-"),
         ("waiting", ", ".join(f"{r.request_id} ({r.tool_name})" for r in pending) or "nothing"),
         ("grants", ", ".join(grant_text(g) for g in grants) or "none"),

@@ -14,6 +14,7 @@ from betcode.claude.locate import ClaudeBinary
 from betcode.composition.background import BackgroundTasks
 from betcode.daemon_config import DaemonConfig
 from betcode.limits.admission import TurnAdmission
+from betcode.limits.memory import MemoryWatch
 from betcode.observability.live_state import LiveState
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.rulebook import RuleBook
@@ -107,7 +108,10 @@ async def open_core(
     context = _session_context(config, current, binary, writer, reader, bridge)
     sessions = SessionManager(context, audit=audit, max_sessions=config.settings.max_sessions)
     sessions.on_register.extend(watchers)
-    admission = TurnAdmission(writer, bridge, config.settings.limits)
+    limits = config.settings.limits
+    memory = MemoryWatch(lambda: sessions.live, bridge.has_pending, limits)
+    tasks.start(memory.run(), name="memory-watch")
+    admission = TurnAdmission(writer, bridge, limits, memory)
     return Core(writer, reader, audit, bridge, sessions, admission), found
 
 

@@ -13,6 +13,7 @@ from betcode.composition.core import Core
 from betcode.composition.health_checks import add_resource_components
 from betcode.composition.telemetry import Telemetry
 from betcode.daemon_config import DaemonConfig
+from betcode.limits.memory import MIB
 from betcode.server.agent_service import RAW_RESPONSE_METHODS, AgentService
 from betcode.server.app import RpcService
 from betcode.server.claude_status import ClaudeCodeReport
@@ -97,7 +98,7 @@ def core_services(
         session_directories(core.sessions),
         CommandCatalog(user_claude_dir(config.environ), stored_init_lookup(core.reader)),
     )
-    monitor = MonitorService(core.sessions, core.bridge, telemetry.recent.spend)
+    monitor = MonitorService(core.sessions, core.bridge, telemetry.recent.spend, core.admission)
     return [
         RpcService(
             agent_pb2.DESCRIPTOR.services_by_name["AgentService"],
@@ -114,4 +115,17 @@ def core_services(
 
 
 def _sessions_report(core: Core) -> ComponentReport:
-    return ComponentReport(True, f"{len(core.sessions.live)} live sessions")
+    """Live sessions, with their claude processes' memory (limits.memory)."""
+    text = f"{len(core.sessions.live)} live sessions"
+    memory = core.admission.memory
+    measured = memory.measured
+    if measured:
+        total = sum(m.rss_bytes for m in measured.values())
+        largest, size = max(((sid, m.rss_bytes) for sid, m in measured.items()), key=lambda x: x[1])
+        text += f"; claude memory {total / MIB:.0f} MB, largest {size / MIB:.0f} MB ({largest})"
+    over = sorted(sid for sid, m in measured.items() if m.over_limit)
+    if over:
+        text += f"; busy above daemon.limits.session_rss_mb: {', '.join(over)}"
+    if memory.stopped:
+        text += f"; {memory.stopped} idle claude process(es) stopped for their memory"
+    return ComponentReport(True, text)

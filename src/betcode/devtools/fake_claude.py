@@ -44,6 +44,8 @@ STEP is an object with "do":
     kill                        SIGKILL itself
     grandchild {seconds, pid_file}
                                 start `sleep` in this process group, write its pid to pid_file
+    grow {mb}                   take `mb` MiB more memory and touch it (its RSS grows), kept
+                                until the process ends
 
 Control requests on stdin are answered at once (initialize, interrupt, end_session, set_model,
 set_permission_mode; others get the CLI's "Unsupported control request subtype" error).
@@ -184,6 +186,7 @@ class FakeClaude:
         self.pause: Json | None = run.get("pause")
         self.turn_lines = 0  # lines the first turn wrote so far
         self.out.before_turn_line = self.count_turn_line
+        self.ballast: list[bytearray] = []  # what `grow` steps took
 
     def count_turn_line(self) -> None:
         self.wait_if_paused_here()
@@ -397,6 +400,8 @@ class FakeClaude:
             self.step_fault(action, step)
         elif action == "sleep":
             time.sleep(float(step.get("seconds", 0)))
+        elif action == "grow":
+            self.ballast.append(_touched(int(float(step.get("mb", 1)) * 1024 * 1024)))
         elif action == "deaf":
             self.deaf_until = Path(step["until_file"])
         elif action == "grandchild":
@@ -445,6 +450,13 @@ class FakeClaude:
                 break
         # Like the CLI: exit 1 at EOF when the last result was an error.
         return 1 if self.last_result_error else 0
+
+
+def _touched(size: int) -> bytearray:
+    """`size` bytes whose every page was written: resident, not just reserved."""
+    memory = bytearray(size)
+    memory[::4096] = b"\x01" * len(range(0, size, 4096))
+    return memory
 
 
 def _check_flags(argv: list[str]) -> str | None:

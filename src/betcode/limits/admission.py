@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from betcode.config.settings import LimitSettings
+from betcode.limits.memory import MemoryWatch
 from betcode.limits.turn_queue import TurnQueue
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.cost_requests import CapReached
@@ -28,6 +29,7 @@ from betcode.sessions.session import Session
 from betcode.storage import spend as spend_rows
 from betcode.storage.spend import SessionSpend
 from betcode.storage.writer import StoreWriter
+from betcode.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +55,14 @@ class TurnAdmission:
         writer: StoreWriter,
         bridge: PermissionBridge,
         settings: LimitSettings,
+        memory: MemoryWatch,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._writer = writer
         self._bridge = bridge
         self._clock = clock
         self.settings = settings
+        self.memory = memory
         self.queue = TurnQueue(settings.max_running_turns, self._start)
         bridge.costs.send_held = self._send_allowed
 
@@ -66,6 +70,7 @@ class TurnAdmission:
         """A reload: caps apply to messages from now on."""
         self.settings = settings
         self.queue.apply(settings.max_running_turns)
+        self.memory.apply_settings(settings)
 
     async def send(self, session: Session, client_id: str | None, text: str) -> None:
         """The client's message: sent, or held as a cost request when a cap is reached."""
@@ -116,6 +121,16 @@ class TurnAdmission:
     async def session_limits(self) -> CostLimits:
         own = await self._writer.call(spend_rows.own_limits)
         return CostLimits(own, self.settings.session_cost_usd or None)
+
+    async def describe(self, summaries: Iterable[agent_pb2.SessionSummary]) -> None:
+        """Each summary's cost cap and its claude's memory, as known now."""
+        limits = await self.session_limits()
+        for summary in summaries:
+            summary.cost_limit_usd = limits.of(summary.id) or 0.0
+            measured = self.memory.of(summary.id)
+            if measured is not None:
+                summary.claude_rss_bytes = measured.rss_bytes
+                summary.over_rss_limit = measured.over_limit
 
     async def set_session_limit(self, session_id: str, cost_usd: float | None) -> SessionSpend:
         """`sessions limit ID --cost-usd X` (None: back to the setting); BadLimit for a value

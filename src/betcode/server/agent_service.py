@@ -226,10 +226,8 @@ class AgentService:
             limit=request.limit,
             offset=request.offset,
         )
-        limits = await self._admission.session_limits()
         summaries = [convert.session_summary(record) for record in page.sessions]
-        for summary in summaries:
-            summary.cost_limit_usd = limits.of(summary.id) or 0.0
+        await self._admission.describe(summaries)
         return agent_pb2.ListSessionsResponse(sessions=summaries, total=page.total)
 
     @serves

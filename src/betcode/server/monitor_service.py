@@ -14,6 +14,7 @@ from collections.abc import Callable
 import grpc
 
 from betcode.core import convert
+from betcode.limits.admission import TurnAdmission
 from betcode.observability.recent import RecentSpend
 from betcode.permissions.bridge import PermissionBridge
 from betcode.sessions.manager import SessionManager
@@ -28,10 +29,12 @@ class MonitorService:
         sessions: SessionManager,
         bridge: PermissionBridge,
         spend: Callable[[str], RecentSpend],
+        admission: TurnAdmission,
     ) -> None:
         self._sessions = sessions
         self._bridge = bridge
         self._spend = spend
+        self._admission = admission
 
     async def GetSessionsOverview(
         self, request: monitor_pb2.SessionsOverviewRequest, context: grpc.aio.ServicerContext
@@ -61,4 +64,5 @@ class MonitorService:
                     cache_read_tokens_last_10m=spend.cache_read_tokens,
                 )
             )
+        await self._admission.describe(item.summary for item in overview.sessions)
         return overview

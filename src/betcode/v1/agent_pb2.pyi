@@ -1121,6 +1121,8 @@ class SessionSummary(_message.Message):
     LAST_MESSAGE_PREVIEW_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     COST_LIMIT_USD_FIELD_NUMBER: _builtins.int
+    CLAUDE_RSS_BYTES_FIELD_NUMBER: _builtins.int
+    OVER_RSS_LIMIT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     model: _builtins.str
     working_directory: _builtins.str
@@ -1137,6 +1139,12 @@ class SessionSummary(_message.Message):
     """BetCode addition: the cost cap the session has now (its own, or the daemon's setting);
     0: none (docs/LIMITS.md).
     """
+    claude_rss_bytes: _builtins.int
+    """BetCode addition: the resident memory of the session's claude and every process below
+    it, at the daemon's last check (every 10 s); 0 when no claude runs. `over_rss_limit`:
+    above daemon.limits.session_rss_mb while busy (an idle one is stopped).
+    """
+    over_rss_limit: _builtins.bool
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1158,10 +1166,12 @@ class SessionSummary(_message.Message):
         last_message_preview: _builtins.str = ...,
         name: _builtins.str = ...,
         cost_limit_usd: _builtins.float = ...,
+        claude_rss_bytes: _builtins.int = ...,
+        over_rss_limit: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_limit_usd", b"cost_limit_usd", "created_at", b"created_at", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claude_rss_bytes", b"claude_rss_bytes", "cost_limit_usd", b"cost_limit_usd", "created_at", b"created_at", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "over_rss_limit", b"over_rss_limit", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

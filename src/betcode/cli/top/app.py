@@ -13,12 +13,12 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
 from betcode.cli.connection import DaemonError
-from betcode.cli.top.rows import SessionRow, session_rows, totals
+from betcode.cli.top.rows import SessionRow, memory_text, session_rows, totals
 from betcode.v1 import monitor_pb2
 
 Fetch = Callable[[], Awaitable[monitor_pb2.SessionsOverview]]
 COLUMNS = ("session", "state", "model", "where", "clients", "approvals", "tokens in/out",
-           "cost", "cost/h")  # fmt: skip
+           "cost", "cost/h", "memory")  # fmt: skip
 
 
 class TopApp(App[None]):
@@ -68,4 +68,5 @@ def _cells(row: SessionRow) -> tuple[str, ...]:
         f"{row.input_tokens}/{row.output_tokens}",
         f"${row.cost_usd:.4f}",
         f"${row.cost_per_hour_usd:.4f}",
+        memory_text(row.claude_rss_mb, row.over_rss_limit),
     )

@@ -20,6 +20,8 @@ class SessionRow:
     output_tokens: int
     cost_usd: float
     cost_per_hour_usd: float  # over the last 10 minutes
+    claude_rss_mb: float  # its claude's process tree; 0 when none runs
+    over_rss_limit: bool  # busy above daemon.limits.session_rss_mb
 
     def as_json(self) -> dict[str, object]:
         return asdict(self)
@@ -43,6 +45,8 @@ def _row(item: monitor_pb2.SessionOverview) -> SessionRow:
         output_tokens=summary.total_output_tokens,
         cost_usd=summary.total_cost_usd,
         cost_per_hour_usd=item.cost_per_hour_usd,
+        claude_rss_mb=summary.claude_rss_bytes / (1024 * 1024),
+        over_rss_limit=summary.over_rss_limit,
     )
 
 
@@ -63,3 +67,10 @@ def totals(rows: list[SessionRow]) -> str:
         f"{len(rows)} sessions · {clients} clients · {waiting} approvals waiting · "
         f"${cost:.4f} so far · ${rate:.4f}/h (last 10 min)"
     )
+
+
+def memory_text(rss_mb: float, over_limit: bool) -> str:
+    """A session's claude memory: "-" when none runs, "!" when above the limit while busy."""
+    if not rss_mb:
+        return "-"
+    return f"{rss_mb:.0f} MB" + (" (over limit)" if over_limit else "")
