@@ -6,7 +6,7 @@ idle reaping off so no claude is reaped mid-run.
 
 Runs until SIGTERM/SIGINT; logs warnings and errors to stderr. With BENCH_OTLP_ENDPOINT set,
 observability is on: the metrics endpoint on a free loopback port and traces to that OTLP/HTTP
-endpoint (the driver's sink).
+endpoint (the driver's sink). BENCH_GRPC_SERVER sets `daemon.grpc.server`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from betcode import event_loop
 from betcode.claude.backoff import SupervisorPolicy
-from betcode.config.settings import DaemonSettings, ObservabilitySettings
+from betcode.config.settings import DaemonSettings, GrpcSettings, ObservabilitySettings
 from betcode.daemon import DaemonConfig, run_daemon
 
 
@@ -31,7 +31,10 @@ def main(socket: str, data_dir: str, config_dir: str, claude_bin: str) -> int:
         config_dir=Path(config_dir),
         environ={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": config_dir},
         policy=SupervisorPolicy(idle_reap_seconds=None, watchdog_seconds=600.0),
-        settings=DaemonSettings(observability=observability(os.environ.get("BENCH_OTLP_ENDPOINT"))),
+        settings=DaemonSettings(
+            observability=observability(os.environ.get("BENCH_OTLP_ENDPOINT")),
+            grpc=GrpcSettings(server=os.environ.get("BENCH_GRPC_SERVER", "betcode")),
+        ),
     )
     return event_loop.run(run_daemon(config), event_loop.chosen_event_loop())
 

@@ -1,7 +1,7 @@
 """The floor under the daemon's latency figure: the bare gRPC transport fan-out, no daemon.
 
     .venv/bin/python benchmarks/bench_transport.py [--quick] [--repeat N] [--json]
-        [--server http2|grpc-aio]
+        [--server http2|grpc-aio] [--before REV]
 
 A server process (uvloop, like the daemon) publishes one small message per millisecond to 10
 server-streaming calls on a Unix socket, one message per stream message, as the per-event
@@ -12,6 +12,10 @@ machine: the daemon adds claude's pipe, SQLite and the session to this path.
 
 `--server http2` (the default) is the daemon's own transport (betcode.server.http2);
 `--server grpc-aio` is grpc.aio's server, the daemon's transport until round 5.
+`transport_server_cpu_us_per_delivery` is the server process's CPU while it publishes, per
+message delivered. `--before REV` alternates the daemon's transport as it was at git revision
+REV (benchmarks/run.py's `transport_at`) with today's, `--repeat` rounds (default 3), and prints
+each figure's median before and after and their ratio.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ async def serve(socket: str, messages: int, kind: str) -> None:
         server.add_insecure_port(f"unix:{socket}")
     await server.start()
     await all_attached.wait()
+    cpu_at_start = time.process_time()
     started = time.monotonic()
     for number in range(messages):
         ahead = started + number / RATE_PER_S - time.monotonic()
@@ -93,6 +98,7 @@ async def serve(socket: str, messages: int, kind: str) -> None:
     for queue in queues:
         queue.put_nowait(None)
     await server.stop(5)
+    print(json.dumps({"cpu_s": time.process_time() - cpu_at_start}))
 
 
 async def watch(socket: str, streams: int) -> None:
@@ -114,11 +120,17 @@ async def watch(socket: str, streams: int) -> None:
     print(json.dumps([delay for delays in results for delay in delays]))
 
 
-async def measure(messages: int, kind: str) -> dict[str, float]:
+async def measure(messages: int, kind: str, python_path: Path | None = None) -> dict[str, float]:
+    """One run; ``python_path`` goes first on the server's PYTHONPATH (another betcode)."""
+    environ = dict(os.environ)
+    if python_path is not None:
+        environ["PYTHONPATH"] = str(python_path)
     with tempfile.TemporaryDirectory() as tmp:
         socket = Path(tmp) / "transport.sock"
         server = await asyncio.create_subprocess_exec(
-            sys.executable, SCRIPT, "--serve", str(socket), str(messages), kind
+            *(sys.executable, SCRIPT, "--serve", str(socket), str(messages), kind),
+            stdout=asyncio.subprocess.PIPE,
+            env=environ,
         )
         await wait_for_socket(socket)
         clients = [
@@ -134,14 +146,41 @@ async def measure(messages: int, kind: str) -> dict[str, float]:
             for _ in range(PROCESSES)
         ]
         outputs = [await client.communicate() for client in clients]
-        await server.wait()
+        served, _ = await server.communicate()
     delays = sorted(delay for out, _ in outputs for delay in json.loads(out))
+    cpu_s = json.loads(served)["cpu_s"]
     return {
         "transport_p50_ms": round(statistics.median(delays), 3),
         "transport_p99_ms": round(delays[int(len(delays) * 0.99)], 3),
         "transport_max_ms": round(delays[-1], 3),
         "transport_samples": len(delays),
+        "transport_server_cpu_us_per_delivery": round(1e6 * cpu_s / len(delays), 3),
     }
+
+
+async def before_after(revision: str, messages: int, repeat: int) -> dict[str, Any]:
+    """Today's transport against REV's, alternating; medians and after/before ratios."""
+    from run import transport_at  # here: the server and client processes need none of run.py
+
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        overlay = transport_at(revision, Path(tmp))
+        for index in range(repeat):
+            for label, python_path in (("before", overlay), ("after", None)):
+                figures = await measure(messages, "http2", python_path)
+                shown = " ".join(f"{k}={v}" for k, v in figures.items())
+                print(f"{label}, run {index + 1}: {shown}", flush=True)
+                runs[label].append(figures)
+    summary: dict[str, dict[str, float]] = {}
+    for key in FIGURES:
+        before = statistics.median(run[key] for run in runs["before"])
+        after = statistics.median(run[key] for run in runs["after"])
+        summary[key] = {"before": before, "after": after, "after/before": round(after / before, 3)}
+        print(f"{key:40} before {before:>10} after {after:>10} after/before {after / before:.3f}")
+    return {"before": revision, "figures": summary, "runs": runs}
+
+
+FIGURES = ("transport_server_cpu_us_per_delivery", "transport_p50_ms", "transport_p99_ms")
 
 
 async def wait_for_socket(socket: Path) -> None:
@@ -160,6 +199,7 @@ def main() -> None:
     parser.add_argument(
         "--server", choices=("http2", "grpc-aio"), default="http2", help="which server transport"
     )
+    parser.add_argument("--before", metavar="REV", help="REV's transport against today's")
     parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--watch", nargs=2, metavar=("SOCKET", "STREAMS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -170,9 +210,15 @@ def main() -> None:
     if args.watch:
         asyncio.run(watch(args.watch[0], int(args.watch[1])))
         return
+    messages = 2_000 if args.quick else 5_000
+    if args.before:
+        result = asyncio.run(before_after(args.before, messages, max(args.repeat, 3)))
+        if args.json:
+            print(json.dumps({**result, "load_average_after": os.getloadavg()}))
+        return
     runs = []
     for run_index in range(args.repeat):
-        figures = asyncio.run(measure(2_000 if args.quick else 5_000, args.server))
+        figures = asyncio.run(measure(messages, args.server))
         print(f"run {run_index + 1}: " + " ".join(f"{k}={v}" for k, v in figures.items()))
         runs.append(figures)
     if args.json:

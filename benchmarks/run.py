@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/run.py [--quick] [--json] [--profile DIR]
     .venv/bin/python benchmarks/run.py --latency-only [--repeat N] [--quick]
     .venv/bin/python benchmarks/run.py --observability [--repeat N] [--quick]
+    .venv/bin/python benchmarks/run.py --transport-before REV [--with-grpcio] [--repeat N] [--quick]
 
 The daemon runs as its own process (bench_daemon.py: what `betcode daemon start --foreground`
 runs, with fake claude children);
@@ -31,6 +32,13 @@ A turn is sent over Converse, which is closed as soon as the daemon has recorded
 OTLP traces to a sink in this process), alternating, `--repeat` rounds (default 3), and prints
 each figure's median off and on and their ratio.
 
+`--transport-before REV` measures the streaming figures (daemon CPU per delivered event, the
+line→client p50/p99 of the latency phase, the per-event and batched fan-out to 10 clients) with
+the daemon's HTTP/2 transport as it was at git revision REV (`src/betcode/server/http2/` of REV
+in a copy of today's package, put first on the daemon's PYTHONPATH) and as it is, alternating,
+`--repeat` rounds (default 3), and prints each figure's median before and after and their
+ratio; `--with-grpcio` adds the daemon on grpc.aio's server (`daemon.grpc.server = "grpcio"`).
+
 `--profile DIR` runs each daemon under cProfile and leaves DIR/<phase>.prof. `--latency-only`
 runs just the latency phase, `--repeat N` times, one line per run (with `--json`, then one
 JSON object with every run; `--event-loop asyncio` for the daemon on asyncio's own loop).
@@ -43,14 +51,16 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import signal
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -79,6 +89,8 @@ class DaemonOptions:
     profile: Path | None = None  # run under cProfile, leaving <profile>/<phase>.prof
     event_loop: str | None = None  # BETCODE_EVENT_LOOP for the daemon (None: its default)
     otlp_endpoint: str | None = None  # observability on, traces to this OTLP/HTTP sink
+    python_path: Path | None = None  # first on the daemon's PYTHONPATH (another betcode)
+    grpc_server: str | None = None  # daemon.grpc.server (None: the default)
 
 
 class DaemonProcess:
@@ -106,6 +118,10 @@ class DaemonProcess:
             self.environ["BETCODE_EVENT_LOOP"] = options.event_loop
         if options.otlp_endpoint is not None:
             self.environ["BENCH_OTLP_ENDPOINT"] = options.otlp_endpoint
+        if options.python_path is not None:
+            self.environ["PYTHONPATH"] = str(options.python_path)
+        if options.grpc_server is not None:
+            self.environ["BENCH_GRPC_SERVER"] = options.grpc_server
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -553,42 +569,117 @@ async def ingest_and_latency(root: Path, quick: bool, options: DaemonOptions) ->
     }
 
 
+Measure = Callable[[Path, bool, DaemonOptions], Awaitable[dict[str, float]]]
+
+
+async def compare(
+    variants: dict[str, DaemonOptions],
+    measure: Measure,
+    figures: tuple[str, ...],
+    quick: bool,
+    repeat: int,
+) -> dict[str, Any]:
+    """``measure`` for each variant in turn, ``repeat`` rounds; each figure's median per variant
+    and its ratio to the first variant's."""
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(repeat):
+            for label, options in variants.items():
+                measured = await measure(Path(tmp) / f"{label}-{index}", quick, options)
+                runs[label].append(measured)
+                shown = " ".join(f"{key}={measured[key]:.4g}" for key in figures)
+                print(f"{label}, run {index + 1}: {shown}", flush=True)
+    first, *others = variants
+    summary: dict[str, dict[str, float]] = {}
+    for key in figures:
+        medians = {label: statistics.median(run[key] for run in runs[label]) for label in runs}
+        summary[key] = {label: round(value, 3) for label, value in medians.items()}
+        for label in others:
+            summary[key][f"{label}/{first}"] = round(medians[label] / medians[first], 3)
+    about = machine()
+    about["load_average_after"] = os.getloadavg()
+    return {"quick": quick, "repeat": repeat, "figures": summary, "runs": runs, "machine": about}
+
+
 async def observability_overhead(
     quick: bool, repeat: int, options: DaemonOptions
 ) -> dict[str, Any]:
     """Ingest and latency with observability off and on, alternating; medians and ratios."""
     sink = OtlpSink()
     on = replace(options, otlp_endpoint=sink.endpoint)
-    runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for index in range(repeat):
-                for label, chosen in (("off", options), ("on", on)):
-                    figures = await ingest_and_latency(
-                        Path(tmp) / f"{label}-{index}", quick, chosen
-                    )
-                    runs[label].append(figures)
-                    shown = " ".join(f"{key}={figures[key]:.4g}" for key in OVERHEAD_FIGURES)
-                    print(f"observability {label}, run {index + 1}: {shown}", flush=True)
+        variants = {"off": options, "on": on}
+        result = await compare(variants, ingest_and_latency, OVERHEAD_FIGURES, quick, repeat)
     finally:
         sink.close()
-    summary: dict[str, dict[str, float]] = {}
-    for key in OVERHEAD_FIGURES:
-        off = statistics.median(run[key] for run in runs["off"])
-        with_it = statistics.median(run[key] for run in runs["on"])
-        summary[key] = {
-            "off": round(off, 3),
-            "on": round(with_it, 3),
-            "on/off": round(with_it / off, 3),
-        }
-    return {
-        "quick": quick,
-        "repeat": repeat,
-        "otlp_bytes": sink.received_bytes,
-        "figures": summary,
-        "runs": runs,
-        "machine": machine(),
-    }
+    return {**result, "otlp_bytes": sink.received_bytes}
+
+
+TRANSPORT_FIGURES = (
+    "latency_daemon_cpu_us_per_delivery",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "broadcast_10_clients_events_per_s",
+    "batched_10_clients_events_per_s",
+)
+
+
+async def streaming(root: Path, quick: bool, options: DaemonOptions) -> dict[str, float]:
+    delays = await latency(root / "latency", 2_000 if quick else 5_000, 10, options)
+    fan = await broadcast(root / "fanout", 2_000 if quick else 10_000, [10], options)
+    return {**delays, **fan}
+
+
+def transport_at(revision: str, into: Path) -> Path:
+    """A copy of today's betcode package with the HTTP/2 transport of git ``revision``; the
+    directory to put first on PYTHONPATH. Today's app.py hands the transport its limits, which
+    a transport from before them does not take: that field is added, unused."""
+    repository = Path(__file__).resolve().parents[1]
+    package = repository / "src" / "betcode"
+    shutil.copytree(package, into / "betcode", ignore=shutil.ignore_patterns("__pycache__"))
+    http2 = into / "betcode" / "server" / "http2"
+    shutil.rmtree(http2)
+    http2.mkdir()
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", f"{revision}:src/betcode/server/http2"],
+        cwd=repository,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    for name in listed:
+        source = subprocess.run(
+            ["git", "show", f"{revision}:src/betcode/server/http2/{name}"],
+            cwd=repository,
+            check=True,
+            capture_output=True,
+        ).stdout
+        (http2 / name).write_bytes(source)
+    connection = http2 / "connection.py"
+    text = connection.read_text()
+    if "limits:" not in text:
+        field = "    max_concurrent_streams: int = 1000\n"
+        if field not in text:
+            raise SystemExit(f"{revision}'s transport settings are not the expected ones")
+        connection.write_text(text.replace(field, field + "    limits: object = None\n"))
+    return into
+
+
+async def transport_before_after(
+    revision: str, with_grpcio: bool, quick: bool, repeat: int, options: DaemonOptions
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        before = replace(options, python_path=transport_at(revision, Path(tmp)))
+        variants = {"before": before, "after": options}
+        if with_grpcio:
+            variants["grpcio"] = replace(options, grpc_server="grpcio")
+        result = await compare(variants, streaming, TRANSPORT_FIGURES, quick, repeat)
+    return {**result, "before": revision}
+
+
+def print_comparison(result: dict[str, Any]) -> None:
+    for key, values in result["figures"].items():
+        print(f"{key:40} " + " ".join(f"{label} {value:>10}" for label, value in values.items()))
 
 
 def main() -> None:
@@ -602,15 +693,30 @@ def main() -> None:
     parser.add_argument(
         "--observability", action="store_true", help="ingest and latency, observability off vs on"
     )
+    parser.add_argument(
+        "--transport-before",
+        metavar="REV",
+        help="streaming figures with the HTTP/2 transport of git revision REV, then today's",
+    )
+    parser.add_argument(
+        "--with-grpcio", action="store_true", help="with --transport-before: grpcio's server too"
+    )
     args = parser.parse_args()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         args.profile = args.profile.absolute()
     options = DaemonOptions(profile=args.profile, event_loop=args.event_loop)
-    if args.observability:
-        result = asyncio.run(observability_overhead(args.quick, max(args.repeat, 3), options))
-        for key, value in result["figures"].items():
-            print(f"{key:40} off {value['off']:>12} on {value['on']:>12} on/off {value['on/off']}")
+    if args.observability or args.transport_before:
+        repeat = max(args.repeat, 3)
+        if args.observability:
+            result = asyncio.run(observability_overhead(args.quick, repeat, options))
+        else:
+            result = asyncio.run(
+                transport_before_after(
+                    args.transport_before, args.with_grpcio, args.quick, repeat, options
+                )
+            )
+        print_comparison(result)
         if args.json:
             print(json.dumps(result))
         return
