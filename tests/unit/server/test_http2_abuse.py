@@ -258,3 +258,23 @@ async def test_an_idle_connection_is_closed_and_one_with_a_call_is_kept(
         await busy.goaway(within=1.5)
     idle.close()
     busy.close()
+
+
+async def test_a_client_goaway_with_calls_open_stops_them_and_closes(
+    serve: ServerFactory, socket_path: Path, good_client: grpc.aio.Channel
+) -> None:
+    await serve()
+    client = await RawClient.connect(socket_path)
+    stream_id = client.open_stream("Count")
+    client.h2.send_data(stream_id, grpc_message(b"1000000"), end_stream=True)
+    await client.flush()
+    await client.events_until(
+        lambda events: any(isinstance(e, h2.events.DataReceived) for e in events)
+    )
+    client.h2.close_connection()  # GOAWAY while the stream still runs
+    await client.flush()
+    async with asyncio.timeout(5):
+        while await client.reader.read(65536):
+            pass  # the server hangs up
+    await served(good_client)
+    client.close()

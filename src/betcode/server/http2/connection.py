@@ -306,8 +306,11 @@ class GrpcConnection(asyncio.Protocol):
         elif isinstance(event, h2.events.PingAckReceived):
             self._ping_answered()
         elif isinstance(event, h2.events.ConnectionTerminated):
-            self._draining = True  # the client opens no more streams
-            self._note_idle()
+            # The client's GOAWAY: h2 sends nothing at all after it, so calls still open could
+            # never answer; they are stopped and the connection is closed.
+            self._ended = True
+            self._end_calls_here()
+            self._hang_up()
 
     def _open_call(self, stream_id: int, headers: list[Header], now: float) -> None:
         if self._draining:
