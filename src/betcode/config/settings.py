@@ -105,7 +105,7 @@ class HttpSettings:
             raise ValueError(
                 f"listen {self.listen!r} is not a loopback address; serving the web client "
                 "beyond this machine needs TLS (--http-tls-cert and --http-tls-key), or reach "
-                "it through an ssh tunnel or a private network (README: the web client)"
+                "it through an ssh tunnel or a private network (docs/USAGE.md, the web client)"
             )
 
 
