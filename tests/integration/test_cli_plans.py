@@ -4,6 +4,7 @@ says where it ran (session, directory or worktree and branch), `orchestrate list
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -28,6 +29,16 @@ async def parent_id(clients: Callable[[str], Client], workspace: Workspace) -> s
     parent.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
     await parent.wait_for("session_info")
     return parent.session_id
+
+
+async def first_step_running(socket: Path, repo: Path) -> None:
+    """Until a subagent runs (the plan's first step)."""
+    for _ in range(300):
+        listed = await betcode(socket, repo, "subagent", "list", "--status", "running", "--json")
+        if json.loads(listed.out):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("no step started in 30 s")
 
 
 def write_plan(path: Path, steps: list[dict[str, object]]) -> Path:
@@ -121,3 +132,58 @@ async def test_a_plan_without_a_parent_gets_a_session_named_after_it(
     sessions = json.loads((await betcode(socket, repo, "sessions", "list", "--json")).out)
     names = {s["id"]: s["name"] for s in sessions}
     assert names[listed["parent_session_id"]] == "plan solo.json"
+
+
+async def test_cancel_stops_a_plan_and_retry_runs_what_is_left(
+    daemon: InProcessDaemon,
+    clients: Callable[[str], Client],
+    workspace: Workspace,
+    tmp_path: Path,
+) -> None:
+    socket, repo = daemon.socket, workspace.repo
+    parent = await parent_id(clients, workspace)
+    slow = 'SCN:slow {"words": 60, "delay": 0.05} working'
+    plan = write_plan(
+        tmp_path / "two.json",
+        [
+            {"id": "first", "prompt": slow},
+            {
+                "id": "second",
+                "prompt": 'SCN:plain {"text": "second done"}',
+                "depends_on": ["first"],
+            },
+        ],
+    )
+    running = await spawn(socket, repo, "orchestrate", str(plan), "--parent", parent, "--json")
+    plan_id = await stderr_until(running, STARTED)
+    await first_step_running(socket, repo)
+    cancelled = await betcode(socket, repo, "orchestrate", "cancel", plan_id[:8])
+    assert cancelled.code == 0, cancelled.err
+    assert cancelled.out.startswith(f"plan {plan_id} cancelled")
+    ended = await finish(running)
+    assert ended.code == 1
+    result = json.loads(ended.out)
+    assert result["status"] == "failed"
+    assert [(s["id"], s["status"]) for s in result["steps"]] == [
+        ("first", "failed"),
+        ("second", "blocked"),
+    ]
+    again = await betcode(socket, repo, "orchestrate", "cancel", plan_id[:8])
+    assert again.out == f"plan {plan_id} had already ended\n"
+
+    not_failed = await betcode(socket, repo, "orchestrate", "retry", plan_id[:8], "second")
+    assert not_failed.code == 5
+    assert "only failed steps can be retried; not failed: second (failed: first)" in (
+        not_failed.err
+    )
+    retried = await betcode(socket, repo, "orchestrate", "retry", plan_id[:8], "--json")
+    assert retried.code == 0, retried.err
+    after = json.loads(retried.out)
+    assert after["status"] == "completed"
+    assert [(s["id"], s["status"]) for s in after["steps"]] == [
+        ("first", "completed"),
+        ("second", "completed"),
+    ]
+    assert "second done" in after["steps"][1]["result_summary"]
+    listed = json.loads((await betcode(socket, repo, "orchestrate", "list", "--json")).out)
+    assert [(p["orchestration_id"], p["status"]) for p in listed] == [(plan_id, "completed")]

@@ -1,5 +1,5 @@
-"""`betcode orchestrate [run] PLAN_FILE | list | watch PLAN`: plans of subagent steps that run
-in the daemon, and coming back to them.
+"""`betcode orchestrate [run] PLAN_FILE | list | watch PLAN | cancel PLAN | retry PLAN [STEP]`:
+plans of subagent steps that run in the daemon, and coming back to them.
 
 A plan runs in the daemon, not in the command: stopping the command (Ctrl-C) stops only the
 watching, and `orchestrate watch PLAN` picks it up again (everything so far, then live). Exit
@@ -66,7 +66,8 @@ class PlanGroup(click.Group):
 
 @click.group("orchestrate", cls=PlanGroup, epilog=PLAN_FORMAT)
 def orchestrate() -> None:
-    """Run a plan of subagent steps (`orchestrate PLAN_FILE`), list plans, watch one again.
+    """Run a plan of subagent steps (`orchestrate PLAN_FILE`); list, watch, cancel or retry
+    plans.
 
     Steps run as subagents of a parent session, at once (parallel), one after another
     (sequential) or as their dependencies allow (dag). The plan runs in the daemon: Ctrl-C
@@ -121,8 +122,7 @@ def run(
             ),
         )
         started.append(created.orchestration_id)
-        if not as_json:
-            click.echo(f"plan {created.orchestration_id} started ({len(steps)} steps)", err=True)
+        click.echo(f"plan {created.orchestration_id} started ({len(steps)} steps)", err=True)
         return await _follow(client, created.orchestration_id, live and not as_json)
 
     _show_result(_watching(socket_path, act, started), as_json)
@@ -142,6 +142,54 @@ def watch(plan: str, quiet: bool, as_json: bool, socket_path: str | None) -> Non
         found = await PLANS.find(client, plan)
         started.append(found.id)
         return await _follow(client, found.id, not quiet and not as_json)
+
+    _show_result(_watching(socket_path, act, started), as_json)
+
+
+@orchestrate.command("cancel")
+@click.argument("plan", shell_complete=PLANS.complete)
+@click.option("--reason", default="", help="Why (the running steps' subagents are told).")
+@socket_option
+def cancel(plan: str, reason: str, socket_path: str | None) -> None:
+    """Stop PLAN: no step starts any more and the running ones are cancelled; the steps left
+    can be run later with `orchestrate retry`."""
+
+    async def act(client: DaemonClient) -> tuple[str, bool]:
+        found = await PLANS.find(client, plan)
+        request = subagent_pb2.CancelOrchestrationRequest(orchestration_id=found.id, reason=reason)
+        response = await client.call(subagents(client).CancelOrchestration, request)
+        return found.id, response.cancelled
+
+    plan_id, cancelled = call_daemon(socket_path, act)
+    if cancelled:
+        click.echo(
+            f"plan {plan_id} cancelled; `betcode orchestrate retry {plan_id[:SHORT_ID]}` runs "
+            "what is left"
+        )
+    else:
+        click.echo(f"plan {plan_id} had already ended")
+
+
+@orchestrate.command("retry")
+@click.argument("plan", shell_complete=PLANS.complete)
+@click.argument("steps", nargs=-1)
+@click.option("--watch", "live", is_flag=True, help="Show each step's state as it changes.")
+@json_option
+@socket_option
+def retry(
+    plan: str, steps: tuple[str, ...], live: bool, as_json: bool, socket_path: str | None
+) -> None:
+    """Run again the failed STEPS of an ended PLAN (default: every failed step), and the steps
+    they blocked, then wait for the plan to end."""
+    started: list[str] = []
+
+    async def act(client: DaemonClient) -> dict[str, Any]:
+        found = await PLANS.find(client, plan)
+        request = subagent_pb2.RetryOrchestrationRequest(orchestration_id=found.id, step_ids=steps)
+        again = await client.call(subagents(client).RetryOrchestration, request)
+        started.append(found.id)
+        click.echo(f"plan {found.id} runs again: {', '.join(again.step_ids)}", err=True)
+        return await _follow(client, found.id, live and not as_json)
 
     _show_result(_watching(socket_path, act, started), as_json)
 

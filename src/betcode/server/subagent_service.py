@@ -220,6 +220,31 @@ class SubagentService:
         return pb.ListOrchestrationsResponse(orchestrations=await self._reader.read(read))
 
     @serves
+    async def CancelOrchestration(
+        self, request: pb.CancelOrchestrationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelOrchestrationResponse:
+        client_id = client_id_of(context)
+        reason = request.reason or "the plan was cancelled"
+
+        async def stop(subagent_id: str) -> None:
+            await self._control.cancel(subagent_id, reason, client_id)
+
+        cancelled = await self._orchestrations.cancel(
+            check_id(request.orchestration_id, "orchestration_id"), reason, stop
+        )
+        return pb.CancelOrchestrationResponse(cancelled=cancelled)
+
+    @serves
+    async def RetryOrchestration(
+        self, request: pb.RetryOrchestrationRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryOrchestrationResponse:
+        again = await self._orchestrations.retry(
+            check_id(request.orchestration_id, "orchestration_id"),
+            [check_id(step, "step_ids") for step in request.step_ids],
+        )
+        return pb.RetryOrchestrationResponse(step_ids=again)
+
+    @serves
     async def WatchOrchestration(
         self, request: pb.WatchOrchestrationRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.OrchestrationEvent]:

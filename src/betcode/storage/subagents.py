@@ -403,3 +403,27 @@ def step_places(conn: sqlite3.Connection, orchestration_id: str) -> dict[str, St
         (orchestration_id,),
     ).fetchall()
     return {str(r[0]): StepPlace(str(r[1]), r[2], r[3], r[4], r[5]) for r in rows}
+
+
+def reset_steps(
+    conn: sqlite3.Connection, orchestration_id: str, step_keys: Collection[str]
+) -> None:
+    """A retry: `step_keys` pending again, their earlier subagents no longer the steps' (kept,
+    as history, in the orchestration), and the orchestration running again."""
+    marks = ", ".join("?" * len(step_keys))
+    conn.execute(
+        "UPDATE orchestration_steps SET status = 'pending', completed_at = NULL, "
+        "subagent_id = NULL, result_summary = NULL, error_message = NULL "
+        f"WHERE orchestration_id = ? AND step_key IN ({marks})",
+        (orchestration_id, *step_keys),
+    )
+    conn.execute(
+        f"UPDATE subagents SET step_id = NULL WHERE orchestration_id = ? AND step_id IN ({marks})",
+        (orchestration_id, *step_keys),
+    )
+    conn.execute(
+        "UPDATE orchestrations SET status = 'running', completed_at = NULL, error_message = NULL, "
+        "failed_steps = (SELECT COUNT(*) FROM orchestration_steps WHERE orchestration_id = ? "
+        "AND status IN ('failed', 'blocked')) WHERE id = ?",
+        (orchestration_id, orchestration_id),
+    )

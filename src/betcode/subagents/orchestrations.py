@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from betcode.storage import subagents as rows
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
 from betcode.subagents.manager import SubagentManager
 from betcode.subagents.orchestrator import Orchestration
-from betcode.subagents.plan import StepSpec, Strategy, check_plan
+from betcode.subagents.plan import PlanError, StepSpec, Strategy, check_plan
 from betcode.v1 import subagent_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,71 @@ class Orchestrations:
             raise OrchestrationNotFound(orchestration_id)
         for event in settled_events(row):
             yield event
+
+    async def cancel(
+        self, orchestration_id: str, reason: str, stop: Callable[[str], Awaitable[object]]
+    ) -> bool:
+        """Stops a running plan: no step starts any more, `stop` cancels each running step's
+        subagent (by id), and the plan ends failed, its unstarted steps blocked. False when the
+        plan had ended already."""
+        live = self.live.get(orchestration_id)
+        if live is None or live.task is None or live.task.done():
+            await self._row(orchestration_id)  # OrchestrationNotFound for an unknown one
+            return False
+        live.cancel_reason = reason
+        for subagent_id in list(live.running_subagents.values()):
+            await stop(subagent_id)
+        await asyncio.gather(live.task, return_exceptions=True)
+        return True
+
+    async def retry(self, orchestration_id: str, step_ids: Sequence[str]) -> list[str]:
+        """Runs again the failed steps `step_ids` (default: every failed one) of an ended plan,
+        and the steps blocked only by them; returns the steps that run again, in plan order."""
+        live = self.live.get(orchestration_id)
+        if live is not None and (live.task is None or not live.task.done()):
+            raise PlanError("PRECONDITION_FAILED", f"plan {orchestration_id} is still running")
+        row = await self._row(orchestration_id)
+        status = {step.step_key: step.status for step in row.steps}
+        failed = [key for key, state in status.items() if state == "failed"]
+        chosen = list(step_ids) or failed
+        not_failed = [key for key in chosen if status.get(key) != "failed"]
+        if not_failed:
+            raise PlanError(
+                "INVALID_ARGUMENT",
+                f"only failed steps can be retried; not failed: {', '.join(not_failed)} "
+                f"(failed: {', '.join(failed) or 'none'})",
+            )
+        if not chosen and not any(state == "blocked" for state in status.values()):
+            raise PlanError("PRECONDITION_FAILED", f"plan {orchestration_id} has nothing to retry")
+        again = set(chosen)
+        depends = {step.step_key: step.depends_on for step in row.steps}
+        grew = True
+        while grew:  # a blocked step runs again once each dependency completed or runs again
+            unblocked = {
+                key
+                for key, state in status.items()
+                if state == "blocked"
+                and key not in again
+                and all(status[d] == "completed" or d in again for d in depends[key])
+            }
+            again |= unblocked
+            grew = bool(unblocked)
+        await self._writer.call(lambda c: rows.reset_steps(c, orchestration_id, again))
+        reset, subagents = await self._reader.read(
+            lambda c: (
+                rows.get_orchestration(c, orchestration_id),
+                rows.subagents_of_orchestration(c, orchestration_id),
+            )
+        )
+        assert reset is not None  # just updated; orchestrations are deleted only with their parent
+        self._begin(Orchestration.load(reset, subagents, self._manager, self._writer))
+        return [step.step_key for step in row.steps if step.step_key in again]
+
+    async def _row(self, orchestration_id: str) -> rows.OrchestrationRow:
+        row = await self._reader.read(lambda c: rows.get_orchestration(c, orchestration_id))
+        if row is None:
+            raise OrchestrationNotFound(orchestration_id)
+        return row
 
     async def shutdown(self) -> None:
         """Daemon stop: plans and their subagents stop without recording an end, so they

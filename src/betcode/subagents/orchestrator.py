@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -56,6 +57,8 @@ class Orchestration:
         self.history: list[pb.OrchestrationEvent] = []
         self._listeners: set[asyncio.Queue[pb.OrchestrationEvent | None]] = set()
         self.task: asyncio.Task[None] | None = None
+        self.running_subagents: dict[str, str] = {}  # step id → its running subagent's id
+        self.cancel_reason: str | None = None  # set: no step starts any more
 
     @classmethod
     async def create(
@@ -112,7 +115,7 @@ class Orchestration:
         for step_id in self.scheduler.running():  # interrupted by a restart
             running[self._start_step(step_id)] = step_id
         while True:
-            for step_id in self.scheduler.ready():
+            for step_id in [] if self.cancel_reason is not None else self.scheduler.ready():
                 running[self._start_step(step_id)] = step_id
             if not running:
                 break
@@ -151,6 +154,7 @@ class Orchestration:
                     step_id=step_id,
                 )
             )
+        self.running_subagents[step_id] = run.id
         await self._writer.call(
             lambda c: rows.set_step(c, self.id, step_id, "running", time.time(), subagent_id=run.id)
         )
@@ -162,6 +166,7 @@ class Orchestration:
         return await run.wait()
 
     async def _step_ended(self, step_id: str, outcome: Outcome) -> None:
+        self.running_subagents.pop(step_id, None)
         now = time.time()
         if outcome.status == "completed":
             self.scheduler.complete(step_id)
@@ -204,6 +209,9 @@ class Orchestration:
         failed = len(self.steps) - completed
         status: rows.OrchestrationStatus = "completed" if failed == 0 else "failed"
         error = None if failed == 0 else f"{failed} of {len(self.steps)} steps did not complete"
+        if self.cancel_reason is not None and failed:
+            error = f"cancelled: {self.cancel_reason}" if self.cancel_reason else "cancelled"
+            await self._block_unstarted(error)
         await self._writer.call(
             lambda c: rows.finish_orchestration(
                 c, self.id, status, completed, failed, time.time(), error
@@ -225,6 +233,19 @@ class Orchestration:
         for queue in self._listeners:
             queue.put_nowait(None)
         log.info("orchestration %s %s (%d/%d steps)", self.id, status, completed, len(self.steps))
+
+    async def _block_unstarted(self, reason: str) -> None:
+        """A cancelled plan's steps that never started are stored blocked, saying why."""
+        unstarted = [
+            s for s in self.scheduler.order if self.scheduler.state[s] is StepState.PENDING
+        ]
+        now = time.time()
+
+        def store(conn: sqlite3.Connection) -> None:
+            for step_id in unstarted:
+                rows.set_step(conn, self.id, step_id, "blocked", now, error_message=reason)
+
+        await self._writer.call(store)
 
     def _emit(self, event: pb.OrchestrationEvent) -> None:
         event.orchestration_id = self.id

@@ -1180,3 +1180,89 @@ class OrchestrationStepInfo(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OrchestrationStepInfo: _TypeAlias = OrchestrationStepInfo  # noqa: Y015
+
+@_typing.final
+class CancelOrchestrationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ORCHESTRATION_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    orchestration_id: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        orchestration_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["orchestration_id", b"orchestration_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelOrchestrationRequest: _TypeAlias = CancelOrchestrationRequest  # noqa: Y015
+
+@_typing.final
+class CancelOrchestrationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CANCELLED_FIELD_NUMBER: _builtins.int
+    cancelled: _builtins.bool
+    def __init__(
+        self,
+        *,
+        cancelled: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled", b"cancelled"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelOrchestrationResponse: _TypeAlias = CancelOrchestrationResponse  # noqa: Y015
+
+@_typing.final
+class RetryOrchestrationRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ORCHESTRATION_ID_FIELD_NUMBER: _builtins.int
+    STEP_IDS_FIELD_NUMBER: _builtins.int
+    orchestration_id: _builtins.str
+    @_builtins.property
+    def step_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        orchestration_id: _builtins.str = ...,
+        step_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["orchestration_id", b"orchestration_id", "step_ids", b"step_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryOrchestrationRequest: _TypeAlias = RetryOrchestrationRequest  # noqa: Y015
+
+@_typing.final
+class RetryOrchestrationResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEP_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def step_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The steps that run again, in plan order."""
+
+    def __init__(
+        self,
+        *,
+        step_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["step_ids", b"step_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RetryOrchestrationResponse: _TypeAlias = RetryOrchestrationResponse  # noqa: Y015

@@ -79,6 +79,16 @@ class SubagentServiceStub:
                 request_serializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsResponse.FromString,
                 _registered_method=True)
+        self.CancelOrchestration = channel.unary_unary(
+                '/betcode.v1.SubagentService/CancelOrchestration',
+                request_serializer=betcode_dot_v1_dot_subagent__pb2.CancelOrchestrationRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_subagent__pb2.CancelOrchestrationResponse.FromString,
+                _registered_method=True)
+        self.RetryOrchestration = channel.unary_unary(
+                '/betcode.v1.SubagentService/RetryOrchestration',
+                request_serializer=betcode_dot_v1_dot_subagent__pb2.RetryOrchestrationRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_subagent__pb2.RetryOrchestrationResponse.FromString,
+                _registered_method=True)
 
 
 class SubagentServiceServicer:
@@ -140,6 +150,22 @@ class SubagentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelOrchestration(self, request, context):
+        """BetCode addition: stop a running plan: no step starts any more, the running steps'
+        subagents are cancelled, and the plan ends failed. `cancelled` false: it had ended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryOrchestration(self, request, context):
+        """BetCode addition: run again failed steps of an ended plan (default: all of them) and the
+        steps they blocked; then watch it as before. FAILED_PRECONDITION while it still runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SubagentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -187,6 +213,16 @@ def add_SubagentServiceServicer_to_server(servicer, server):
                     servicer.ListOrchestrations,
                     request_deserializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsResponse.SerializeToString,
+            ),
+            'CancelOrchestration': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelOrchestration,
+                    request_deserializer=betcode_dot_v1_dot_subagent__pb2.CancelOrchestrationRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_subagent__pb2.CancelOrchestrationResponse.SerializeToString,
+            ),
+            'RetryOrchestration': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryOrchestration,
+                    request_deserializer=betcode_dot_v1_dot_subagent__pb2.RetryOrchestrationRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_subagent__pb2.RetryOrchestrationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -432,6 +468,60 @@ class SubagentService:
             '/betcode.v1.SubagentService/ListOrchestrations',
             betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsRequest.SerializeToString,
             betcode_dot_v1_dot_subagent__pb2.ListOrchestrationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelOrchestration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.SubagentService/CancelOrchestration',
+            betcode_dot_v1_dot_subagent__pb2.CancelOrchestrationRequest.SerializeToString,
+            betcode_dot_v1_dot_subagent__pb2.CancelOrchestrationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryOrchestration(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.SubagentService/RetryOrchestration',
+            betcode_dot_v1_dot_subagent__pb2.RetryOrchestrationRequest.SerializeToString,
+            betcode_dot_v1_dot_subagent__pb2.RetryOrchestrationResponse.FromString,
             options,
             channel_credentials,
             insecure,

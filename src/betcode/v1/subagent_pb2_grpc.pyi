@@ -47,6 +47,14 @@ class SubagentServiceStub:
     """BetCode addition: the daemon's orchestrations (a parent session's, or all), newest first,
     each with its steps and where each started step runs.
     """
+    CancelOrchestration: _grpc.UnaryUnaryMultiCallable[_subagent_pb2.CancelOrchestrationRequest, _subagent_pb2.CancelOrchestrationResponse]
+    """BetCode addition: stop a running plan: no step starts any more, the running steps'
+    subagents are cancelled, and the plan ends failed. `cancelled` false: it had ended.
+    """
+    RetryOrchestration: _grpc.UnaryUnaryMultiCallable[_subagent_pb2.RetryOrchestrationRequest, _subagent_pb2.RetryOrchestrationResponse]
+    """BetCode addition: run again failed steps of an ended plan (default: all of them) and the
+    steps they blocked; then watch it as before. FAILED_PRECONDITION while it still runs.
+    """
 
 @_typing.type_check_only
 class SubagentServiceAsyncStub(SubagentServiceStub):
@@ -62,6 +70,14 @@ class SubagentServiceAsyncStub(SubagentServiceStub):
     ListOrchestrations: _aio.UnaryUnaryMultiCallable[_subagent_pb2.ListOrchestrationsRequest, _subagent_pb2.ListOrchestrationsResponse]  # type: ignore[assignment]
     """BetCode addition: the daemon's orchestrations (a parent session's, or all), newest first,
     each with its steps and where each started step runs.
+    """
+    CancelOrchestration: _aio.UnaryUnaryMultiCallable[_subagent_pb2.CancelOrchestrationRequest, _subagent_pb2.CancelOrchestrationResponse]  # type: ignore[assignment]
+    """BetCode addition: stop a running plan: no step starts any more, the running steps'
+    subagents are cancelled, and the plan ends failed. `cancelled` false: it had ended.
+    """
+    RetryOrchestration: _aio.UnaryUnaryMultiCallable[_subagent_pb2.RetryOrchestrationRequest, _subagent_pb2.RetryOrchestrationResponse]  # type: ignore[assignment]
+    """BetCode addition: run again failed steps of an ended plan (default: all of them) and the
+    steps they blocked; then watch it as before. FAILED_PRECONDITION while it still runs.
     """
 
 class SubagentServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -129,6 +145,26 @@ class SubagentServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_subagent_pb2.ListOrchestrationsResponse, _abc.Awaitable[_subagent_pb2.ListOrchestrationsResponse]]:
         """BetCode addition: the daemon's orchestrations (a parent session's, or all), newest first,
         each with its steps and where each started step runs.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelOrchestration(
+        self,
+        request: _subagent_pb2.CancelOrchestrationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_subagent_pb2.CancelOrchestrationResponse, _abc.Awaitable[_subagent_pb2.CancelOrchestrationResponse]]:
+        """BetCode addition: stop a running plan: no step starts any more, the running steps'
+        subagents are cancelled, and the plan ends failed. `cancelled` false: it had ended.
+        """
+
+    @_abc_1.abstractmethod
+    def RetryOrchestration(
+        self,
+        request: _subagent_pb2.RetryOrchestrationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_subagent_pb2.RetryOrchestrationResponse, _abc.Awaitable[_subagent_pb2.RetryOrchestrationResponse]]:
+        """BetCode addition: run again failed steps of an ended plan (default: all of them) and the
+        steps they blocked; then watch it as before. FAILED_PRECONDITION while it still runs.
         """
 
 def add_SubagentServiceServicer_to_server(servicer: SubagentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

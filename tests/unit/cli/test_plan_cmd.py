@@ -17,7 +17,7 @@ def test_the_help_documents_every_plan_field() -> None:
     assert "A plan file is JSON or YAML" in shown.output
     for field in (*PLAN_FIELDS, *STEP_FIELDS, *STRATEGIES):
         assert field in shown.output, field
-    for command in ("list", "run", "watch"):
+    for command in ("cancel", "list", "retry", "run", "watch"):
         assert f"  {command} " in shown.output
 
 
