@@ -31,6 +31,7 @@ class LockTransfers:
     def __init__(
         self,
         session_id: str,
+        *,
         lock: InputLock,
         emit: Callable[[Sequence[translate.AgentEvent]], object],
         background_write: Callable[[Callable[[Any], object]], None],

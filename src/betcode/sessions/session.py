@@ -113,7 +113,9 @@ class Session:
         self.lock = InputLock(
             context.settings.lock_transfer_seconds, context.settings.lock_idle_seconds
         )
-        self._lock_transfers = LockTransfers(record.id, self.lock, self.emit, self.background_write)
+        self._lock_transfers = LockTransfers(
+            record.id, lock=self.lock, emit=self.emit, background_write=self.background_write
+        )
         self._reader = ProtocolReader()
         self.translator = translate.Translator(
             session_id=record.id,
@@ -128,12 +130,12 @@ class Session:
         # Called at the end of every turn, in order (subagents wait on their session this way).
         self.turn_listeners: list[Callable[[TurnEnd], None]] = []
         self._reports = SupervisorReports(
-            self._turns,
-            self.translator,
-            self.emit,
-            self._set_status,
-            self._lines.put_nowait,
-            lambda message, code: self._turn_ended(TurnEnd(False, message, code)),
+            turns=self._turns,
+            translator=self.translator,
+            emit=self.emit,
+            set_status=self._set_status,
+            enqueue=self._lines.put_nowait,
+            turn_cut=lambda message, code: self._turn_ended(TurnEnd(False, message, code)),
         )
         self._consumer = asyncio.create_task(self._consume(), name=f"session-{self.id}")
         self.supervisor = ClaudeSupervisor(

@@ -31,6 +31,7 @@ class SupervisorReports:
 
     def __init__(
         self,
+        *,
         turns: Turns,
         translator: translate.Translator,
         emit: Callable[[Sequence[translate.AgentEvent]], object],
