@@ -157,6 +157,13 @@ async def test_the_daily_cap_counts_every_session_of_the_day(
         tmp_path, claude_bin, mock_api, workspace, daily_cost_usd=TINY_USD
     ) as running:
         first = await start_session(running.socket, workspace.repo, "one")
+        core = running.daemon.core
+        assert core is not None
+        await core.admission.refresh_reading()
+        reading = core.live_state().limits()  # what the metrics read
+        assert reading.spend_today_usd > TINY_USD
+        assert reading.daily_cost_limit_usd == TINY_USD
+        assert len(reading.session_spend_usd) == 1
         # The other session has spent nothing, but the day's spend is the daemon's.
         other = Client(running.socket, "two")
         other.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))

@@ -67,6 +67,9 @@ async def test_one_turn_at_a_time_in_order_with_positions_and_a_cancel(
         await statuses(third, 2)
         assert queue_statuses(second) == [slot(1, 1), slot(1, 2), slot(1, 3)]
         assert queue_statuses(third) == [slot(2, 2), slot(2, 3)]
+        assert daemon.daemon.core is not None
+        reading = daemon.daemon.core.live_state().limits()  # what the metrics read
+        assert (reading.turns_running, reading.turns_queued) == (1, 3)
 
         third.send(agent_pb2.AgentRequest(cancel=agent_pb2.CancelRequest()))
         left = await third.wait_for_status(common_pb2.AgentStatus.AGENT_STATUS_IDLE)

@@ -60,6 +60,7 @@ class Core:
             clients_connected=lambda: sum(len(session.hub) for session in sessions.live),
             lagging_clients=lambda: sum(session.hub.lagging() for session in sessions.live),
             writer_queue_depth=self.writer.queue_depth,
+            limits=self.admission.reading,
         )
 
     async def close(self, *, keep_claude: bool) -> None:
@@ -112,6 +113,7 @@ async def open_core(
     memory = MemoryWatch(lambda: sessions.live, bridge.has_pending, limits)
     tasks.start(memory.run(), name="memory-watch")
     admission = TurnAdmission(writer, bridge, limits, memory)
+    tasks.start(admission.run_readings(), name="spend-readings")
     return Core(writer, reader, audit, bridge, sessions, admission), found
 
 

@@ -14,8 +14,11 @@ the start of the next one is checked.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import math
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,15 +26,19 @@ from dataclasses import dataclass
 from betcode.config.settings import LimitSettings
 from betcode.limits.memory import MemoryWatch
 from betcode.limits.turn_queue import TurnQueue
+from betcode.observability.live_state import LimitsReading
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.cost_requests import CapReached
 from betcode.sessions.session import Session
 from betcode.storage import spend as spend_rows
+from betcode.storage.errors import StoreClosed
 from betcode.storage.spend import SessionSpend
 from betcode.storage.writer import StoreWriter
 from betcode.v1 import agent_pb2
 
 log = logging.getLogger(__name__)
+
+READING_INTERVAL_SECONDS = 10.0
 
 
 class BadLimit(ValueError):
@@ -64,6 +71,7 @@ class TurnAdmission:
         self.settings = settings
         self.memory = memory
         self.queue = TurnQueue(settings.max_running_turns, self._start)
+        self._spend_reading = LimitsReading()  # refreshed by `run_readings`
         bridge.costs.send_held = self._send_allowed
 
     def apply_settings(self, settings: LimitSettings) -> None:
@@ -117,6 +125,55 @@ class TurnAdmission:
         if spend.own_limit_usd is not None:
             return spend.own_limit_usd
         return self.settings.session_cost_usd or None
+
+    def reading(self) -> LimitsReading:
+        """For the metrics, at scrape time (from the endpoint's thread: reads and copies)."""
+        measured = list(self.memory.measured.values())
+        return dataclasses.replace(
+            self._spend_reading,
+            turns_running=self.queue.running,
+            turns_queued=self.queue.waiting,
+            claude_rss_bytes=tuple(m.rss_bytes for m in measured),
+            sessions_over_rss_limit=sum(m.over_limit for m in measured),
+            claude_stopped_for_memory=self.memory.stopped,
+        )
+
+    async def run_readings(self, interval: float = READING_INTERVAL_SECONDS) -> None:
+        """Read the spend for the metrics every `interval` seconds, until cancelled."""
+        while True:
+            try:
+                await self.refresh_reading()
+            except StoreClosed:
+                return
+            except Exception:
+                log.exception("reading the spend for the metrics failed")
+            await asyncio.sleep(interval)
+
+    async def refresh_reading(self) -> None:
+        now = self._clock()
+        day = spend_rows.local_day(now)
+
+        def read(
+            conn: sqlite3.Connection,
+        ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+            return (
+                spend_rows.session_totals(conn),
+                spend_rows.own_limits(conn),
+                spend_rows.day_spend(conn, day),
+            )
+
+        totals, own, today = await self._writer.call(read)
+        limits = CostLimits(own, self.settings.session_cost_usd or None)
+        at_limit = 0
+        for session_id, total in totals.items():
+            limit = limits.of(session_id)
+            at_limit += limit is not None and total >= limit
+        self._spend_reading = LimitsReading(
+            spend_today_usd=sum(today.values()),
+            daily_cost_limit_usd=self.settings.daily_cost_usd,
+            session_spend_usd=tuple(totals.values()),
+            sessions_at_cost_limit=at_limit,
+        )
 
     async def session_limits(self) -> CostLimits:
         own = await self._writer.call(spend_rows.own_limits)

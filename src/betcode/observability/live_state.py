@@ -9,6 +9,22 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
+class LimitsReading:
+    """What the limits (docs/LIMITS.md) last found: spend, the turn queue, claude memory. Per
+    session values come without their session ids (metric labels never name a session)."""
+
+    spend_today_usd: float = 0.0  # every session's, on the daemon's local day
+    daily_cost_limit_usd: float = 0.0  # 0: none
+    session_spend_usd: tuple[float, ...] = ()  # each session's total
+    sessions_at_cost_limit: int = 0
+    turns_running: int = 0
+    turns_queued: int = 0
+    claude_rss_bytes: tuple[int, ...] = ()  # each live session's claude process tree
+    sessions_over_rss_limit: int = 0
+    claude_stopped_for_memory: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class LiveState:
     """Readings of the daemon's state, taken at scrape time (from the endpoint's thread: each
     must only read, and copy before iterating)."""
@@ -17,3 +33,4 @@ class LiveState:
     clients_connected: Callable[[], int]
     lagging_clients: Callable[[], int]
     writer_queue_depth: Callable[[], int]
+    limits: Callable[[], LimitsReading] = LimitsReading

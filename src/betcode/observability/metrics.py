@@ -10,22 +10,29 @@ a loopback address only; it is off unless `--metrics` / `daemon.observability.me
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_wsgi_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from betcode.observability.hooks import Observer, TurnReport
-from betcode.observability.live_state import LiveState
+from betcode.observability.live_state import LimitsReading, LiveState
 
 MAX_TOOL_LABELS = 50
 # Turns take seconds to minutes; a permission may wait days.
 TURN_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, float("inf"))
 WAIT_BUCKETS = (0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400, 7 * 86400, float("inf"))
 SPAWN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, float("inf"))
+SPEND_BUCKETS = (0.01, 0.1, 1, 10, 100, 1000)
+RSS_BUCKETS = tuple(float(mb * 1024 * 1024) for mb in (128, 256, 512, 1024, 2048, 4096))
 SQLITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, float("inf"))
 
 
@@ -33,7 +40,7 @@ class _LiveCollector(Collector):
     def __init__(self, state: LiveState) -> None:
         self._state = state
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
+    def collect(self) -> Iterable[Metric]:
         readings = (
             ("betcode_sessions_active", "Sessions with a claude process or a client attached",
              self._state.sessions_active),
@@ -46,6 +53,51 @@ class _LiveCollector(Collector):
         )  # fmt: skip
         for name, text, read in readings:
             yield GaugeMetricFamily(name, text, value=read())
+        yield from _limits_metrics(self._state.limits())
+
+
+def _limits_metrics(limits: LimitsReading) -> Iterable[Metric]:
+    """Spend, the turn queue and claude memory (docs/LIMITS.md). Per session values are
+    distributions over the sessions, never labelled by session."""
+    gauges = (
+        ("betcode_spend_today_usd", "Every session's spend on the daemon's local day",
+         limits.spend_today_usd),
+        ("betcode_daily_cost_limit_usd", "daemon.limits.daily_cost_usd (0: none)",
+         limits.daily_cost_limit_usd),
+        ("betcode_sessions_at_cost_limit", "Sessions whose next turn asks first (own cap)",
+         limits.sessions_at_cost_limit),
+        ("betcode_turns_running", "Client turns running under daemon.limits.max_running_turns",
+         limits.turns_running),
+        ("betcode_turn_queue_length", "Messages waiting for a turn slot", limits.turns_queued),
+        ("betcode_sessions_over_rss_limit", "Busy sessions whose claude is above "
+         "daemon.limits.session_rss_mb", limits.sessions_over_rss_limit),
+    )  # fmt: skip
+    for name, text, value in gauges:
+        yield GaugeMetricFamily(name, text, value=value)
+    yield _distribution(
+        "betcode_session_spend_usd", "Sessions by their total spend", SPEND_BUCKETS,
+        limits.session_spend_usd,
+    )  # fmt: skip
+    yield _distribution(
+        "betcode_claude_rss_bytes", "Live sessions by their claude's resident memory (process "
+        "tree)", RSS_BUCKETS, limits.claude_rss_bytes,
+    )  # fmt: skip
+    yield CounterMetricFamily(
+        "betcode_claude_memory_stops", "Idle claude processes stopped above "
+        "daemon.limits.session_rss_mb", value=limits.claude_stopped_for_memory,
+    )  # fmt: skip
+
+
+def _distribution(
+    name: str, text: str, bounds: tuple[float, ...], values: Sequence[float]
+) -> GaugeHistogramMetricFamily:
+    buckets = [(_bound(le), float(sum(value <= le for value in values))) for le in bounds]
+    buckets.append(("+Inf", float(len(values))))
+    return GaugeHistogramMetricFamily(name, text, buckets=buckets, gsum_value=float(sum(values)))
+
+
+def _bound(value: float) -> str:
+    return f"{value:g}" if value != int(value) else str(int(value))
 
 
 class PrometheusObserver(Observer):

@@ -110,3 +110,9 @@ def raise_cap(
     ).fetchone()
     current = step_usd + float(allowance)
     add_day_allowance(conn, session_id, day, max(current, float(spent_today)) + step_usd - current)
+
+
+def session_totals(conn: sqlite3.Connection) -> dict[str, float]:
+    """Every stored session's total spend, by session id."""
+    rows = conn.execute("SELECT id, total_cost_usd FROM sessions")
+    return {str(session_id): float(total) for session_id, total in rows}

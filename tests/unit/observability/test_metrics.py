@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from betcode.limits.memory import MIB
 from betcode.observability.hooks import TurnReport
-from betcode.observability.live_state import LiveState
+from betcode.observability.live_state import LimitsReading, LiveState
 from betcode.observability.metrics import MAX_TOOL_LABELS, PrometheusObserver
 
 
@@ -61,3 +63,34 @@ def test_tool_labels_are_bounded() -> None:
     }
     assert len(tools) == MAX_TOOL_LABELS + 2  # the first 50, "other" and "mcp"
     assert {"other", "mcp"} <= tools
+
+
+def test_the_limits_are_read_at_scrape_time_without_session_labels() -> None:
+    reading = LimitsReading(
+        spend_today_usd=1.5,
+        daily_cost_limit_usd=5.0,
+        session_spend_usd=(0.005, 0.5, 2.0),
+        sessions_at_cost_limit=1,
+        turns_running=2,
+        turns_queued=3,
+        claude_rss_bytes=(200 * MIB, 1500 * MIB),
+        sessions_over_rss_limit=1,
+        claude_stopped_for_memory=4,
+    )
+    state = LiveState(lambda: 0, lambda: 0, lambda: 0, lambda: 0, lambda: reading)
+    got = samples(PrometheusObserver(state))
+    assert got[("betcode_spend_today_usd", ())] == 1.5
+    assert got[("betcode_daily_cost_limit_usd", ())] == 5.0
+    assert got[("betcode_sessions_at_cost_limit", ())] == 1
+    assert (got[("betcode_turns_running", ())], got[("betcode_turn_queue_length", ())]) == (2, 3)
+    assert got[("betcode_sessions_over_rss_limit", ())] == 1
+    assert got[("betcode_claude_memory_stops_total", ())] == 4
+    assert got[("betcode_session_spend_usd_bucket", (("le", "0.01"),))] == 1
+    assert got[("betcode_session_spend_usd_bucket", (("le", "1"),))] == 2
+    assert got[("betcode_session_spend_usd_bucket", (("le", "+Inf"),))] == 3
+    assert got[("betcode_session_spend_usd_gsum", ())] == pytest.approx(2.505)
+    assert got[("betcode_claude_rss_bytes_bucket", (("le", str(256 * MIB)),))] == 1
+    assert got[("betcode_claude_rss_bytes_bucket", (("le", str(2048 * MIB)),))] == 2
+    assert got[("betcode_claude_rss_bytes_gcount", ())] == 2
+    limit_samples = [key for key in got if key[0].startswith(("betcode_session", "betcode_claude"))]
+    assert all(label in ("le",) for _, labels in limit_samples for label, _ in labels)
