@@ -161,7 +161,7 @@ async def one_daemon(root: Path) -> list[float]:
     process, base, token = start_daemon(root)
     delays: list[float] = []
     try:
-        headers = {"Cookie": f"betcode_token={token}", "X-BetCode-Client": "web-bench"}
+        headers = {"Authorization": f"Bearer {token}", "X-BetCode-Client": "web-bench"}
         async with aiohttp.ClientSession(headers=headers) as http:
             async with http.post(
                 f"{base}/api/push/subscriptions", json=receiver.subscription()

@@ -4,8 +4,9 @@ children) in its own process, browser-protocol clients in another, Chromium for 
     .venv/bin/python benchmarks/bench_web.py [--quick] [--json]
 
 * web_events_per_s: a full-speed flood of text_delta lines watched by 10 WebSocket clients (the
-  page's protocol: cookie, `from=`, JSON arrays of events), no browser; events delivered to all
-  clients / time from sending the message until the last client has the TurnComplete;
+  page's protocol: a bearer credential, `from=`, JSON arrays of events), no browser; events
+  delivered to all clients / time from sending the message until the last client has the
+  TurnComplete;
 * permission_to_display_ms (p50, max): Chromium shows the page of a session; a fake claude asks
   for a Bash permission each turn; from the PermissionRequest event's timestamp (made in the
   daemon when it read claude's request) until the page's first animation frame with the
@@ -100,7 +101,7 @@ def stream_url(base: str, session_id: str, after: int, client: str) -> str:
 
 @contextlib.asynccontextmanager
 async def web_session(token: str) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(headers={"Cookie": f"betcode_token={token}"}) as http:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
         yield http
 
 
@@ -257,7 +258,8 @@ async def run(quick: bool) -> dict[str, Any]:
                 figures: dict[str, Any] = await fan_out(base, daemon.token, driver)
                 await driver.wait_for("turn_complete", 2)
                 if HAVE_CHROMIUM:
-                    link = f"{base}/?token={daemon.token}"
+                    async with http.post(f"{base}/api/links") as response:
+                        link = f"{base}/#link={(await response.json())['link']}"
                     figures |= await permission_display(base, link, driver, 10 if quick else 30)
                 else:
                     figures["permission_to_display"] = f"skipped: no Chromium at {CHROMIUM}"

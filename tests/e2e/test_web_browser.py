@@ -19,9 +19,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from aiohttp import web as aiohttp_web
 from harness.daemon import Client, daemon_config
 from harness.environment import Workspace, make_workspace
 from harness.paths import require_pinned_claude
+from harness.web import new_link
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon, DaemonConfig
@@ -68,9 +70,9 @@ class WebSite:
     def url(self) -> str:
         return f"http://{self.config.settings.http.listen}"
 
-    @property
-    def link(self) -> str:
-        return f"{self.url}/?token={read_or_create_token(self.config.config_dir)}"
+    async def link(self) -> str:
+        """A new one-time sign-in link, as `betcode web` prints it."""
+        return await new_link(self.url, read_or_create_token(self.config.config_dir))
 
     async def restart(self) -> None:
         await self.daemon.stop()
@@ -125,7 +127,7 @@ async def browser() -> AsyncIterator[Any]:
 async def page(browser: Any, site: WebSite) -> AsyncIterator[Any]:
     context = await browser.new_context(viewport=DESKTOP)
     opened = await context.new_page()
-    await opened.goto(site.link)
+    await opened.goto(await site.link())
     yield opened
     await context.close()
 
@@ -168,7 +170,7 @@ async def send(page: Any, text: str) -> None:
 async def test_approvals_and_a_question_answered_in_the_page_seen_by_a_grpc_client(
     page: Any, site: WebSite
 ) -> None:
-    assert "token=" not in page.url  # the link's token became a cookie
+    assert "link=" not in page.url  # the one-time link is out of the address bar
     await page.set_viewport_size(PHONE)
     session_id = await start_session(page, site.workspace.repo, ALLOWED_PROMPT)
     client_id = await page.evaluate("window.betcode.clientId")
@@ -348,8 +350,9 @@ async def test_subagent_activity_is_nested_under_its_task_call(
     context = await browser.new_context(viewport=DESKTOP)
     try:
         assert daemon.web is not None
+        assert daemon.web.url is not None
         page = await context.new_page()
-        await page.goto(f"{daemon.web.url}/?token={read_or_create_token(config.config_dir)}")
+        await page.goto(await new_link(daemon.web.url, read_or_create_token(config.config_dir)))
         await start_session(page, site.workspace.repo, "use a subagent")
         call = page.locator(".tool", has_text="Task")
         await expect(call.locator(".children .assistant")).to_have_text("inner finding")
@@ -405,7 +408,7 @@ async def test_the_waiting_request_comes_first_rendered_and_never_covered(
         terminal.say(ALLOWED_PROMPT)
         await terminal.wait_for("permission_request")
         page = await context.new_page()
-        await page.goto(site.link)
+        await page.goto(await site.link())
         await start_session(page, site.workspace.repo, 'SCN:slow {"words": 500, "delay": 0.02} go')
         await expect(page.locator(".assistant").last).to_contain_text("word5 ")
         bar = page.locator("#action-bar")
@@ -468,3 +471,60 @@ async def test_the_waiting_request_comes_first_rendered_and_never_covered(
     finally:
         await context.close()
         await terminal.close()
+
+
+async def test_a_link_signs_in_one_browser_once_and_no_credential_leaves_the_origin(
+    browser: Any, site: WebSite
+) -> None:
+    """The link printed by `betcode web` is exchanged once: opened again (a second browser,
+    the history), it signs nobody in. The device's credential is never a cookie: another web
+    server on the same host, at another port, receives nothing of it."""
+    received: list[dict[str, str]] = []
+
+    async def record(request: aiohttp_web.Request) -> aiohttp_web.Response:
+        received.append({"path": request.path, **request.headers})
+        return aiohttp_web.Response(
+            text="<title>other</title>other server", content_type="text/html"
+        )
+
+    other = aiohttp_web.Application()
+    other.router.add_get("/{tail:.*}", record)
+    runner = aiohttp_web.AppRunner(other)
+    await runner.setup()
+    other_port = free_port()
+    await aiohttp_web.TCPSite(runner, "127.0.0.1", other_port).start()
+    first = await browser.new_context(viewport=PHONE)
+    second = await browser.new_context(viewport=PHONE)
+    try:
+        link = await site.link()
+        page = await first.new_page()
+        await page.goto(link)
+        await expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+        assert "link=" not in page.url
+        device = await page.evaluate("JSON.parse(localStorage.getItem('betcode-device'))")
+        assert device["device_id"].startswith("dev-")
+        assert await first.cookies() == []
+
+        again = await second.new_page()
+        await again.goto(link)
+        await expect(again.get_by_role("heading", name="Sign in")).to_be_visible()
+        await expect(again.locator("#signed-out-reason")).to_contain_text("used already")
+        status = await again.evaluate("fetch('/api/sessions').then(r => r.status)")
+        assert status == 401
+        await screenshot(again, "phone-link-used")
+
+        # The signed-in browser visits another local server: nothing of its credential goes.
+        await page.goto(f"http://127.0.0.1:{other_port}/page")
+        await page.evaluate(
+            f"fetch('http://127.0.0.1:{other_port}/api', {{credentials: 'include'}})"
+        )
+        assert {"/page", "/api"} <= {headers["path"] for headers in received}
+        for headers in received:
+            sent = json.dumps(headers)
+            assert device["credential"] not in sent
+            assert "Authorization" not in headers
+            assert "Cookie" not in headers
+    finally:
+        await first.close()
+        await second.close()
+        await runner.cleanup()

@@ -28,7 +28,7 @@ import pytest
 from harness.daemon import daemon_config
 from harness.environment import Workspace
 from harness.paths import require_pinned_claude
-from harness.web import WebClient
+from harness.web import WebClient, new_link
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon
@@ -100,7 +100,7 @@ async def installed_page(context: Any, daemon: Daemon) -> Any:
     it."""
     page = await context.new_page()
     url = base_url(daemon)
-    await page.goto(f"{url}/?token={read_or_create_token(daemon.config.config_dir)}")
+    await page.goto(await new_link(url, read_or_create_token(daemon.config.config_dir)))
     await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
     await page.reload()  # the next load is the worker's
     return page

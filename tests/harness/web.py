@@ -1,5 +1,6 @@
 """A browser-protocol client of the daemon's web client (no browser): the JSON endpoints and the
-per-session WebSocket, with the access token as its cookie, recording every event it gets."""
+per-session WebSocket, with a credential (the owner's access token, or a device's from
+`sign_in`) as `Authorization: Bearer`, recording every event it gets."""
 
 from __future__ import annotations
 
@@ -10,17 +11,15 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from betcode.web.access import COOKIE_NAME
-
 T = TypeVar("T")
 
 
 class WebClient:
-    def __init__(self, base_url: str, token: str, client_id: str = "web-test") -> None:
+    def __init__(self, base_url: str, credential: str, client_id: str = "web-test") -> None:
         self.base_url = base_url
         self.client_id = client_id
         self.http = aiohttp.ClientSession(
-            headers={"Cookie": f"{COOKIE_NAME}={token}", "X-BetCode-Client": client_id}
+            headers={"Authorization": f"Bearer {credential}", "X-BetCode-Client": client_id}
         )
 
     async def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
@@ -51,6 +50,32 @@ class WebClient:
 
     async def close(self) -> None:
         await self.http.close()
+
+
+async def new_link(base_url: str, owner_token: str) -> str:
+    """A one-time sign-in link, as `betcode web` prints it: `BASE/#link=SECRET`."""
+    owner = WebClient(base_url, owner_token)
+    try:
+        status, made = await owner.call("POST", "/api/links")
+        assert status == 201, made
+        return f"{base_url}/#link={made['link']}"
+    finally:
+        await owner.close()
+
+
+async def sign_in(base_url: str, owner_token: str, name: str = "test browser") -> dict[str, Any]:
+    """A new device, as a page gets it: a one-time link made by the owner, exchanged once;
+    `{"device_id", "name", "credential"}`."""
+    link = (await new_link(base_url, owner_token)).rsplit("#link=", 1)[1]
+    stranger = WebClient(base_url, "")
+    try:
+        status, device = await stranger.call(
+            "POST", "/api/devices/pair", {"link": link, "name": name}
+        )
+        assert status == 201, device
+        return dict(device)
+    finally:
+        await stranger.close()
 
 
 class WebStream:

@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from harness.cli_process import betcode
 from harness.conditions import until
 from harness.daemon import Client, DaemonProcess, daemon_config, daemon_process_env
 from harness.environment import Workspace
-from harness.web import WebClient, WebStream
+from harness.web import WebClient, WebStream, sign_in
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.config.values import MIB
@@ -82,57 +83,113 @@ async def raw_get(
         return response.status, await response.text(), dict(response.headers)
 
 
-async def test_access_needs_the_token_the_right_host_and_origin(
+async def test_access_needs_a_credential_the_right_host_and_origin(
     web_daemon: WebDaemon, workspace: Workspace
 ) -> None:
     url, token = web_daemon.url, web_daemon.token
     assert token_path(web_daemon.config_dir).stat().st_mode & 0o777 == 0o600
-    # No token: 401 and the login hint, for the page, its assets and the API alike.
-    for path in ("/", "/static/app.js", "/api/sessions"):
-        status, body, _ = await raw_get(url + path)
-        assert status == 401, path
-        assert "betcode web" in body
-        assert "app.js" not in body
-    status, body, _ = await raw_get(f"{url}/?token=wrong")
+    # The page and its bundle hold nothing secret: served to anyone on a loopback Host.
+    for path in ("/", "/static/app.js"):
+        status, body, headers = await raw_get(url + path)
+        assert status == 200, path
+        assert "Set-Cookie" not in headers
+    # The API needs a credential: without one, 401 saying how to get a link.
+    status, body, _ = await raw_get(url + "/api/sessions")
     assert status == 401
     assert "betcode web" in body
-    # The token in the URL once: a redirect that sets the cookie and drops the token.
+    # Neither a token in the URL nor a cookie is a credential (a cookie ignores ports).
     status, _, headers = await raw_get(f"{url}/?token={token}")
-    assert status == 303
-    assert headers["Location"] == "/"
-    cookie = headers["Set-Cookie"]
-    assert f"betcode_token={token}" in cookie
-    assert "HttpOnly" in cookie
-    assert "SameSite=Strict" in cookie
-    with_cookie = {"Cookie": f"betcode_token={token}"}
-    status, body, _ = await raw_get(url + "/", with_cookie)
+    assert (status, "Set-Cookie" in headers) == (200, False)
+    for cookie in (f"betcode_token={token}", f"token={token}"):
+        status, _, _ = await raw_get(url + "/api/sessions", {"Cookie": cookie})
+        assert status == 401
+    bearer = {"Authorization": f"Bearer {token}"}
+    status, _, _ = await raw_get(url + "/api/sessions", {**bearer, "Origin": url})
     assert status == 200
-    assert "/static/app.js" in body
-    # A wrong Origin or Host is refused even with the token.
-    status, body, _ = await raw_get(
-        url + "/api/sessions", {**with_cookie, "Origin": "http://a.test"}
-    )
+    # A wrong Origin or Host is refused even with the credential.
+    status, body, _ = await raw_get(url + "/api/sessions", {**bearer, "Origin": "http://a.test"})
     assert status == 403
     assert "BAD_ORIGIN" in body
     port = url.rsplit(":", 1)[1]
-    rebound = {**with_cookie, "Host": f"rebind.test:{port}"}
-    status, body, _ = await raw_get(url + "/api/sessions", rebound)
+    status, body, _ = await raw_get(
+        url + "/api/sessions", {**bearer, "Host": f"rebind.test:{port}"}
+    )
     assert status == 403
     assert "BAD_HOST" in body
-    status, _, _ = await raw_get(url + "/api/sessions", {**with_cookie, "Origin": url})
-    assert status == 200
-    # Rotation locks out the old cookie at once, and ends an open stream at its next message.
-    client = web_daemon.client()
-    stream = await client.stream(await client.create_session(str(workspace.repo)))
-    await asyncio.wait_for(stream.caught_up.wait(), 30)
-    rotate_token(web_daemon.config_dir)
-    await stream.send({})
-    await asyncio.wait_for(stream.closed(), 30)
-    assert stream.socket.close_code == 4401
-    await client.close()
-    status, body, _ = await raw_get(url + "/api/sessions", with_cookie)
-    assert status == 401
-    assert "betcode web" in body
+
+
+async def test_a_link_signs_in_one_device_once_and_revoking_it_closes_its_streams(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
+    device = await sign_in(web_daemon.url, web_daemon.token, "phone")
+    phone = WebClient(web_daemon.url, device["credential"], "web-phone")
+    owner = web_daemon.client("web-owner")
+    try:
+        session_id = await phone.create_session(str(workspace.repo))
+        # A device may not make links nor list or revoke devices: the owner's alone.
+        for method, path in (("POST", "/api/links"), ("GET", "/api/devices")):
+            status, body = await phone.call(method, path)
+            assert (status, body["error"]["code"]) == (403, "OWNER_ONLY")
+        # A link is good once, and only before it expires.
+        status, made = await owner.call("POST", "/api/links")
+        assert status == 201
+        assert made["expires_at"] - time.time() == pytest.approx(600, abs=30)
+        pairing = {"link": made["link"], "name": "laptop"}
+        assert (await owner.call("POST", "/api/devices/pair", pairing))[0] == 201
+        status, body = await owner.call("POST", "/api/devices/pair", pairing)
+        assert (status, body["error"]["code"]) == (401, "LINK_REFUSED")
+        assert "used already or has expired" in body["error"]["message"]
+        status, listed = await owner.call("GET", "/api/devices")
+        assert [(d["name"], d["signed_in"]) for d in listed["devices"]] == [
+            ("phone", True),
+            ("laptop", True),
+        ]
+        # Revoked: the device's silent stream is closed at once, its credential refused.
+        silent = await phone.stream(session_id)
+        await asyncio.wait_for(silent.caught_up.wait(), 30)
+        status, body = await owner.call("DELETE", f"/api/devices/{device['device_id']}")
+        assert (status, body) == (200, {"revoked": True})
+        await asyncio.wait_for(silent.closed(), 1.0)
+        assert silent.socket.close_code == 4401
+        status, body = await phone.call("GET", "/api/sessions")
+        assert status == 401
+        status, body = await owner.call("DELETE", f"/api/devices/{device['device_id']}")
+        assert (status, body["error"]["code"]) == (404, "DEVICE_NOT_FOUND")
+    finally:
+        await phone.close()
+        await owner.close()
+
+
+async def test_a_rotated_token_signs_every_device_out_and_closes_silent_streams(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
+    """Even when the daemon is not told (the file replaced by hand): it watches the file."""
+    device = await sign_in(web_daemon.url, web_daemon.token, "phone")
+    phone = WebClient(web_daemon.url, device["credential"], "web-phone")
+    owner = web_daemon.client("web-owner")
+    try:
+        _, unused = await owner.call("POST", "/api/links")
+        session_id = await owner.create_session(str(workspace.repo))
+        streams = [await phone.stream(session_id), await owner.stream(session_id)]
+        for stream in streams:
+            await asyncio.wait_for(stream.caught_up.wait(), 30)
+        rotate_token(web_daemon.config_dir)
+        for stream in streams:
+            await asyncio.wait_for(stream.closed(), 1.0)
+            assert stream.socket.close_code == 4401
+        assert (await phone.call("GET", "/api/sessions"))[0] == 401
+        assert (await owner.call("GET", "/api/sessions"))[0] == 401
+        fresh = WebClient(web_daemon.url, web_daemon.token)
+        try:
+            status, _ = await fresh.call(
+                "POST", "/api/devices/pair", {"link": unused["link"], "name": "late"}
+            )
+            assert status == 401  # a link made before the rotation is void too
+        finally:
+            await fresh.close()
+    finally:
+        await phone.close()
+        await owner.close()
 
 
 async def test_bad_input_gets_a_clear_status_and_changes_nothing(
@@ -278,7 +335,9 @@ def test_unusable_tls_files_or_a_taken_port_are_refused_before_serving(
     assert not (tmp_path / "b" / "sock" / "daemon.sock").exists()
 
 
-async def test_the_link_and_token_rotation_from_the_command_line(web_daemon: WebDaemon) -> None:
+async def test_the_link_devices_and_rotation_from_the_command_line(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
     config_dir = web_daemon.config_dir
     data_dir = web_daemon.daemon.config.data_dir
     env = {**os.environ, "BETCODE_CONFIG_DIR": str(config_dir), "BETCODE_DATA_DIR": str(data_dir)}
@@ -291,20 +350,53 @@ async def test_the_link_and_token_rotation_from_the_command_line(web_daemon: Web
         out, err = await process.communicate()
         return process.returncode or 0, out.decode(), err.decode()
 
-    code, out, _ = await betcode("web", "--print-url")
+    code, out, err = await betcode("web", "--print-url")
+    assert code == 0, err
+    base, link = out.strip().split("/#link=")
+    assert base == web_daemon.url
+    assert web_daemon.token not in out
+    assert "once, within 10 minutes" in err
+    stranger = WebClient(web_daemon.url, "")
+    try:
+        status, device = await stranger.call(
+            "POST", "/api/devices/pair", {"link": link, "name": "phone"}
+        )
+        assert status == 201
+    finally:
+        await stranger.close()
+    code, out, _ = await betcode("web", "devices")
     assert code == 0
-    assert out.strip() == f"{web_daemon.url}/?token={web_daemon.token}"
+    assert f"{device['device_id']}  signed in" in out
+    assert out.rstrip().endswith("phone")
     code, out, _ = await betcode("daemon", "status", "--socket", str(web_daemon.socket))
     assert f"serving on {web_daemon.url}" in out, out
-    old = web_daemon.token
-    code, out, _ = await betcode("web", "rotate-token")
-    assert code == 0
-    assert "old links and cookies no longer work" in out
-    assert web_daemon.token != old
-    status, _, _ = await raw_get(f"{web_daemon.url}/?token={old}")
-    assert status == 401
-    status, _, _ = await raw_get(f"{web_daemon.url}/?token={web_daemon.token}")
-    assert status == 303
+
+    phone = WebClient(web_daemon.url, device["credential"], "web-phone")
+    try:
+        silent = await phone.stream(await phone.create_session(str(workspace.repo)))
+        await asyncio.wait_for(silent.caught_up.wait(), 30)
+        code, out, _ = await betcode("web", "revoke", device["device_id"])
+        assert code == 0
+        assert "revoked" in out
+        await asyncio.wait_for(silent.closed(), 1.0)
+        code, _, err = await betcode("web", "revoke", device["device_id"])
+        assert code == 1
+        assert "no signed-in device" in err
+    finally:
+        await phone.close()
+
+    owner = web_daemon.client("web-owner")
+    try:
+        silent = await owner.stream(await owner.create_session(str(workspace.repo)))
+        await asyncio.wait_for(silent.caught_up.wait(), 30)
+        old = web_daemon.token
+        code, out, _ = await betcode("web", "rotate-token")
+        assert code == 0
+        assert "every device is signed out" in out
+        assert web_daemon.token != old
+        await asyncio.wait_for(silent.closed(), 1.0)
+    finally:
+        await owner.close()
     await web_daemon.daemon.stop()  # the address file goes with the server
     code, _, err = await betcode("web", "--print-url")
     assert code == 1
@@ -359,7 +451,7 @@ def tls_files(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-async def test_tls_serves_https_with_a_secure_cookie(
+async def test_tls_serves_https_with_the_same_credentials(
     tmp_path: Path,
     claude_bin: Path,
     mock_api: MockAnthropic,
@@ -377,13 +469,12 @@ async def test_tls_serves_https_with_a_secure_cookie(
         assert url.startswith("https://127.0.0.1:")
         token = token_path(config.config_dir).read_text().strip()
         async with aiohttp.ClientSession() as session:
-            async with session.get(url + "/", ssl=False) as response:
+            async with session.get(url + "/api/sessions", ssl=False) as response:
                 assert response.status == 401
-            async with session.get(
-                f"{url}/?token={token}", ssl=False, allow_redirects=False
-            ) as response:
-                assert response.status == 303
-                assert "Secure" in response.headers["Set-Cookie"]
+            bearer = {"Authorization": f"Bearer {token}"}
+            async with session.get(url + "/api/sessions", ssl=False, headers=bearer) as response:
+                assert response.status == 200
+            assert len(session.cookie_jar) == 0  # https too: never a cookie
     finally:
         await daemon.stop()
 

@@ -3,12 +3,16 @@ tests/integration/test_web_api.py)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from aiohttp.test_utils import make_mocked_request
 
 from betcode.config.settings import HttpSettings
-from betcode.web.access import Access
+from betcode.web.access import Access, credential
+from betcode.web.devices import Devices
 from betcode.web.token import TokenFile, read_or_create_token, rotate_token, token_path
 
 
@@ -42,6 +46,11 @@ def test_tls_needs_both_files() -> None:
         HttpSettings(listen="0.0.0.0:1", tls_cert="/c.pem")
 
 
+def access(config_dir: Path, tls: bool) -> Access:
+    # The Host and Origin rules use no store: no writer, no reader.
+    return Access(Devices(TokenFile(config_dir), cast(Any, None), cast(Any, None)), 8484, tls)
+
+
 @pytest.mark.parametrize(
     ("host", "tls", "allowed"),
     [
@@ -59,15 +68,15 @@ def test_tls_needs_both_files() -> None:
     ],
 )
 def test_host_check(tmp_path: Path, host: str | None, tls: bool, allowed: bool) -> None:
-    assert Access(TokenFile(tmp_path), 8484, tls).host_allowed(host) is allowed
+    assert access(tmp_path, tls).host_allowed(host) is allowed
 
 
 def test_origin_must_be_this_origin(tmp_path: Path) -> None:
-    access = Access(TokenFile(tmp_path), 8484, False)
-    assert access.origin_allowed("http://127.0.0.1:8484", "127.0.0.1:8484")
-    assert not access.origin_allowed("https://127.0.0.1:8484", "127.0.0.1:8484")
-    assert not access.origin_allowed("http://evil.test", "127.0.0.1:8484")
-    assert not access.origin_allowed("null", "127.0.0.1:8484")
+    rules = access(tmp_path, False)
+    assert rules.origin_allowed("http://127.0.0.1:8484", "127.0.0.1:8484")
+    assert not rules.origin_allowed("https://127.0.0.1:8484", "127.0.0.1:8484")
+    assert not rules.origin_allowed("http://evil.test", "127.0.0.1:8484")
+    assert not rules.origin_allowed("null", "127.0.0.1:8484")
 
 
 def test_token_is_private_and_rotation_is_seen_without_a_restart(tmp_path: Path) -> None:
@@ -83,5 +92,20 @@ def test_token_is_private_and_rotation_is_seen_without_a_restart(tmp_path: Path)
     assert token_path(tmp_path).stat().st_mode & 0o777 == 0o600
     assert checker.matches(second)
     assert not checker.matches(first)
+    assert checker.fingerprint() == hashlib.sha256(second.encode()).hexdigest()
     token_path(tmp_path).unlink()
     assert not checker.matches(second)
+
+
+@pytest.mark.parametrize(
+    ("headers", "given"),
+    [
+        ({"Authorization": "Bearer abc_-1"}, "abc_-1"),
+        ({"Sec-WebSocket-Protocol": "betcode, bearer.abc_-1"}, "abc_-1"),
+        ({"Cookie": "betcode_token=abc"}, ""),  # a cookie is never a credential
+        ({"Authorization": "Basic abc"}, ""),
+        ({}, ""),
+    ],
+)
+def test_the_credential_comes_from_a_header_only(headers: dict[str, str], given: str) -> None:
+    assert credential(make_mocked_request("GET", "/api/sessions", headers=headers)) == given

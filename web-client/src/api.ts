@@ -1,4 +1,5 @@
 // The daemon's JSON endpoints and stream URL (betcode/web/api.py, stream.py; docs/WEB.md).
+import { forgetDevice, storedDevice } from "./credential";
 import { newId } from "./dom";
 
 // One id per tab, kept across reloads: the audit log and other clients see who answered.
@@ -20,14 +21,18 @@ export async function api<T = Record<string, unknown>>(
   path: string,
   body?: unknown,
 ): Promise<T> {
+  const headers: Record<string, string> = { "Content-Type": "application/json", "X-BetCode-Client": clientId };
+  const device = storedDevice();
+  if (device) headers.Authorization = `Bearer ${device.credential}`;
   const response = await fetch(path, {
     method,
-    headers: { "Content-Type": "application/json", "X-BetCode-Client": clientId },
+    headers,
     body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "same-origin",
+    credentials: "omit",
   });
-  if (response.status === 401) {
-    location.reload(); // signed out: the daemon's page says how to get a new link
+  if (response.status === 401 && path !== "/api/devices/pair") {
+    await forgetDevice(); // revoked, or the token rotated: the page asks for a new link
+    signedOut();
     throw new ApiError("not signed in", 401, "UNAUTHENTICATED");
   }
   const data = await response.json().catch(() => ({}));
@@ -36,6 +41,21 @@ export async function api<T = Record<string, unknown>>(
     throw new ApiError(error.message || `HTTP ${response.status}`, response.status, error.code || "");
   }
   return data as T;
+}
+
+let onSignedOut: () => void = () => {};
+export function whenSignedOut(handler: () => void): void {
+  onSignedOut = handler;
+}
+function signedOut(): void {
+  onSignedOut();
+}
+
+/** The WebSocket's subprotocols: the stream's, and the credential (a browser's WebSocket
+ * cannot send an Authorization header). */
+export function streamProtocols(): string[] {
+  const device = storedDevice();
+  return device ? ["betcode", `bearer.${device.credential}`] : ["betcode"];
 }
 
 export function streamUrl(sessionId: string, after: number): string {

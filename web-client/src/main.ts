@@ -1,7 +1,8 @@
 // BetCode's web client: the session list, one open session, and the action bar with every
 // request waiting for an answer. The daemon's endpoints: docs/WEB.md.
 import "./app.css";
-import { api, clientId, type SessionSummary } from "./api";
+import { api, ApiError, clientId, whenSignedOut, type SessionSummary } from "./api";
+import { deviceName, keepDevice, storedDevice, takeLink, type Device } from "./credential";
 import { startActionBar, renderBar } from "./actionbar";
 import { byId, el } from "./dom";
 import { SessionStream } from "./session";
@@ -89,7 +90,46 @@ byId("message").addEventListener("keydown", (event) => {
 byId("interrupt").addEventListener("click", () => view.stream?.send({ cancel: {} }));
 byId("take-lock").addEventListener("click", () => void view.stream?.requestLock());
 
-window.addEventListener("hashchange", route);
-setInterval(() => void refreshList(), LIST_REFRESH_MS);
-startActionBar();
-route();
+// ---- signing in: a one-time link from `betcode web` becomes this device's credential ----
+
+function showSignIn(message: string): void {
+  view.stream?.close();
+  view.stream = null;
+  for (const id of ["sessions-view", "session-view", "composer", "action-bar", "lock-banner", "inbox", "badge"]) {
+    byId(id).hidden = true;
+  }
+  byId("signed-out-reason").textContent = message;
+  byId("sign-in").hidden = false;
+}
+
+async function signIn(): Promise<boolean> {
+  const link = takeLink();
+  if (link) {
+    try {
+      const device = await api<Device>("POST", "/api/devices/pair", { link, name: deviceName() });
+      await keepDevice(device);
+    } catch (error) {
+      showSignIn(error instanceof ApiError ? error.message : String(error));
+      return false;
+    }
+  }
+  if (!storedDevice()) {
+    showSignIn("");
+    return false;
+  }
+  return true;
+}
+
+whenSignedOut(() => showSignIn("This browser was signed out (revoked, or the access token was rotated)."));
+
+async function start(): Promise<void> {
+  if (!(await signIn())) return;
+  const device = storedDevice();
+  byId("device-name").textContent = device ? device.name : "";
+  window.addEventListener("hashchange", route);
+  setInterval(() => void refreshList(), LIST_REFRESH_MS);
+  startActionBar();
+  route();
+}
+
+void start();

@@ -2,7 +2,7 @@
 // has, so a reconnect after any drop resumes with no gap and no duplicate) and its rendering.
 // Viewing takes nothing: the daemon gives the input lock at the page's first input or when
 // it is asked for (the "Request input lock" button).
-import { api, ApiError, clientId, streamUrl } from "./api";
+import { api, ApiError, clientId, streamProtocols, streamUrl } from "./api";
 import { inputView, setCurrentSession } from "./actionbar";
 import { byId, el, newId } from "./dom";
 import { toolDiff } from "./render/diff";
@@ -13,6 +13,7 @@ import { stats } from "./stats";
 import { waiting } from "./waiting";
 
 const HEARTBEAT_MS = 15000;
+const SIGNED_OUT = 4401; // the daemon closed the stream: this device was signed out
 const FOLD_LINES = 12;
 const FOLLOW_SLACK_PX = 48;
 
@@ -90,7 +91,7 @@ export class SessionStream {
   // ---- the connection ----
 
   private connect(): void {
-    const socket = new WebSocket(streamUrl(this.sessionId, this.lastSeq));
+    const socket = new WebSocket(streamUrl(this.sessionId, this.lastSeq), streamProtocols());
     this.socket = socket;
     byId("connection").textContent = "connecting…";
     let opened = false;
@@ -102,11 +103,14 @@ export class SessionStream {
       this.heartbeat = window.setInterval(() => this.send({}), HEARTBEAT_MS);
     };
     socket.onmessage = (message) => this.onBatch(JSON.parse(message.data as string) as Json[]);
-    socket.onclose = () => {
+    socket.onclose = (event) => {
       clearInterval(this.heartbeat);
       if (this.closed || this.socket !== socket) return;
-      // Refused before opening: a signed-out page shows the sign-in hint (api() reloads on 401).
-      if (!opened) api("GET", "/api/sessions").catch(() => {});
+      // Signed out (revoked, rotated) or refused before opening: api() tells on a 401.
+      if (!opened || event.code === SIGNED_OUT) {
+        api("GET", "/api/whoami").catch(() => {});
+        if (event.code === SIGNED_OUT) return;
+      }
       byId("connection").textContent = "reconnecting…";
       setTimeout(() => this.closed || this.connect(), this.retryMs);
       this.retryMs = Math.min(this.retryMs * 2, 5000);

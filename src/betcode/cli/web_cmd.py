@@ -1,11 +1,24 @@
-"""`betcode web`: the link to the web client the daemon serves, and `web rotate-token`."""
+"""`betcode web`: a one-time sign-in link to the web client the daemon serves; the signed-in
+devices (`web devices`, `web revoke ID`) and `web rotate-token` (docs/WEB.md "Access").
+
+The owner's requests go to the daemon's web address with the access token (0600 in the config
+dir). An https address on a loopback name is not verified against a CA: the address comes from
+the daemon's own 0600 file, and nothing but a local process can listen on loopback."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import json
+import ssl
 import sys
+import time
+import urllib.error
+import urllib.request
 import webbrowser
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import click
 
@@ -35,14 +48,56 @@ STOPPED_SERVING = "the daemon on {socket} serves no web client now; " + START_HI
 )
 @click.pass_context
 def web_group(ctx: click.Context, print_url: bool, data_dir: Path | None) -> None:
-    """Print the web client's link (with the access token) and open it in a browser."""
+    """Print a one-time sign-in link to the web client and open it in a browser."""
+    ctx.obj = data_dir
     if ctx.invoked_subcommand is not None:
         return
     base = _live_address(resolve_paths(None, data_dir).data_dir)
-    url = f"{base}/?token={read_or_create_token(config_dir())}"
+    made = _owner_call(base, "POST", "/api/links")
+    url = f"{base}/#link={made['link']}"
     click.echo(url)
+    minutes = max(1, round((float(made["expires_at"]) - time.time()) / 60))
+    click.echo(f"the link signs in one browser, once, within {minutes} minutes", err=True)
     if not print_url and webbrowser.open(url):
         click.echo("opened in the default browser", err=True)
+
+
+def _owner_call(base: str, method: str, path: str) -> dict[str, Any]:
+    """A request of the owner's (the access token) to the daemon's web client; its refusal
+    ends the command with the daemon's message."""
+    try:
+        return _owner_request(base, method, path)
+    except urllib.error.HTTPError as error:
+        body = json.loads(error.read() or b"{}")
+        _fail(body.get("error", {}).get("message", f"the daemon answered {error.code}"))
+    except (urllib.error.URLError, OSError) as error:
+        _fail(f"the web client at {base} cannot be reached: {error}")
+
+
+def _owner_request(base: str, method: str, path: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        base + path,
+        method=method,
+        headers={"Authorization": f"Bearer {read_or_create_token(config_dir())}"},
+    )
+    with urllib.request.urlopen(request, timeout=30, context=_tls_for(base)) as response:
+        return dict(json.load(response))
+
+
+def _tls_for(base: str) -> ssl.SSLContext | None:
+    parts = urlsplit(base)
+    if parts.scheme != "https":
+        return None
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    context = ssl.create_default_context()
+    if loopback:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _live_address(data_dir: Path) -> str:
@@ -70,11 +125,46 @@ def _fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+@web_group.command("devices")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_obj
+def devices(data_dir: Path | None, as_json: bool) -> None:
+    """List the browsers signed in to the web client (and those revoked)."""
+    base = _live_address(resolve_paths(None, data_dir).data_dir)
+    listed = _owner_call(base, "GET", "/api/devices")["devices"]
+    if as_json:
+        click.echo(json.dumps(listed, indent=2))
+        return
+    if not listed:
+        click.echo("No devices: `betcode web` prints a link that signs one in.")
+    for device in listed:
+        state = "signed in" if device["signed_in"] else "signed out"
+        seen = device["last_seen_at"]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(seen)) if seen else "never"
+        click.echo(f"{device['device_id']}  {state:10}  last seen {when}  {device['name']}")
+
+
+@web_group.command("revoke")
+@click.argument("device_id")
+@click.pass_obj
+def revoke(data_dir: Path | None, device_id: str) -> None:
+    """Sign a device out: its open pages are closed at once."""
+    base = _live_address(resolve_paths(None, data_dir).data_dir)
+    _owner_call(base, "DELETE", f"/api/devices/{device_id}")
+    click.echo(f"{device_id} revoked; its open pages were closed")
+
+
 @web_group.command("rotate-token")
-def rotate() -> None:
-    """Replace the access token: every browser must open a new `betcode web` link."""
+@click.pass_obj
+def rotate(data_dir: Path | None) -> None:
+    """Replace the access token: every device is signed out, its pages closed."""
     rotate_token(config_dir())
     click.echo(
-        f"new access token written to {token_path(config_dir())}; old links and "
-        "cookies no longer work"
+        f"new access token written to {token_path(config_dir())}; every device is signed "
+        "out and unused links no longer work"
     )
+    # A serving daemon closes every page now; it would within a second anyway (it watches the
+    # token file), so a daemon that cannot be told is no failure.
+    address = address_path(resolve_paths(None, data_dir).data_dir)
+    with contextlib.suppress(OSError, ValueError):
+        _owner_request(address.read_text().strip(), "POST", "/api/rotate")

@@ -45,7 +45,9 @@ async def start_web(
 ) -> None:
     # Imported here: a daemon without the web client loads nothing of Web Push.
     from betcode.composition.push import start_push
+    from betcode.web.devices import Devices
     from betcode.web.domain import make_web_domain
+    from betcode.web.token import TokenFile
 
     domain = make_web_domain(
         core.sessions,
@@ -56,6 +58,9 @@ async def start_web(
         client_silence=client_silence,
     )
     push = start_push(core, config.config_dir, config.settings.web.push, tasks)
-    await web.start(domain, push)
+    devices = Devices(TokenFile(config.config_dir), core.writer, core.reader)
+    await devices.load()
+    tasks.start(devices.watch_token(), name="web-token-watch")
+    await web.start(domain, push, devices)
     serving = ComponentReport(True, f"serving on {web.url} (`betcode web`)")
     health.add_component("web", lambda: serving, critical=False)

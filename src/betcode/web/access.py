@@ -5,10 +5,13 @@
    binds the name the browser connects to, so any name is accepted.
 2. Origin: a request that carries one (every browser POST and WebSocket does) must come from
    this very origin: no cross-site request, no other local web app, reaches the daemon.
-3. The access token (`token.TokenFile`): in the URL once (`/?token=...`, answered by a
-   redirect that sets an HttpOnly SameSite=Strict cookie and drops the token from the address
-   bar and history), then in that cookie. Without it: 401 and a page saying how to get a link,
-   nothing else.
+3. A credential (`devices`): a device's, or the owner's access token, as `Authorization:
+   Bearer`, or for a WebSocket (whose browser API sets no header) as the subprotocol
+   `bearer.CREDENTIAL`. Never a cookie: a cookie ignores ports, so every other web server on
+   the same host would receive it. The page and its assets hold nothing secret and are
+   served to anyone who passes 1 and 2 (the page then asks for a link); so is the exchange of
+   a one-time link. The owner's endpoints (links, devices) take the access token only.
+   Without a valid credential: 401 and a JSON error saying how to get a link.
 """
 
 from __future__ import annotations
@@ -21,24 +24,26 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from betcode.web.devices import OWNER, Devices, Principal
 from betcode.web.errors import refusal
-from betcode.web.token import TokenFile
 
 log = logging.getLogger(__name__)
 
-COOKIE_NAME = "betcode_token"
-TOKEN_PARAMETER = "token"
-LOGIN_HINT = (
-    "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-    "<title>BetCode: sign in</title><h1>BetCode</h1>"
-    "<p>This page needs the daemon's access link. On the machine running the daemon, run "
-    "<code>betcode web</code> and open the link it prints.</p>"
+BEARER = "Bearer "
+SUBPROTOCOL_BEARER = "bearer."
+STREAM_SUBPROTOCOL = "betcode"  # what the server picks among a WebSocket's subprotocols
+SIGN_IN_HINT = (
+    "this browser is not signed in (or was signed out): on the machine running the daemon, "
+    "run `betcode web` and open the one-time link it prints"
 )
-
-
-def still_signed_in(request: web.Request) -> bool:
-    """Whether the request's cookie still holds the current token (a rotation ends it)."""
-    return request.app[ACCESS_KEY].token.matches(request.cookies.get(COOKIE_NAME, ""))
+# Served to anyone who passes the Host and Origin checks: nothing in them is secret.
+PUBLIC_PATHS = frozenset(
+    {"/", "/sw.js", "/install.js", "/manifest.webmanifest", "/api/devices/pair"}
+)
+PUBLIC_PREFIXES = ("/static/", "/icons/")
+# The owner's endpoints: the access token only, never a device's credential.
+OWNER_PATHS = ("/api/links", "/api/devices", "/api/rotate")
+PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -46,7 +51,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @dataclass
 class Access:
-    token: TokenFile
+    devices: Devices
     port: int  # set again once bound (port 0 picks one then)
     tls: bool
 
@@ -80,6 +85,20 @@ def _loopback_host(host: str) -> bool:
         return False
 
 
+def credential(request: web.Request) -> str:
+    given = request.headers.get("Authorization", "")
+    if given.startswith(BEARER):
+        return given.removeprefix(BEARER).strip()
+    for protocol in request.headers.get("Sec-WebSocket-Protocol", "").split(","):
+        if protocol.strip().startswith(SUBPROTOCOL_BEARER):
+            return protocol.strip().removeprefix(SUBPROTOCOL_BEARER)
+    return ""
+
+
+def principal(request: web.Request) -> Principal:
+    return request[PRINCIPAL_KEY]
+
+
 def make_guard(access: Access) -> Middleware:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -91,30 +110,14 @@ def make_guard(access: Access) -> Middleware:
         if origin is not None and not access.origin_allowed(origin, host or ""):
             log.warning("web: refused a request from origin %r", origin)
             return refusal(403, "BAD_ORIGIN", f"requests from origin {origin!r} are refused")
-        given = request.query.get(TOKEN_PARAMETER)
-        if given is not None and request.method == "GET" and request.path == "/":
-            if not access.token.matches(given):
-                return _login_hint()
-            response = web.Response(status=303, headers={"Location": "/"})
-            response.set_cookie(
-                COOKIE_NAME,
-                given,
-                httponly=True,
-                samesite="Strict",
-                secure=access.tls,
-                path="/",
-                max_age=400 * 24 * 3600,  # browsers cap it at 400 days
-            )
-            return response
-        if not access.token.matches(request.cookies.get(COOKIE_NAME, "")):
-            return _login_hint()
+        if request.path in PUBLIC_PATHS or request.path.startswith(PUBLIC_PREFIXES):
+            return await handler(request)
+        who = access.devices.authenticate(credential(request))
+        if who is None:
+            return refusal(401, "UNAUTHENTICATED", SIGN_IN_HINT)
+        if request.path.startswith(OWNER_PATHS) and who.id != OWNER:
+            return refusal(403, "OWNER_ONLY", "only the daemon's owner (`betcode web`) may do this")
+        request[PRINCIPAL_KEY] = who
         return await handler(request)
 
     return guard
-
-
-def _login_hint() -> web.Response:
-    return web.Response(status=401, text=LOGIN_HINT, content_type="text/html", headers=_NO_STORE)
-
-
-_NO_STORE = {"Cache-Control": "no-store"}

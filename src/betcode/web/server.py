@@ -23,12 +23,13 @@ from betcode.config.addresses import split_host_port
 from betcode.config.settings import HttpSettings
 from betcode.web.access import ACCESS_KEY, Access, make_guard
 from betcode.web.api import DOMAIN_KEY, api_routes
+from betcode.web.devices import Devices
+from betcode.web.devices_api import DEVICES_KEY, device_routes
 from betcode.web.domain import WebDomain
 from betcode.web.errors import MAX_PAYLOAD_KEY, translate_errors
 from betcode.web.install import INSTALL_KEY, install_files, install_routes
 from betcode.web.push_api import PUSH_KEY, PushEndpoints, close_push, push_routes
 from betcode.web.stream import OPEN_SOCKETS_KEY, stream_routes
-from betcode.web.token import TokenFile
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +101,10 @@ class WebServer:
         shown = f"[{host}]" if ":" in host else host
         self.url = f"{'https' if self._tls else 'http'}://{shown}:{bound_port}"
 
-    async def start(self, domain: WebDomain, push: PushEndpoints) -> None:
+    async def start(self, domain: WebDomain, push: PushEndpoints, devices: Devices) -> None:
         assert self._listener is not None, "listen() first"
         tls = self._tls is not None
-        access = Access(TokenFile(self._places.config_dir), self._listener.getsockname()[1], tls)
+        access = Access(devices, self._listener.getsockname()[1], tls)
         runner = web.AppRunner(
             self._build_app(access, domain, push),
             access_log=None,
@@ -141,6 +142,7 @@ class WebServer:
         app[MAX_PAYLOAD_KEY] = domain.max_payload_bytes
         app[OPEN_SOCKETS_KEY] = set()
         app[PUSH_KEY] = push
+        app[DEVICES_KEY] = access.devices
         app[INSTALL_KEY] = install_files(STATIC)
         app[PAGE_KEY] = page_files(STATIC)
         app.router.add_routes(
@@ -150,6 +152,7 @@ class WebServer:
                 *install_routes(),
                 *api_routes(),
                 *push_routes(),
+                *device_routes(),
             ]
         )
         app.router.add_routes(stream_routes())

@@ -26,15 +26,15 @@ from betcode.core.event_pump import BATCH_MAX_BYTES, OUTBOX_BATCHES, PER_EVENT_B
 from betcode.core.validation import invalid
 from betcode.sessions import translate
 from betcode.v1 import agent_pb2
-from betcode.web.access import still_signed_in
+from betcode.web.access import STREAM_SUBPROTOCOL, principal
 from betcode.web.api import DOMAIN_KEY
+from betcode.web.devices_api import DEVICES_KEY
 from betcode.web.domain import WEB_CLIENT_TYPE, web_client_id
 
 log = logging.getLogger(__name__)
 
 FROM_PARAMETER = "from"
 PING_SECONDS = 20.0  # a peer that stops answering pings (a phone gone to sleep) is closed
-TOKEN_ROTATED = 4401  # a private close code: sign in again with a new `betcode web` link
 OPEN_SOCKETS_KEY = web.AppKey("open_sockets", set[web.WebSocketResponse])
 
 
@@ -48,8 +48,15 @@ async def stream(request: web.Request) -> web.StreamResponse:
     client_id = web_client_id(request)
     # Checked before the upgrade: an unknown session is a plain 404, not an open socket.
     session = await domain.session(request.match_info["session_id"], client_id)
-    socket = web.WebSocketResponse(heartbeat=PING_SECONDS, max_msg_size=domain.max_payload_bytes)
+    socket = web.WebSocketResponse(
+        heartbeat=PING_SECONDS,
+        max_msg_size=domain.max_payload_bytes,
+        protocols=(STREAM_SUBPROTOCOL,),
+    )
     await socket.prepare(request)
+    who = principal(request)
+    devices = request.app[DEVICES_KEY]
+    await devices.seen(who)
     open_sockets = request.app[OPEN_SOCKETS_KEY]
     open_sockets.add(socket)
     outbox: asyncio.Queue[list[bytes] | None] = asyncio.Queue(OUTBOX_BATCHES)
@@ -62,13 +69,14 @@ async def stream(request: web.Request) -> web.StreamResponse:
         viewer=True,
         mark_caught_up=True,
     )
-    with domain.clients.attached(client_id, session.id, WEB_CLIENT_TYPE):
+    with (
+        domain.clients.attached(client_id, session.id, WEB_CLIENT_TYPE),
+        devices.connected(who, socket),
+    ):
         tasks = [
             asyncio.create_task(pump_batches(attachment, outbox)),
             asyncio.create_task(
-                domain.converse.serve(
-                    session, client_id, _requests(request, socket, outbox), outbox
-                )
+                domain.converse.serve(session, client_id, _requests(socket, outbox), outbox)
             ),
             asyncio.create_task(_send(socket, outbox, domain.events.batch)),
         ]
@@ -105,17 +113,11 @@ async def _send(
 
 
 async def _requests(
-    upgrade: web.Request,
-    socket: web.WebSocketResponse,
-    outbox: asyncio.Queue[list[bytes] | None],
+    socket: web.WebSocketResponse, outbox: asyncio.Queue[list[bytes] | None]
 ) -> AsyncIterator[agent_pb2.AgentRequest]:
-    """The page's messages as AgentRequests, until it closes; an unreadable one is answered
-    here (an error event) and skipped. A rotated token ends the stream at the page's next
-    message (its heartbeat comes every 15 s)."""
+    """The page's messages as AgentRequests, until it closes (a revoked device's stream is
+    closed by `devices`); an unreadable one is answered here (an error event) and skipped."""
     async for message in socket:
-        if not still_signed_in(upgrade):
-            await socket.close(code=TOKEN_ROTATED, message=b"the access token was rotated")
-            return
         if message.type is not WSMsgType.TEXT:
             if message.type is WSMsgType.ERROR:
                 log.info("web: stream closed: %s", socket.exception())

@@ -1,13 +1,16 @@
-"""The per-daemon access token of the web client: `<config dir>/web-token`, mode 0600.
+"""The web client's access token: `<config dir>/web-token`, mode 0600, the owner's credential.
 
-Made at the first start with the web client on; `betcode web rotate-token` replaces it. The
-daemon reads the file again whenever it changes, so a rotation locks out every browser that
-holds the old token (its cookie) at once, without a restart.
+Made at the first start with the web client on; `betcode web rotate-token` replaces it. Only
+the owner's own tools send it (the CLI, scripts; as `Authorization: Bearer`); browsers get a
+device credential from a one-time link instead (`devices`). Every device is made under the
+token of its time, so a rotation signs every browser out too. The daemon reads the file again
+whenever it changes, without a restart.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -62,12 +65,19 @@ class TokenFile:
             return None
         return status.st_ino, status.st_mtime_ns
 
-    def matches(self, candidate: str) -> bool:
+    def _current(self) -> str:
+        """The token now ("" while the file is gone: nobody gets in until the next start)."""
         stamp = self._stat()
         if stamp != self._stamp:
             with contextlib.suppress(OSError):
                 self._token = self._path.read_text().strip()
             self._stamp = stamp
-        if stamp is None or not self._token:
-            return False  # a deleted token file lets nobody in until the next start makes one
-        return secrets.compare_digest(candidate.encode(), self._token.encode())
+        return "" if stamp is None else self._token
+
+    def matches(self, candidate: str) -> bool:
+        token = self._current()
+        return bool(token) and secrets.compare_digest(candidate.encode(), token.encode())
+
+    def fingerprint(self) -> str:
+        """What device rows record of the token they were made under (never the token)."""
+        return hashlib.sha256(self._current().encode()).hexdigest()

@@ -14,8 +14,19 @@
     .register("/sw.js")
     .then(() => navigator.serviceWorker.ready);
 
-  async function api(path, options) {
-    const response = await fetch(path, { credentials: "same-origin", ...options });
+  // The device credential the page keeps (web-client/src/credential.ts), never a cookie.
+  function authorization() {
+    try {
+      const device = JSON.parse(localStorage.getItem("betcode-device") || "null");
+      return device && device.credential ? { Authorization: `Bearer ${device.credential}` } : {};
+    } catch (error) {
+      return {};
+    }
+  }
+
+  async function api(path, options = {}) {
+    const headers = { ...authorization(), ...(options.headers || {}) };
+    const response = await fetch(path, { credentials: "omit", ...options, headers });
     const body = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error((body.error && body.error.message) || `HTTP ${response.status}`);
     return body;

@@ -125,6 +125,20 @@ self.addEventListener("notificationclick", (event) => {
   }
 });
 
+// The device credential the page keeps in IndexedDB (web-client/src/credential.ts).
+function deviceCredential() {
+  return new Promise((resolve) => {
+    const opening = indexedDB.open("betcode", 1);
+    opening.onupgradeneeded = () => opening.result.createObjectStore("device");
+    opening.onerror = () => resolve("");
+    opening.onsuccess = () => {
+      const read = opening.result.transaction("device").objectStore("device").get("credential");
+      read.onsuccess = () => resolve(read.result || "");
+      read.onerror = () => resolve("");
+    };
+  });
+}
+
 // The answer as the page sends it (the page's credentials go with it); a second notification
 // says what became of it, including a request another client answered first.
 async function answerFromNotification(message, decision) {
@@ -133,8 +147,12 @@ async function answerFromNotification(message, decision) {
   try {
     const response = await fetch(`/api/permissions/${encodeURIComponent(message.request_id)}`, {
       method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-BetCode-Client": CLIENT_ID },
+      credentials: "omit",
+      headers: {
+        "Content-Type": "application/json",
+        "X-BetCode-Client": CLIENT_ID,
+        Authorization: `Bearer ${await deviceCredential()}`,
+      },
       body: JSON.stringify({ decision }),
     });
     status = response.status;

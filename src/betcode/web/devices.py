@@ -1,0 +1,174 @@
+"""Who may use the web client: the owner (the access token, `token`) and signed-in devices.
+
+A device is a browser that exchanged a one-time link for a credential of its own:
+
+1. `betcode web` asks the daemon (as the owner) for a link: a random secret, valid once and for
+   `LINK_SECONDS`, printed as `BASE/#link=SECRET` (a fragment: never sent to any server, not
+   in a Referer).
+2. The page takes it out of the address bar and exchanges it (`POST /api/devices/pair`) for a
+   device id and a credential, which it keeps in its own storage (localStorage, IndexedDB for
+   the service worker) and sends as `Authorization: Bearer` (WebSocket: the subprotocol
+   `bearer.CREDENTIAL`). No cookie: cookies ignore ports, so another server on the same host
+   would receive one.
+3. A used or expired link is refused. Devices are listed and revoked by the owner
+   (`betcode web devices`, `betcode web revoke ID`); a revocation closes the device's open
+   streams at once, and rotating the access token signs every device out and closes every
+   stream (the token file is also watched, for a rotation the daemon was not told of).
+
+Only sha256 hashes of links and credentials are stored (storage.web_devices).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import secrets
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from betcode.storage import web_devices as rows
+from betcode.storage.reader import StoreReader
+from betcode.storage.web_devices import WebDevice
+from betcode.storage.writer import StoreWriter
+from betcode.web.token import TokenFile
+
+log = logging.getLogger(__name__)
+
+LINK_SECONDS = 600.0
+CREDENTIAL_BYTES = 32
+OWNER = "owner"  # the principal of the access token itself
+SIGNED_OUT = 4401  # a private WebSocket close code: revoked, or the access token rotated
+TOKEN_WATCH_SECONDS = 0.5
+MAX_NAME = 80
+CLOSE_WAIT_SECONDS = 1.0
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request comes from: OWNER, or a device id."""
+
+    id: str
+    name: str
+
+
+class Devices:
+    def __init__(self, token: TokenFile, writer: StoreWriter, reader: StoreReader) -> None:
+        self.token = token
+        self._writer = writer
+        self._reader = reader
+        self._valid: dict[str, WebDevice] = {}  # credential hash -> device not revoked
+        self._sockets: defaultdict[str, set[web.WebSocketResponse]] = defaultdict(set)
+        self._fingerprint = token.fingerprint()
+        self._closing: set[asyncio.Task[bool]] = set()
+
+    async def load(self) -> None:
+        devices = await self._reader.read(rows.list_devices)
+        self._valid = {d.credential_hash: d for d in devices if d.revoked_at is None}
+
+    def authenticate(self, credential: str) -> Principal | None:
+        if not credential:
+            return None
+        if self.token.matches(credential):
+            return Principal(OWNER, "access token")
+        device = self._valid.get(_hash(credential))
+        if device is None or device.token_fingerprint != self.token.fingerprint():
+            return None
+        return Principal(device.device_id, device.name)
+
+    async def new_link(self) -> tuple[str, float]:
+        secret = secrets.token_urlsafe(CREDENTIAL_BYTES)
+        expires_at = time.time() + LINK_SECONDS
+        fingerprint = self.token.fingerprint()
+        await self._writer.call(
+            lambda c: rows.insert_link(c, _hash(secret), fingerprint, expires_at)
+        )
+        return secret, expires_at
+
+    async def pair(self, link: str, name: str) -> tuple[WebDevice, str] | None:
+        """A new device for a link used once before it expires; None for any other link."""
+        credential = secrets.token_urlsafe(CREDENTIAL_BYTES)
+        device = WebDevice(
+            device_id=f"dev-{uuid.uuid4().hex[:12]}",
+            name=name.strip()[:MAX_NAME] or "browser",
+            credential_hash=_hash(credential),
+            token_fingerprint=self.token.fingerprint(),
+            created_at=time.time(),
+            last_seen_at=None,
+            revoked_at=None,
+        )
+        if not await self._writer.call(lambda c: rows.redeem_link(c, _hash(link), device)):
+            return None
+        self._valid[device.credential_hash] = device
+        log.info("web: device %s (%s) signed in", device.device_id, device.name)
+        return device, credential
+
+    async def list(self) -> list[WebDevice]:
+        return await self._reader.read(rows.list_devices)
+
+    def current(self, device: WebDevice) -> bool:
+        return device.revoked_at is None and device.token_fingerprint == self.token.fingerprint()
+
+    async def revoke(self, device_id: str) -> bool:
+        revoked = await self._writer.call(lambda c: rows.revoke_device(c, device_id, time.time()))
+        self._valid = {h: d for h, d in self._valid.items() if d.device_id != device_id}
+        await self._close(self._sockets.pop(device_id, set()), "this device was revoked")
+        return revoked
+
+    async def seen(self, principal: Principal) -> None:
+        if principal.id != OWNER:
+            await self._writer.call(lambda c: rows.mark_seen(c, principal.id, time.time()))
+
+    @contextlib.contextmanager
+    def connected(self, principal: Principal, socket: web.WebSocketResponse) -> Iterator[None]:
+        """While a stream is open: closed by a revocation of its device or a rotation."""
+        self._sockets[principal.id].add(socket)
+        try:
+            yield
+        finally:
+            self._sockets[principal.id].discard(socket)
+
+    async def token_changed(self) -> bool:
+        """Closes every stream when the access token changed since the last look (a rotation
+        signs everyone out); True when it had."""
+        fingerprint = self.token.fingerprint()
+        if fingerprint == self._fingerprint:
+            return False
+        self._fingerprint = fingerprint
+        everyone = {socket for sockets in self._sockets.values() for socket in sockets}
+        self._sockets.clear()
+        await self._close(everyone, "the access token was rotated")
+        return True
+
+    async def watch_token(self) -> None:
+        while True:
+            await asyncio.sleep(TOKEN_WATCH_SECONDS)
+            try:
+                await self.token_changed()
+            except Exception:
+                log.exception("web: the access token could not be checked")
+
+    async def _close(self, sockets: set[web.WebSocketResponse], why: str) -> None:
+        """The close frames leave at once; a peer slow to answer them is not waited for long
+        (its close goes on in the background)."""
+        if not sockets:
+            return
+        log.info("web: closing %d stream(s): %s", len(sockets), why)
+        closing = {
+            asyncio.create_task(socket.close(code=SIGNED_OUT, message=why.encode()))
+            for socket in sockets
+        }
+        self._closing |= closing
+        for task in closing:
+            task.add_done_callback(self._closing.discard)
+        await asyncio.wait(closing, timeout=CLOSE_WAIT_SECONDS)

@@ -1,0 +1,66 @@
+// This browser's device credential (docs/WEB.md "Access"): kept in the page's own storage,
+// never in a cookie (a cookie would go to every server on this host, whatever its port), and
+// in IndexedDB too, where the service worker reads it to answer from a notification.
+const KEY = "betcode-device";
+const DB = "betcode";
+const STORE = "device";
+
+export interface Device {
+  device_id: string;
+  name: string;
+  credential: string;
+}
+
+export function storedDevice(): Device | null {
+  try {
+    const device = JSON.parse(localStorage.getItem(KEY) || "null") as Device | null;
+    return device && device.credential ? device : null;
+  } catch {
+    return null;
+  }
+}
+
+function withStore(mode: IDBTransactionMode, work: (store: IDBObjectStore) => void): Promise<void> {
+  return new Promise((resolve) => {
+    if (!("indexedDB" in window)) return resolve();
+    const opening = indexedDB.open(DB, 1);
+    opening.onupgradeneeded = () => opening.result.createObjectStore(STORE);
+    opening.onerror = () => resolve();
+    opening.onsuccess = () => {
+      const transaction = opening.result.transaction(STORE, mode);
+      work(transaction.objectStore(STORE));
+      transaction.oncomplete = transaction.onerror = () => {
+        opening.result.close();
+        resolve();
+      };
+    };
+  });
+}
+
+export async function keepDevice(device: Device): Promise<void> {
+  localStorage.setItem(KEY, JSON.stringify(device));
+  await withStore("readwrite", (store) => store.put(device.credential, "credential"));
+}
+
+export async function forgetDevice(): Promise<void> {
+  localStorage.removeItem(KEY);
+  await withStore("readwrite", (store) => store.delete("credential"));
+}
+
+/** A one-time link (`#link=...` from `betcode web`) in the address bar: taken out at once
+ * (also from the history entry) and returned. */
+export function takeLink(): string | null {
+  const match = location.hash.match(/^#link=([A-Za-z0-9_-]+)$/);
+  if (!match) return null;
+  history.replaceState(null, "", location.pathname + location.search);
+  return match[1];
+}
+
+export function deviceName(): string {
+  const agent = navigator.userAgent;
+  const platform = /Android/.test(agent) ? "Android" : /iPhone|iPad/.test(agent) ? "iOS"
+    : /Mac OS X/.test(agent) ? "macOS" : /Windows/.test(agent) ? "Windows" : /Linux/.test(agent) ? "Linux" : "";
+  const browser = /Edg\//.test(agent) ? "Edge" : /Chrom/.test(agent) ? "Chromium" : /Firefox/.test(agent) ? "Firefox"
+    : /Safari/.test(agent) ? "Safari" : "browser";
+  return [browser, platform].filter(Boolean).join(" on ");
+}
