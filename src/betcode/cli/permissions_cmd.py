@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 import click
@@ -24,6 +24,7 @@ from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.exit_codes import ExitCode
 from betcode.cli.ids import REQUESTS, NotFound
+from betcode.cli.session_places import Place, session_places
 from betcode.config.values import format_duration
 from betcode.v1 import agent_pb2, common_pb2
 
@@ -40,10 +41,19 @@ def permissions_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="A JSON list instead of text.")
 @socket_option
 def pending(as_json: bool, socket_path: str | None) -> None:
-    """Every request waiting for an answer, oldest first."""
-    rows = call_daemon(socket_path, lambda client: client.list_pending_permissions())
+    """Every request waiting for an answer, oldest first, with the session that asks: its name,
+    and its worktree and branch or its directory."""
+
+    async def gather(
+        client: DaemonClient,
+    ) -> tuple[list[agent_pb2.PendingPermission], Mapping[str, Place]]:
+        return await client.list_pending_permissions(), await session_places(client)
+
+    rows, places = call_daemon(socket_path, gather)
     if as_json:
-        click.echo(json.dumps([_as_json(row) for row in rows], indent=2))
+        click.echo(
+            json.dumps([_as_json(row, places.get(row.session_id)) for row in rows], indent=2)
+        )
         return
     if not rows:
         click.echo("No permission requests are waiting.")
@@ -53,7 +63,9 @@ def pending(as_json: bool, socket_path: str | None) -> None:
         waited = format_duration(max(0, int(now - row.received_at.seconds)))
         expires = format_duration(max(0, int(row.expires_at.seconds - now)))
         kind = "question" if row.is_question else row.tool_name
-        click.echo(f"{row.request_id}  {kind}  session {row.session_id}")
+        place = places.get(row.session_id)
+        asker = place.describe() if place else f"session {row.session_id}"
+        click.echo(f"{row.request_id}  {kind}  {asker}")
         click.echo(f"    {_what(row)}")
         click.echo(f"    waiting {waited}, denied automatically in {expires}")
         if row.is_question:
@@ -215,10 +227,13 @@ def _what(row: agent_pb2.PendingPermission) -> str:
     return f"{row.description}: {shown}" if row.description else shown
 
 
-def _as_json(row: agent_pb2.PendingPermission) -> dict[str, Any]:
+def _as_json(row: agent_pb2.PendingPermission, place: Place | None) -> dict[str, Any]:
     return {
         "request_id": row.request_id,
         "session_id": row.session_id,
+        "session_name": place.name if place else "",
+        "worktree": place.worktree if place else "",
+        "branch": place.branch if place else "",
         "tool_name": row.tool_name,
         "description": row.description,
         "input": json_format.MessageToDict(row.input),
