@@ -1,11 +1,12 @@
 """Each session's claude memory in view, and `daemon.limits.session_rss_mb` (docs/LIMITS.md).
 
 Every `CHECK_INTERVAL_SECONDS` the resident memory of each live session's claude is measured:
-its process and every process below it (tools, MCP servers), read from /proc (Linux; elsewhere
-nothing is measured). `sessions show`, `betcode top`, the health details and the metrics show
-it. Above the cap, an idle session's claude (no turn, no request waiting) is stopped as the
-idle reaper stops it: the next message starts it again with `--resume`, the conversation
-intact. A session in a turn is flagged, never stopped; its clients are told either way.
+its process and every process below it (tools, MCP servers), read from /proc in one pass for
+all sessions, off the event loop (Linux; elsewhere nothing is measured). `sessions show`,
+`betcode top`, the health details and the metrics show it. Above the cap, an idle session's
+claude (no turn, no request waiting) is stopped as the idle reaper stops it: the next message
+starts it again with `--resume`, the conversation intact. A session in a turn is flagged,
+never stopped; its clients are told when it is stopped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +33,21 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 def process_tree_rss(root: int, proc: Path = PROC) -> int:
     """Resident bytes of process `root` and all its descendants (0 when it is gone)."""
+    return process_trees_rss([root], proc)[0]
+
+
+def process_trees_rss(roots: Sequence[int], proc: Path = PROC) -> list[int]:
+    """`process_tree_rss` of each root, from one pass over /proc."""
+    children = _children(proc)
+    return [_tree_rss(proc, children, root) for root in roots]
+
+
+def _children(proc: Path) -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     try:
         entries = list(os.scandir(proc))
     except OSError:
-        return 0
+        return children
     for entry in entries:
         if not entry.name.isdigit():
             continue
@@ -47,6 +58,10 @@ def process_tree_rss(root: int, proc: Path = PROC) -> int:
         # The command name (in parentheses) may hold spaces: fields after it are plain.
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def _tree_rss(proc: Path, children: dict[int, list[int]], root: int) -> int:
     total, stack, seen = 0, [root], set()
     while stack:
         pid = stack.pop()
@@ -77,7 +92,7 @@ class MemoryWatch:
         live: Callable[[], list[Session]],
         is_waiting: Callable[[str], bool],
         settings: LimitSettings,
-        measure: Callable[[int], int] = process_tree_rss,
+        measure: Callable[[Sequence[int]], list[int]] = process_trees_rss,
     ) -> None:
         self._live = live
         self._is_waiting = is_waiting  # a permission request waits on the session's claude
@@ -108,9 +123,8 @@ class MemoryWatch:
 
     async def check_once(self) -> None:
         running = [(s, s.supervisor.pid) for s in self._live() if s.supervisor.pid is not None]
-        sizes = await asyncio.to_thread(
-            lambda: [self._measure(pid) for _, pid in running if pid is not None]
-        )
+        pids = [pid for _, pid in running if pid is not None]
+        sizes = await asyncio.to_thread(self._measure, pids) if pids else []
         limit = self.settings.session_rss_mb * MIB
         measured: dict[str, Measured] = {}
         for (session, _pid), size in zip(running, sizes, strict=True):
