@@ -69,6 +69,11 @@ async def test_a_running_turn_refuses_removal(world: GitWorld) -> None:
         async def close_worktree_sessions(self, worktree_id: str) -> int:
             raise AssertionError("must not close sessions of a refused removal")
 
+        async def move_all(
+            self, from_directory: str, directory: str, worktree_id: str
+        ) -> tuple[str, ...]:
+            raise AssertionError("a removal moves no session")
+
     world.worktrees.sessions = Busy()
     await refused_because(world, view, "a running turn in session s-1")
 

@@ -16,6 +16,7 @@ from harness.git_repos import make_repository, sh
 from betcode.core.errors import ErrorCode, error_code_of, error_details_of
 from betcode.v1 import (
     agent_pb2,
+    agent_pb2_grpc,
     common_pb2,
     git_repo_pb2,
     git_repo_pb2_grpc,
@@ -34,6 +35,21 @@ class Stubs:
 async def stubs(daemon: InProcessDaemon) -> AsyncIterator[Stubs]:
     async with grpc.aio.insecure_channel(f"unix:{daemon.socket}") as channel:
         yield Stubs(channel)
+
+
+async def session_in_a_worktree(
+    stubs: Stubs, clients: Callable[[str], Client], tmp_path: Path, name: str
+) -> tuple[worktree_pb2.WorktreeDetail, Client, str]:
+    """A repository with worktree `name`, and a client in a new session there."""
+    _, repo = make_repository(tmp_path)
+    detail = await stubs.repos.RegisterRepo(git_repo_pb2.RegisterRepoRequest(repo_path=str(repo)))
+    made = await stubs.worktrees.CreateWorktree(
+        worktree_pb2.CreateWorktreeRequest(name=name, repo_id=detail.id)
+    )
+    client = clients(f"cli-{name}")
+    client.converse(agent_pb2.StartConversation(worktree_id=made.id))
+    session_id = (await client.wait_for("session_info")).session_info.session_id
+    return made, client, session_id
 
 
 async def failed(call: object) -> grpc.aio.AioRpcError:
@@ -160,14 +176,7 @@ async def test_a_session_whose_worktree_vanished_never_spawns_claude(
 async def test_a_running_turn_holds_off_removal_until_it_ends(
     stubs: Stubs, clients: Callable[[str], Client], tmp_path: Path
 ) -> None:
-    _, repo = make_repository(tmp_path)
-    detail = await stubs.repos.RegisterRepo(git_repo_pb2.RegisterRepoRequest(repo_path=str(repo)))
-    made = await stubs.worktrees.CreateWorktree(
-        worktree_pb2.CreateWorktreeRequest(name="busy", repo_id=detail.id)
-    )
-    client = clients("cli-busy")
-    client.converse(agent_pb2.StartConversation(worktree_id=made.id))
-    session_id = (await client.wait_for("session_info")).session_info.session_id
+    made, client, session_id = await session_in_a_worktree(stubs, clients, tmp_path, "busy")
     client.say('SCN:slow {"words": 400, "delay": 0.05} take your time')
     started = await client.wait_for_status(common_pb2.AGENT_STATUS_THINKING)
 
@@ -182,3 +191,34 @@ async def test_a_running_turn_holds_off_removal_until_it_ends(
     removed = await stubs.worktrees.RemoveWorktree(worktree_pb2.RemoveWorktreeRequest(id=made.id))
     assert removed.sessions_closed == 1
     assert not (Path(made.path) / "README.md").exists()
+
+
+async def test_rescue_restore_moves_the_sessions_of_the_removed_worktree(
+    daemon: InProcessDaemon, stubs: Stubs, clients: Callable[[str], Client], tmp_path: Path
+) -> None:
+    made, client, session_id = await session_in_a_worktree(stubs, clients, tmp_path, "task")
+    await client.close()
+    (Path(made.path) / "draft.txt").write_text("unsaved\n")
+    forced = await stubs.worktrees.RemoveWorktree(
+        worktree_pb2.RemoveWorktreeRequest(id=made.id, force=True)
+    )
+
+    async with grpc.aio.insecure_channel(f"unix:{daemon.socket}") as channel:
+        sessions = agent_pb2_grpc.AgentServiceStub(channel)
+
+        async def the_session() -> agent_pb2.SessionSummary:
+            listed = await sessions.ListSessions(agent_pb2.ListSessionsRequest())
+            summary: agent_pb2.SessionSummary
+            [summary] = [s for s in listed.sessions if s.id == session_id]
+            return summary
+
+        before = await the_session()
+        assert before.working_directory == made.path
+        assert before.directory_missing
+        restored = await stubs.worktrees.RestoreRescue(
+            worktree_pb2.RestoreRescueRequest(id=forced.rescue_id)
+        )
+        after = await the_session()
+    assert after.working_directory == restored.path
+    assert after.worktree_id == restored.id
+    assert not after.directory_missing

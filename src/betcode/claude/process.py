@@ -44,13 +44,23 @@ class ClaudeStartError(Exception):
     """claude could not be started (missing working directory, binary not executable, ...)."""
 
 
-class WorktreeMissing(ClaudeStartError):
+MOVE_ADVICE = "restore it, or move the session: betcode sessions move SESSION DIR"
+
+
+class WorkdirMissing(ClaudeStartError):
+    """A session's working directory is gone: claude cannot start there."""
+
+    def __init__(self, cwd: Path, what: str = "working directory") -> None:
+        super().__init__(f"Cannot spawn Claude: {what} does not exist: {cwd}; {MOVE_ADVICE}")
+        self.cwd = cwd
+
+
+class WorktreeMissing(WorkdirMissing):
     """A session's worktree directory is gone (or is no longer a git checkout): claude is
     never started there, where git would fall through to an enclosing checkout."""
 
     def __init__(self, cwd: Path) -> None:
-        super().__init__(f"Cannot spawn Claude: worktree directory does not exist: {cwd}")
-        self.cwd = cwd
+        super().__init__(cwd, "worktree directory")
 
 
 async def require_workdir(cwd: Path, *, worktree: bool) -> None:
@@ -60,10 +70,7 @@ async def require_workdir(cwd: Path, *, worktree: bool) -> None:
         if not await asyncio.to_thread(_is_checkout, cwd):
             raise WorktreeMissing(cwd)
     elif not await asyncio.to_thread(Path(cwd).is_dir):
-        raise ClaudeStartError(
-            f"cannot start claude: working directory {cwd} does not exist (or is not a "
-            "directory); restore it or point the session at another directory"
-        )
+        raise WorkdirMissing(cwd)
 
 
 def _is_checkout(cwd: Path) -> bool:

@@ -363,6 +363,11 @@ class DaemonClient:
         )
         return response
 
+    async def move_session(self, session_id: str, directory: str) -> agent_pb2.SessionSummary:
+        request = agent_pb2.MoveSessionRequest(session_id=session_id, working_directory=directory)
+        response: agent_pb2.MoveSessionResponse = await self._unary(self._stub.MoveSession, request)
+        return response.session
+
     async def delete_session(self, session_id: str) -> bool:
         request = agent_pb2.DeleteSessionRequest(session_id=session_id)
         response: agent_pb2.DeleteSessionResponse = await self._unary(

@@ -42,6 +42,9 @@ def sessions_group() -> None:
     """List, inspect, rename and delete the daemon's sessions."""
 
 
+MOVE_HINT = " (gone: `betcode sessions move SESSION DIR` points the session elsewhere)"
+
+
 @sessions_group.command("list")
 @click.option("--cwd", type=click.Path(file_okay=False), help="Only sessions in this directory.")
 @click.option("--limit", type=click.IntRange(min=0), default=0, help="At most this many.")
@@ -68,7 +71,7 @@ def list_sessions(cwd: str | None, limit: int, as_json: bool, socket_path: str |
             _ago(s.updated_at.seconds, now),
             str(s.message_count),
             f"${s.total_cost_usd:.4f}",
-            s.working_directory,
+            s.working_directory + (" (gone)" if s.directory_missing else ""),
             _clip(s.last_message_preview, MAX_PREVIEW),
         )
         for s in response.sessions
@@ -117,7 +120,7 @@ def show(session: str, transcript: bool, as_json: bool, socket_path: str | None)
         ("name", found.name or "-"),
         ("status", found.status),
         ("model", found.model or "(claude's default)"),
-        ("directory", found.working_directory),
+        ("directory", found.working_directory + (MOVE_HINT if found.directory_missing else "")),
         ("created", _ago(found.created_at.seconds, now)),
         ("last active", _ago(found.updated_at.seconds, now)),
         ("messages", str(found.message_count)),
@@ -250,6 +253,22 @@ def rename(session: str, name: str, socket_path: str | None) -> None:
 
     session_id = call_daemon(socket_path, act)
     click.echo(f"{session_id} is now named {name!r}")
+
+
+@sessions_group.command("move")
+@click.argument("session", shell_complete=SESSIONS.complete)
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@socket_option
+def move(session: str, directory: str, socket_path: str | None) -> None:
+    """Point SESSION at DIRECTORY (its own is gone, say): its conversation goes on there."""
+    where = os.path.realpath(directory)
+
+    async def act(client: DaemonClient) -> agent_pb2.SessionSummary:
+        found = await find_session(client, session)
+        return await client.move_session(found.id, where)
+
+    moved = call_daemon(socket_path, act)
+    click.echo(f"{moved.id} now works in {moved.working_directory}")
 
 
 @sessions_group.command("delete")

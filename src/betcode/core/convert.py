@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+from collections.abc import Sequence
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
@@ -34,6 +37,17 @@ def session_summary(record: SessionRecord) -> agent_pb2.SessionSummary:
         last_message_preview=record.last_message_preview or "",
         name=record.name,
     )
+
+
+async def session_summaries(records: Sequence[SessionRecord]) -> list[agent_pb2.SessionSummary]:
+    """`session_summary` of each, with whether its directory is gone (looked at off the loop)."""
+    missing = await asyncio.to_thread(
+        lambda: [not os.path.isdir(record.working_directory) for record in records]
+    )
+    summaries = [session_summary(record) for record in records]
+    for summary, gone in zip(summaries, missing, strict=True):
+        summary.directory_missing = gone
+    return summaries
 
 
 def pending_permission(row: PendingPermission) -> agent_pb2.PendingPermission:

@@ -68,6 +68,7 @@ class ErrorCode(enum.StrEnum):
     WORK_AT_RISK = "WORK_AT_RISK"  # a removal would lose work: details list it
     PRECONDITION_FAILED = "PRECONDITION_FAILED"
     WORKTREE_MISSING = "WORKTREE_MISSING"  # its directory is gone: claude is never spawned
+    WORKDIR_MISSING = "WORKDIR_MISSING"  # a session's directory is gone (`sessions move`)
     PATH_NOT_ALLOWED = "PATH_NOT_ALLOWED"  # leads outside the allowed tree (symlink, '..')
     DISK_FULL = "DISK_FULL"
     GIT_FAILED = "GIT_FAILED"
@@ -111,6 +112,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.WORK_AT_RISK: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.PRECONDITION_FAILED: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.WORKTREE_MISSING: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.WORKDIR_MISSING: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.PATH_NOT_ALLOWED: grpc.StatusCode.PERMISSION_DENIED,
     ErrorCode.DISK_FULL: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorCode.GIT_FAILED: grpc.StatusCode.INTERNAL,

@@ -16,7 +16,12 @@ from typing import Any, Literal, get_args
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.message import Message
 
-from betcode.claude.process import ClaudeStartError, ClaudeStdinClosed, WorktreeMissing
+from betcode.claude.process import (
+    ClaudeStartError,
+    ClaudeStdinClosed,
+    WorkdirMissing,
+    WorktreeMissing,
+)
 from betcode.claude.supervisor import SupervisorCrashed
 from betcode.core.errors import BetCodeError, ErrorCode
 from betcode.limits.admission import BadLimit
@@ -77,6 +82,8 @@ def domain_error(exc: Exception) -> BetCodeError | None:
         )
     if isinstance(exc, WorktreeMissing):
         return BetCodeError(ErrorCode.WORKTREE_MISSING, str(exc), {"path": str(exc.cwd)})
+    if isinstance(exc, WorkdirMissing):
+        return BetCodeError(ErrorCode.WORKDIR_MISSING, str(exc), {"path": str(exc.cwd)})
     if isinstance(exc, ClaudeStartError | ClaudeStdinClosed):
         return BetCodeError(ErrorCode.SUBPROCESS_CRASHED, f"claude did not take the input: {exc}")
     if isinstance(exc, sqlite3.Error | StorageError):

@@ -56,6 +56,7 @@ PRIORITY_OF_METHOD = {
     "betcode.v1.AgentService/CompactSession": 3,
     "betcode.v1.AgentService/RenameSession": 3,
     "betcode.v1.AgentService/DeleteSession": 3,
+    "betcode.v1.AgentService/MoveSession": 3,
     "betcode.v1.AgentService/SetSessionGrant": 3,
     "betcode.v1.AgentService/ClearSessionGrants": 3,
 }

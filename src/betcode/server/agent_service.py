@@ -36,6 +36,7 @@ from betcode.core.validation import (
     check_text,
     domain_error,
     input_object,
+    invalid,
 )
 from betcode.limits.admission import TurnAdmission
 from betcode.observability.hooks import incoming_traceparent
@@ -226,7 +227,7 @@ class AgentService:
             limit=request.limit,
             offset=request.offset,
         )
-        summaries = [convert.session_summary(record) for record in page.sessions]
+        summaries = await convert.session_summaries(page.sessions)
         await self._admission.describe(summaries)
         return agent_pb2.ListSessionsResponse(sessions=summaries, total=page.total)
 
@@ -256,6 +257,19 @@ class AgentService:
         session = await self._session(request.session_id, client_id_of(context))
         await self._sessions.rename(session.id, name)
         return agent_pb2.RenameSessionResponse()
+
+    @serves
+    async def MoveSession(
+        self, request: agent_pb2.MoveSessionRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.MoveSessionResponse:
+        session_id = check_id(request.session_id, "session_id")
+        if not request.working_directory:
+            raise invalid("working_directory is required")
+        record = await self._sessions.move(session_id, request.working_directory)
+        summaries = await convert.session_summaries([record])
+        await self._admission.describe(summaries)
+        [summary] = summaries
+        return agent_pb2.MoveSessionResponse(session=summary)
 
     @serves
     async def DeleteSession(

@@ -418,6 +418,49 @@ class SessionManager:
         ):
             raise SessionNotFound(session_id)
 
+    async def move(
+        self, session_id: str, directory: str, worktree_id: str | None = None
+    ) -> session_rows.SessionRecord:
+        """Points a session at another working directory (one whose own is gone, say): its
+        claude, if one runs, is stopped; the next message starts one there that resumes the
+        conversation (claude finds a conversation's transcript by its id from any directory,
+        and goes on appending to it where it is). A directory that is a worktree's makes it
+        a session of that worktree."""
+        record = await self.record(session_id)
+        target = Path(directory)
+        if not target.is_absolute():
+            raise InvalidSessionRequest(f"the directory must be an absolute path: {directory!r}")
+        if not await asyncio.to_thread(target.is_dir):
+            raise InvalidSessionRequest(f"{directory} is not an existing directory")
+        session = self._sessions.get(session_id)
+        if session is not None and session.turn_in_progress():
+            raise InvalidSessionRequest(
+                f"session {session_id} is in the middle of a turn; move it once the turn is over"
+            )
+        if worktree_id is None:
+            worktree = await self._ctx.reader.read(
+                lambda c: worktree_rows.find_worktree_by_path(c, directory)
+            )
+            worktree_id = None if worktree is None else worktree.id
+        if session is not None:
+            del self._sessions[session_id]
+            session.lock.close()
+            await session.close()
+        await self._ctx.writer.call(
+            lambda c: session_rows.move_session(c, session_id, directory, worktree_id, time.time())
+        )
+        log.info("session %s moved from %s to %s", session_id, record.working_directory, directory)
+        return await self.record(session_id)
+
+    async def move_all(
+        self, from_directory: str, directory: str, worktree_id: str
+    ) -> tuple[str, ...]:
+        """Every session of `from_directory` moved to `directory` (a restored worktree's)."""
+        moving = await self._ctx.reader.read(lambda c: session_rows.sessions_in(c, from_directory))
+        for session_id in moving:
+            await self.move(session_id, directory, worktree_id)
+        return tuple(moving)
+
     async def delete(self, session_id: str, client_id: str | None = None) -> bool:
         """Stops the session's claude and removes its rows; its audit trail stays."""
         validate_session_id(session_id)

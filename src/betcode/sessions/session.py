@@ -334,10 +334,11 @@ class Session:
         the crash budget (claude resumes the conversation with --resume)."""
         if client_id is not None:
             self.lock.check_input(client_id)
-        if self.record.worktree_id is not None:
-            # Refused before it is recorded: a message that can never reach claude starts no
-            # turn (the spawn itself checks again).
-            await require_workdir(Path(self.record.working_directory), worktree=True)
+        # Refused before it is recorded: a message that can never reach claude starts no turn
+        # (the spawn itself checks again).
+        await require_workdir(
+            Path(self.record.working_directory), worktree=self.record.worktree_id is not None
+        )
         if self.supervisor.state is SupervisorState.CRASHED:
             log.info("session %s: a new message restarts claude after the crashes", self.id)
             self.supervisor.reset()

@@ -147,6 +147,30 @@ def add_usage(
     return cursor.rowcount == 1
 
 
+def move_session(
+    conn: sqlite3.Connection,
+    session_id: str,
+    working_directory: str,
+    worktree_id: str | None,
+    now: float,
+) -> bool:
+    """Point a session at another working directory (and the worktree there, if any)."""
+    cursor = conn.execute(
+        "UPDATE sessions SET working_directory = ?, worktree_id = ?, updated_at = ? WHERE id = ?",
+        (working_directory, worktree_id, now, session_id),
+    )
+    return cursor.rowcount == 1
+
+
+def sessions_in(conn: sqlite3.Connection, working_directory: str) -> list[str]:
+    """The ids of the sessions whose working directory is exactly this one."""
+    rows = conn.execute(
+        "SELECT id FROM sessions WHERE working_directory = ? ORDER BY created_at",
+        (working_directory,),
+    )
+    return [str(session_id) for (session_id,) in rows]
+
+
 def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
     """Delete a session; its messages, events, grants, pending permissions, todos, subagents
     and orchestrations go with it (ON DELETE CASCADE); its clients are detached."""

@@ -218,6 +218,11 @@ def find_worktree_by_name(
     return [_worktree(row) for row in rows]
 
 
+def find_worktree_by_path(conn: sqlite3.Connection, path: str) -> WorktreeRecord | None:
+    row = conn.execute(f"{_WORKTREE_SELECT} WHERE path = ?", (path,)).fetchone()
+    return None if row is None else _worktree(row)
+
+
 def list_worktrees(conn: sqlite3.Connection, repo_id: str | None = None) -> list[WorktreeRecord]:
     if repo_id is None:
         rows = conn.execute(f"{_WORKTREE_SELECT} ORDER BY created_at, id").fetchall()

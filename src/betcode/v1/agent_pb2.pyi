@@ -1123,6 +1123,7 @@ class SessionSummary(_message.Message):
     COST_LIMIT_USD_FIELD_NUMBER: _builtins.int
     CLAUDE_RSS_BYTES_FIELD_NUMBER: _builtins.int
     OVER_RSS_LIMIT_FIELD_NUMBER: _builtins.int
+    DIRECTORY_MISSING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     model: _builtins.str
     working_directory: _builtins.str
@@ -1145,6 +1146,8 @@ class SessionSummary(_message.Message):
     above daemon.limits.session_rss_mb while busy (an idle one is stopped).
     """
     over_rss_limit: _builtins.bool
+    directory_missing: _builtins.bool
+    """BetCode addition: the working directory no longer exists (`betcode sessions move`)."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1168,10 +1171,11 @@ class SessionSummary(_message.Message):
         cost_limit_usd: _builtins.float = ...,
         claude_rss_bytes: _builtins.int = ...,
         over_rss_limit: _builtins.bool = ...,
+        directory_missing: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claude_rss_bytes", b"claude_rss_bytes", "cost_limit_usd", b"cost_limit_usd", "created_at", b"created_at", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "over_rss_limit", b"over_rss_limit", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claude_rss_bytes", b"claude_rss_bytes", "cost_limit_usd", b"cost_limit_usd", "created_at", b"created_at", "directory_missing", b"directory_missing", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "over_rss_limit", b"over_rss_limit", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1507,6 +1511,51 @@ class RenameSessionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RenameSessionResponse: _TypeAlias = RenameSessionResponse  # noqa: Y015
+
+@_typing.final
+class MoveSessionRequest(_message.Message):
+    """BetCode addition."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    WORKING_DIRECTORY_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    working_directory: _builtins.str
+    """An absolute path to an existing directory."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        working_directory: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id", "working_directory", b"working_directory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveSessionRequest: _TypeAlias = MoveSessionRequest  # noqa: Y015
+
+@_typing.final
+class MoveSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def session(self) -> Global___SessionSummary: ...
+    def __init__(
+        self,
+        *,
+        session: Global___SessionSummary | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session", b"session"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveSessionResponse: _TypeAlias = MoveSessionResponse  # noqa: Y015
 
 @_typing.final
 class DeleteSessionRequest(_message.Message):

@@ -105,6 +105,11 @@ class AgentServiceStub:
                 request_serializer=betcode_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
                 _registered_method=True)
+        self.MoveSession = channel.unary_unary(
+                '/betcode.v1.AgentService/MoveSession',
+                request_serializer=betcode_dot_v1_dot_agent__pb2.MoveSessionRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_agent__pb2.MoveSessionResponse.FromString,
+                _registered_method=True)
         self.ResumeSessionBatched = channel.unary_stream(
                 '/betcode.v1.AgentService/ResumeSessionBatched',
                 request_serializer=betcode_dot_v1_dot_agent__pb2.ResumeSessionRequest.SerializeToString,
@@ -223,6 +228,14 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MoveSession(self, request, context):
+        """BetCode addition: point a session at another working directory (its own is gone, say);
+        its conversation goes on there. Refused during a turn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ResumeSessionBatched(self, request, context):
         """BetCode addition: the same events as ResumeSession, many per message (capped by count
         and bytes by the server), for this project's own clients. An EMPTY batch marks the end
@@ -317,6 +330,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.DeleteSession,
                     request_deserializer=betcode_dot_v1_dot_agent__pb2.DeleteSessionRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_agent__pb2.DeleteSessionResponse.SerializeToString,
+            ),
+            'MoveSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveSession,
+                    request_deserializer=betcode_dot_v1_dot_agent__pb2.MoveSessionRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_agent__pb2.MoveSessionResponse.SerializeToString,
             ),
             'ResumeSessionBatched': grpc.unary_stream_rpc_method_handler(
                     servicer.ResumeSessionBatched,
@@ -673,6 +691,33 @@ class AgentService:
             '/betcode.v1.AgentService/DeleteSession',
             betcode_dot_v1_dot_agent__pb2.DeleteSessionRequest.SerializeToString,
             betcode_dot_v1_dot_agent__pb2.DeleteSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.AgentService/MoveSession',
+            betcode_dot_v1_dot_agent__pb2.MoveSessionRequest.SerializeToString,
+            betcode_dot_v1_dot_agent__pb2.MoveSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -72,6 +72,10 @@ class AgentServiceStub:
     RenameSession: _grpc.UnaryUnaryMultiCallable[_agent_pb2.RenameSessionRequest, _agent_pb2.RenameSessionResponse]
     DeleteSession: _grpc.UnaryUnaryMultiCallable[_agent_pb2.DeleteSessionRequest, _agent_pb2.DeleteSessionResponse]
     """BetCode addition (upstream has it in a later revision, same names)."""
+    MoveSession: _grpc.UnaryUnaryMultiCallable[_agent_pb2.MoveSessionRequest, _agent_pb2.MoveSessionResponse]
+    """BetCode addition: point a session at another working directory (its own is gone, say);
+    its conversation goes on there. Refused during a turn.
+    """
     ResumeSessionBatched: _grpc.UnaryStreamMultiCallable[_agent_pb2.ResumeSessionRequest, _agent_pb2.AgentEventBatch]
     """BetCode addition: the same events as ResumeSession, many per message (capped by count
     and bytes by the server), for this project's own clients. An EMPTY batch marks the end
@@ -128,6 +132,10 @@ class AgentServiceAsyncStub(AgentServiceStub):
     RenameSession: _aio.UnaryUnaryMultiCallable[_agent_pb2.RenameSessionRequest, _agent_pb2.RenameSessionResponse]  # type: ignore[assignment]
     DeleteSession: _aio.UnaryUnaryMultiCallable[_agent_pb2.DeleteSessionRequest, _agent_pb2.DeleteSessionResponse]  # type: ignore[assignment]
     """BetCode addition (upstream has it in a later revision, same names)."""
+    MoveSession: _aio.UnaryUnaryMultiCallable[_agent_pb2.MoveSessionRequest, _agent_pb2.MoveSessionResponse]  # type: ignore[assignment]
+    """BetCode addition: point a session at another working directory (its own is gone, say);
+    its conversation goes on there. Refused during a turn.
+    """
     ResumeSessionBatched: _aio.UnaryStreamMultiCallable[_agent_pb2.ResumeSessionRequest, _agent_pb2.AgentEventBatch]  # type: ignore[assignment]
     """BetCode addition: the same events as ResumeSession, many per message (capped by count
     and bytes by the server), for this project's own clients. An EMPTY batch marks the end
@@ -253,6 +261,16 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_agent_pb2.DeleteSessionResponse, _abc.Awaitable[_agent_pb2.DeleteSessionResponse]]:
         """BetCode addition (upstream has it in a later revision, same names)."""
+
+    @_abc_1.abstractmethod
+    def MoveSession(
+        self,
+        request: _agent_pb2.MoveSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.MoveSessionResponse, _abc.Awaitable[_agent_pb2.MoveSessionResponse]]:
+        """BetCode addition: point a session at another working directory (its own is gone, say);
+        its conversation goes on there. Refused during a turn.
+        """
 
     @_abc_1.abstractmethod
     def ResumeSessionBatched(

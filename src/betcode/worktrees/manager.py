@@ -44,6 +44,12 @@ class SessionActivity(Protocol):
         """Stop the worktree's live sessions (their history stays); how many were live."""
         ...
 
+    async def move_all(
+        self, from_directory: str, directory: str, worktree_id: str
+    ) -> tuple[str, ...]:
+        """Point every session of `from_directory` at `directory`, in worktree `worktree_id`."""
+        ...
+
 
 class NoSessions:
     def busy_in_worktree(self, worktree_id: str) -> list[str]:
@@ -51,6 +57,11 @@ class NoSessions:
 
     async def close_worktree_sessions(self, worktree_id: str) -> int:
         return 0
+
+    async def move_all(
+        self, from_directory: str, directory: str, worktree_id: str
+    ) -> tuple[str, ...]:
+        return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +349,10 @@ class WorktreeManager:
         )
         if saved.work_commit:
             await rescue.put_back_work(Path(view.record.path), saved.work_commit)
+        # The sessions of the removed worktree go on in the restored one.
+        moved = await self.sessions.move_all(saved.worktree_path, view.record.path, view.record.id)
+        if moved:
+            log.info("rescue %s: sessions %s moved to %s", saved.id, moved, view.record.path)
         return view
 
 

@@ -147,7 +147,9 @@ async def test_partial_lines_are_refused(tmp_path: Path) -> None:
 
 async def test_a_missing_working_directory_is_a_clear_error(tmp_path: Path) -> None:
     process = ClaudeProcess(Collected())
-    with pytest.raises(ClaudeStartError, match=r"working directory .*gone does not exist"):
+    with pytest.raises(
+        ClaudeStartError, match=r"working directory does not exist: .*gone; .*sessions move"
+    ):
         await process.start(["/bin/true"], tmp_path / "gone", ENV)
 
 

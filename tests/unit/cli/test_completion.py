@@ -59,5 +59,8 @@ def test_completing_sess_offers_sessions() -> None:
 def test_completing_a_sub_command_of_sessions() -> None:
     assert complete("betcode sessions ") == [
         f"plain,{name}"
-        for name in ("delete", "export", "grants", "limit", "list", "rename", "search", "show")
+        for name in (
+            *("delete", "export", "grants", "limit", "list"),
+            *("move", "rename", "search", "show"),
+        )
     ]
