@@ -302,8 +302,12 @@ class Rig:
         await self.daemon.start()
         await until_reachable(self)
 
-    async def stop_daemon(self) -> None:
+    async def stop_daemon(self, *, keep_sessions: bool = False) -> None:
+        """Stops the daemon; with ``keep_sessions`` as `daemon restart` does (every claude
+        goes on under its holder, for the next daemon)."""
         assert self.daemon is not None
+        if keep_sessions:
+            self.daemon.request_stop_keeping_sessions()
         await self.daemon.stop()
         self.daemon = None
 
@@ -348,3 +352,30 @@ def rig_fixture(settings: BufferSettings) -> Callable[..., AsyncIterator[Rig]]:
                     await rig.daemon.stop()
 
     return make
+
+
+BASH_PROMPT = "SCN:tool_bash run it"
+
+
+async def waiting_permission(rig: Rig, start: agent_pb2.StartConversation) -> tuple[str, str]:
+    """Starts a turn whose tool call waits for approval; its session and request ids."""
+    requests = [
+        agent_pb2.AgentRequest(start=start),
+        agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=BASH_PROMPT)),
+    ]
+    call = rig.agent.Converse(iter(requests), metadata=rig.metadata)
+    async for event in call:
+        if event.WhichOneof("event") == "permission_request":
+            call.cancel()
+            listed = await rig.agent.ListPendingPermissions(
+                agent_pb2.ListPendingPermissionsRequest(), metadata=rig.metadata
+            )
+            [row] = listed.pending
+            return row.session_id, event.permission_request.request_id
+    raise AssertionError("the turn ended without asking")
+
+
+async def stored_text(rig: Rig, session_id: str) -> str:
+    request = agent_pb2.ResumeSessionRequest(session_id=session_id)
+    events = [str(e) async for e in rig.agent.ResumeSession(request, metadata=rig.metadata)]
+    return "\n".join(events)

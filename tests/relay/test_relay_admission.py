@@ -26,8 +26,9 @@ from harness.relay import (
 
 from betcode.relay.accounts import Accounts
 from betcode.relay.auth_service import Registration, invite_hash
-from betcode.relay.buffer import BUFFERED_TRAILER, ERROR_CODE_TRAILER, BufferSettings
+from betcode.relay.buffer import ERROR_CODE_TRAILER, BufferSettings
 from betcode.relay.server import Relay
+from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
 
 OK = "OK"

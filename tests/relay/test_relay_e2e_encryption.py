@@ -101,7 +101,7 @@ async def test_the_relay_and_nats_carry_and_keep_only_ciphertext(
     monkeypatch.setenv("BETCODE_CONFIG_DIR", str(user.config_dir))
     choice = RelayChoice(user.relay.url, user.relay.ca, MACHINE)
     client = await DaemonClient.connect(DaemonAddress(Path(choice.url), "--relay", choice))
-    with pytest.raises(DaemonUnavailable, match="buffered"):
+    with pytest.raises(DaemonUnavailable, match="queued on the relay until box reconnects"):
         await client.rename_session(session["id"], NAME_SECRET)
     await client.close()
 

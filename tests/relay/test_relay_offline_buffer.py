@@ -11,14 +11,13 @@ import grpc
 import grpc.aio
 import pytest
 from harness.environment import Workspace
-from harness.relay import MACHINE, Rig, rig_fixture, until
+from harness.relay import MACHINE, Rig, rig_fixture, stored_text, until, waiting_permission
 
-from betcode.relay.buffer import BUFFERED_TRAILER, BufferSettings
+from betcode.relay.buffer import BufferSettings
+from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.v1 import agent_pb2, common_pb2
 
 pytestmark = pytest.mark.real_cli
-
-BASH_PROMPT = "SCN:tool_bash run it"
 
 rig = pytest.fixture(rig_fixture(BufferSettings(ttl_seconds=3600, max_per_machine=3)))
 short_ttl_rig = pytest.fixture(rig_fixture(BufferSettings(ttl_seconds=2, max_per_machine=3)))
@@ -56,30 +55,6 @@ async def one_turn(rig: Rig, start: agent_pb2.StartConversation, text: str) -> l
             call.cancel()
             break
     return kinds
-
-
-async def waiting_permission(rig: Rig, start: agent_pb2.StartConversation) -> tuple[str, str]:
-    """Starts a turn whose tool call waits for approval; its session and request ids."""
-    requests = [
-        agent_pb2.AgentRequest(start=start),
-        agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=BASH_PROMPT)),
-    ]
-    call = rig.agent.Converse(iter(requests), metadata=rig.metadata)
-    async for event in call:
-        if event.WhichOneof("event") == "permission_request":
-            call.cancel()
-            listed = await rig.agent.ListPendingPermissions(
-                agent_pb2.ListPendingPermissionsRequest(), metadata=rig.metadata
-            )
-            [row] = listed.pending
-            return row.session_id, event.permission_request.request_id
-    raise AssertionError("the turn ended without asking")
-
-
-async def stored_text(rig: Rig, session_id: str) -> str:
-    request = agent_pb2.ResumeSessionRequest(session_id=session_id)
-    events = [str(e) async for e in rig.agent.ResumeSession(request, metadata=rig.metadata)]
-    return "\n".join(events)
 
 
 async def test_buffered_while_offline_then_delivered_by_priority(

@@ -21,6 +21,7 @@ import grpc.aio
 from betcode.cli.relay_login import RelayChoice, access_token, relay_channel, relay_choice
 from betcode.config.dirs import config_dir, default_socket_path
 from betcode.core.errors import error_code_of, error_details_of
+from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.v1 import agent_pb2, agent_pb2_grpc, commands_pb2, commands_pb2_grpc
 
 StubT = TypeVar("StubT")
@@ -114,6 +115,13 @@ class SessionNotFound(DaemonError):
     exit_code = 6
 
 
+class RequestQueued(DaemonUnavailable):
+    """The machine is offline and the relay keeps the request until it reconnects: not an
+    error for the command that made it (exit 0; docs/RELAY.md "A machine that is offline")."""
+
+    exit_code = 0
+
+
 class RequestRejected(DaemonError):
     """The daemon refused the request (bad argument, no input lock, wrong state, rate limit)."""
 
@@ -136,6 +144,15 @@ def daemon_error(error: grpc.aio.AioRpcError, address: DaemonAddress) -> DaemonE
     details = error_details_of(error)
     message = error.details() or status.name
     app_code = code.value if code is not None else ""
+    if status == grpc.StatusCode.UNAVAILABLE and address.relay is not None:
+        place = dict(error.trailing_metadata() or ()).get(BUFFERED_TRAILER)
+        if place:
+            return RequestQueued(
+                f"queued on the relay until {address.relay.machine_id} reconnects "
+                f"(place {place}); it runs then, once",
+                code=app_code,
+                details=details,
+            )
     if status == grpc.StatusCode.UNAVAILABLE:
         return DaemonUnavailable(
             f"the BetCode daemon at {address.where} is not answering ({message}); "

@@ -10,7 +10,12 @@ from typing import TypeVar
 
 import click
 
-from betcode.cli.connection import DaemonClient, DaemonError, resolve_daemon_address
+from betcode.cli.connection import (
+    DaemonClient,
+    DaemonError,
+    RequestQueued,
+    resolve_daemon_address,
+)
 
 T = TypeVar("T")
 
@@ -30,6 +35,9 @@ def call_daemon(socket_path: str | None, action: Callable[[DaemonClient], Awaita
 
     try:
         return asyncio.run(run())
+    except RequestQueued as queued:
+        click.echo(str(queued))
+        sys.exit(queued.exit_code)
     except DaemonError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import click
 from google.protobuf import json_format
 
-from betcode.cli.connection import DaemonClient
+from betcode.cli.connection import DaemonClient, DaemonUnavailable
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.exit_codes import ExitCode
 from betcode.cli.ids import REQUESTS, NotFound
@@ -195,6 +195,12 @@ def _pending_row(
     async def find(client: DaemonClient) -> tuple[str, agent_pb2.PendingPermission | None]:
         try:
             row = REQUESTS.pick(reference, await client.list_pending_permissions())
+        except DaemonUnavailable:
+            if client.address.relay is None:
+                raise
+            # The machine is offline: the answer is sent as given, for the relay to keep
+            # until it reconnects (a read cannot wait there).
+            return reference, None
         except NotFound:
             # Sent as given: the daemon still knows an answered request (and says it was
             # answered already) and refuses an unknown one with NOT_FOUND (exit 6).

@@ -31,6 +31,7 @@ from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 from betcode.relay.accounts import Accounts
 from betcode.relay.auth_service import abort
 from betcode.remote import frames
+from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.v1 import tunnel_pb2
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,6 @@ STREAM_PREFIX = "BETCODE_BUFFER_"
 PRIORITY_HEADER = "betcode-priority"
 METHOD_HEADER = "betcode-method"
 METADATA_HEADER = "betcode-metadata"
-BUFFERED_TRAILER = "x-betcode-buffered"
 ERROR_CODE_TRAILER = "betcode-error-code"
 BUFFER_FULL = "BUFFER_FULL"
 BUFFER_QUOTA = "BUFFER_QUOTA"

@@ -148,6 +148,8 @@ def error_trailers(error: tunnel_pb2.TunnelError) -> tuple[tuple[str, str | byte
 # Per-call flow control between our relay and our daemon (not in the upstream protocol, so
 # only used when the REQUEST frame's metadata offers it): the daemon sends at most WINDOW
 # messages ahead; the relay grants more, CREDIT_BATCH at a time, as its caller reads them.
+# The trailer of a call the relay keeps for an offline machine (relay/buffer.py): its place.
+BUFFERED_TRAILER = "x-betcode-buffered"
 FLOW_METADATA_KEY = "x-betcode-flow-window"
 CREDIT_PARAM = "credit"
 WINDOW = 256

@@ -1,0 +1,73 @@
+"""The command line through the relay, as a user runs it on another computer: an approval given
+while the machine is offline is queued on the relay (the command says so and exits 0) and the
+tool runs exactly once when the daemon is back. A relay in this event loop, the daemon
+in-process with the pinned real CLI and the mock model, `betcode` in its own process."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from harness.environment import Workspace
+from harness.relay import (
+    MACHINE,
+    BetcodeUser,
+    RelayProcess,
+    Rig,
+    rig_fixture,
+    waiting_permission,
+)
+
+from betcode.relay.buffer import BufferSettings
+from betcode.v1 import agent_pb2
+
+pytestmark = pytest.mark.real_cli
+
+rig = pytest.fixture(rig_fixture(BufferSettings()))
+
+
+def cli_user(rig: Rig, tmp_path: Path, workspace: Workspace) -> BetcodeUser:
+    relay = RelayProcess(rig.relay.options.files.root, url=f"https://127.0.0.1:{rig.relay.port}")
+    return BetcodeUser(relay, tmp_path / "client-config", workspace.repo)
+
+
+async def test_an_approval_for_an_offline_machine_is_queued_and_runs_once(
+    rig: Rig, tmp_path: Path, workspace: Workspace
+) -> None:
+    await rig.start_daemon()
+    user = cli_user(rig, tmp_path, workspace)
+    assert (await user.run("auth", "login", "-u", "alice")).code == 0
+    assert (await user.run("--machine", MACHINE, "sessions", "list")).code == 0  # pins the key
+    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
+    session_id, request_id = await waiting_permission(rig, start)
+    await rig.stop_daemon(keep_sessions=True)  # offline; claude waits on under its holder
+
+    allowed = await user.run("--machine", MACHINE, "permissions", "allow", request_id)
+    assert allowed.code == 0, allowed.err
+    assert f"queued on the relay until {MACHINE} reconnects" in allowed.out
+    assert "error" not in allowed.err
+
+    await rig.start_daemon()
+
+    async def stored() -> list[agent_pb2.AgentEvent]:
+        request = agent_pb2.ResumeSessionRequest(session_id=session_id)
+        return [e async for e in rig.agent.ResumeSession(request, metadata=rig.metadata)]
+
+    def ran(event: agent_pb2.AgentEvent) -> bool:
+        return (
+            event.WhichOneof("event") == "tool_call_result"
+            and "hello-from-bash" in event.tool_call_result.output
+        )
+
+    async with asyncio.timeout(90):
+        while True:  # polled through the relay: no event to wait on
+            kinds = ["ran" if ran(e) else e.WhichOneof("event") for e in await stored()]
+            if "ran" in kinds and "turn_complete" in kinds[kinds.index("ran") :]:
+                break  # the tool ran and its turn ended
+            await asyncio.sleep(0.5)
+    assert kinds.count("ran") == 1  # exactly once
+    pending = await rig.agent.ListPendingPermissions(
+        agent_pb2.ListPendingPermissionsRequest(), metadata=rig.metadata
+    )
+    assert list(pending.pending) == []
