@@ -77,6 +77,7 @@ class StandIn:
     def __init__(self, session_id: str) -> None:
         self.id = session_id
         self.turn_listeners: list[Callable[[TurnEnd], None]] = []
+        self.closed = False
 
     def emit(self, events: object) -> list[object]:
         return []

@@ -33,6 +33,13 @@ StartTurn = Callable[[Session, str | None, str], Awaitable[bool]]
 
 
 @dataclass(eq=False, slots=True)
+class _Place:
+    """A running turn's place: its session, and who took it (identity tells two apart)."""
+
+    session: Session
+
+
+@dataclass(eq=False, slots=True)
 class _Waiting:
     session: Session
     text: str  # sent as no client's: the client's input lock was checked when it was queued
@@ -44,7 +51,7 @@ class TurnQueue:
         self._start_turn = start_turn
         self._waiting: deque[_Waiting] = deque()
         # Session id → the token of its queued-and-started turn still running.
-        self._running: dict[str, object] = {}
+        self._running: dict[str, _Place] = {}
         self._listening: weakref.WeakSet[Session] = weakref.WeakSet()
         self._shown: dict[str, str] = {}  # session id → the queue status it was last shown
         self._tasks: set[asyncio.Task[None]] = set()
@@ -93,7 +100,12 @@ class TurnQueue:
         return free and session.id not in self._running
 
     def _pump(self) -> None:
-        """Start every waiting message that may start now, first come first."""
+        """Start every waiting message that may start now, first come first. A closed
+        (deleted, shut down) session's place is free and its messages are dropped."""
+        for session_id, place in list(self._running.items()):
+            if place.session.closed:
+                del self._running[session_id]
+        self._waiting = deque(entry for entry in self._waiting if not entry.session.closed)
         started = False
         for entry in list(self._waiting):
             if not self._may_start(entry.session):
@@ -111,11 +123,11 @@ class TurnQueue:
         if started:
             self._show_positions()
 
-    def _take_place(self, session: Session) -> object:
-        token = self._running[session.id] = object()
-        return token
+    def _take_place(self, session: Session) -> _Place:
+        place = self._running[session.id] = _Place(session)
+        return place
 
-    async def _run(self, session: Session, client_id: str | None, text: str, token: object) -> None:
+    async def _run(self, session: Session, client_id: str | None, text: str, token: _Place) -> None:
         started = False
         try:
             started = await self._start_turn(session, client_id, text)
@@ -126,7 +138,7 @@ class TurnQueue:
                 del self._running[session.id]
                 self._pump()
 
-    async def _start_queued(self, entry: _Waiting, token: object) -> None:
+    async def _start_queued(self, entry: _Waiting, token: _Place) -> None:
         try:
             await self._run(entry.session, None, entry.text, token)
         except Exception:
