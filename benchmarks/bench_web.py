@@ -11,6 +11,10 @@ children) in its own process, browser-protocol clients in another, Chromium for 
   for a Bash permission each turn; from the PermissionRequest event's timestamp (made in the
   daemon when it read claude's request) until the page's first animation frame with the
   approval card on screen (`window.betcode.stats.shown`). Both clocks are this machine's.
+* tti_500 / tti_20000 (`--tti-only` for these alone): a session of about 500 and 20,000
+  events (a fake claude's busy turn: remarks, Bash calls, their output) opened in Chromium at
+  390x844 with touch: ms from the navigation's start until the first frame after the live
+  edge, with the items shown and the JS heap then.
 
 Figures are printed, never asserted (benchmarks/README.md has the measured ones).
 """
@@ -38,24 +42,34 @@ from typing import Any
 import aiohttp
 
 from betcode.devtools.fake_claude import make_fake_claude
+from betcode.devtools.fake_claude_messages import busy_turn
 
 CLIENTS = 10
 WARM_UP_TURN = [{"do": "text", "text": "ready"}]
 START_TIMEOUT_S = 30.0
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HAVE_CHROMIUM = os.path.exists(CHROMIUM)
+# Long sessions for time to interactive: steps of a busy turn (about 5 events each), added turn
+# by turn to one session.
+TTI_STEPS = {"500": 100, "20000": 3900}
+TTI_REPEATS = 5
+
+
+def flood_script(flood_lines: int) -> dict[str, Any]:
+    """Turn 1 warms up, turn 2 floods, then a permission request every turn."""
+    permission = {"do": "permission", "tool_name": "Bash", "input": {"command": "true"}}
+    return {
+        "turns": [WARM_UP_TURN, [{"do": "flood", "lines": flood_lines, "text": "x"}], [permission]]
+    }
 
 
 class WebDaemon:
-    """The daemon with the web client on, its fake claude flooding (turn 1) and then asking for
-    a permission every turn."""
+    """The daemon with the web client on and a fake claude playing `script`."""
 
-    def __init__(self, root: Path, flood_lines: int) -> None:
+    def __init__(self, root: Path, script: dict[str, Any]) -> None:
         self.root = root
         (root / "repo").mkdir(parents=True)
-        permission = {"do": "permission", "tool_name": "Bash", "input": {"command": "true"}}
-        turns = [WARM_UP_TURN, [{"do": "flood", "lines": flood_lines, "text": "x"}], [permission]]
-        fake = make_fake_claude(root / "fake", {"turns": turns})
+        fake = make_fake_claude(root / "fake", script)
         self.env = {
             **os.environ,
             "BETCODE_CLAUDE_BIN": str(fake),
@@ -247,7 +261,7 @@ async def permission_display(
 async def run(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="betcode-bench-web-") as scratch:
         root = Path(scratch)
-        daemon = WebDaemon(root, 20_000 if quick else 100_000)
+        daemon = WebDaemon(root, flood_script(20_000 if quick else 100_000))
         base = daemon.start()
         try:
             async with web_session(daemon.token) as http:
@@ -266,7 +280,64 @@ async def run(quick: bool) -> dict[str, Any]:
                 await driver.close()
         finally:
             daemon.stop()
+        figures |= await time_to_interactive(root / "long")
     figures["machine"] = f"{platform.python_version()} on {os.cpu_count()} CPUs"
+    return figures
+
+
+async def time_to_interactive(root: Path) -> dict[str, Any]:
+    """Each long session opened in Chromium at phone size (390x844, touch), REPEATS times:
+    from the navigation's start until the first frame after the page reached the live edge
+    (`stats.interactiveAt`), with the conversation's items and the JS heap then."""
+    if not HAVE_CHROMIUM:
+        return {"time_to_interactive": f"skipped: no Chromium at {CHROMIUM}"}
+    from playwright.async_api import async_playwright
+
+    # One session, grown turn by turn: about 500 events after the first, 20,000 after the second.
+    daemon = WebDaemon(root, {"turns": [busy_turn(steps) for steps in TTI_STEPS.values()]})
+    base = daemon.start()
+    figures: dict[str, Any] = {}
+    try:
+        async with (
+            web_session(daemon.token) as http,
+            async_playwright() as playwright,
+        ):
+            async with http.post(f"{base}/api/links") as response:
+                link = f"{base}/#link={(await response.json())['link']}"
+            args = ["--no-sandbox"] if os.geteuid() == 0 else []
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=args)
+            context = await browser.new_context(
+                viewport={"width": 390, "height": 844},
+                is_mobile=True,
+                has_touch=True,
+                bypass_csp=True,  # wait_for_function polls with eval()
+            )
+            page = await context.new_page()
+            await page.goto(link)
+            await page.wait_for_function("localStorage.getItem('betcode-device')")
+            driver = Driver(http, base)
+            session_id = await driver.open(root / "repo")
+            for turn, label in enumerate(TTI_STEPS, start=1):
+                await driver.turn("work")
+                await driver.wait_for("turn_complete", turn)
+                times: list[float] = []
+                for attempt in range(TTI_REPEATS):
+                    await page.goto(f"{base}/?load={turn}.{attempt}#/s/{session_id}")
+                    handle = await page.wait_for_function(
+                        "window.betcode.stats.interactiveAt", timeout=120_000
+                    )
+                    times.append(float(await handle.json_value()))
+                items = await page.evaluate("document.querySelectorAll('.item').length")
+                heap = await page.evaluate("performance.memory.usedJSHeapSize")
+                figures[f"tti_{label}_events"] = driver.last_sequence
+                figures[f"tti_{label}_ms_median"] = round(statistics.median(times), 1)
+                figures[f"tti_{label}_ms_all"] = [round(t, 1) for t in times]
+                figures[f"tti_{label}_items_shown"] = items
+                figures[f"tti_{label}_heap_mb"] = round(heap / 2**20, 1)
+            await driver.close()
+            await browser.close()
+    finally:
+        daemon.stop()
     return figures
 
 
@@ -274,13 +345,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--tti-only", action="store_true", help="only the long sessions' time to interactive"
+    )
     parser.add_argument("--watch", nargs=5, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.watch:
         base, token, session_id, after, count = options.watch
         asyncio.run(watch(base, token, session_id, int(after), int(count)))
         return
-    figures = asyncio.run(run(options.quick))
+    if options.tti_only:
+        with tempfile.TemporaryDirectory(prefix="betcode-bench-web-") as scratch:
+            figures = asyncio.run(time_to_interactive(Path(scratch)))
+    else:
+        figures = asyncio.run(run(options.quick))
     if options.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -29,6 +29,7 @@ from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools import fake_claude_messages as lines
 from betcode.devtools.fake_claude import make_fake_claude
+from betcode.devtools.fake_claude_messages import busy_turn
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.sessions.context import SessionSettings
 from betcode.v1 import agent_pb2
@@ -528,3 +529,67 @@ async def test_a_link_signs_in_one_browser_once_and_no_credential_leaves_the_ori
         await first.close()
         await second.close()
         await runner.cleanup()
+
+
+async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
+    browser: Any, tmp_path: Path, site: WebSite
+) -> None:
+    """About 2,000 events: the page opens with the recent part (not the whole history), loads
+    earlier pages as the reader scrolls up, each event once; an Edit waiting meanwhile shows
+    its diff in the bar, at phone size and on a desktop."""
+    edit = {
+        "do": "permission",
+        "tool_name": "Edit",
+        "input": {
+            "file_path": f"{site.workspace.repo}/module_7.py",
+            "old_string": "def size():\n    return 7\n",
+            "new_string": "def size():\n    return 49\n",
+        },
+    }
+    fake = make_fake_claude(tmp_path / "fake", {"turns": [busy_turn(400), [edit]]})
+    http = HttpSettings(listen="127.0.0.1:0")
+    config = replace(
+        daemon_config(tmp_path / "daemon", fake, dict(os.environ)),
+        settings=DaemonSettings(http=http),
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    context = await browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    try:
+        assert daemon.web is not None
+        assert daemon.web.url is not None
+        page = await context.new_page()
+        await page.goto(await new_link(daemon.web.url, read_or_create_token(config.config_dir)))
+        await start_session(page, site.workspace.repo, "work")
+        await expect(page.locator(".turn-end")).to_have_text("turn complete")
+        last = (await page_stats(page))["received"][-1]
+        assert last > 2000
+        await page.reload()
+        await expect(page.locator(".turn-end")).to_have_text("turn complete")
+        stats = await page_stats(page)
+        assert stats["received"][0] > last - 400  # the recent part only
+        older = page.locator("#conversation > .older")
+        await expect(older).to_contain_text("Show earlier")
+        await expect(page.locator(".tool", has_text="module_0.py")).to_have_count(0)
+        log = page.locator("#conversation")
+        while await older.count():
+            await log.evaluate("node => { node.scrollTop = 0; }")
+            await asyncio.sleep(0.1)
+        await expect(page.locator(".tool", has_text="module_0.py ")).to_have_count(1)
+        summaries = await page.locator(".tool .title").all_inner_texts()
+        assert summaries == [f"Bash: wc -l module_{step}.py" for step in range(400)]
+
+        await send(page, "edit it")
+        bar = page.locator("#action-bar")
+        await expect(bar.locator(".diff-del")).to_have_text("-    return 7")
+        await expect(bar.locator(".diff-add")).to_have_text("+    return 49")
+        await bar_buttons_on_top(page, ("Allow once", "Allow for session", "Deny"))
+        await screenshot(page, "phone-long-session-edit-approval")
+        await page.set_viewport_size(DESKTOP)
+        await bar_buttons_on_top(page, ("Allow once", "Allow for session", "Deny"))
+        await screenshot(page, "desktop-long-session-edit-approval")
+        await bar.get_by_role("button", name="Allow once").click()
+        await expect(bar).to_be_hidden()
+    finally:
+        await context.close()
+        await daemon.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import aiohttp
@@ -110,6 +110,15 @@ class WebStream:
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [event[kind] for event in self.events if kind in event]
+
+    def events_of_sequences(self, wanted: Iterable[int]) -> list[dict[str, Any]]:
+        """The stored events received with these sequences, in order (reminders left out)."""
+        by_sequence = {
+            int(event["sequence"]): event
+            for event in self.events
+            if event.get("sequence") and not _reminder(event)
+        }
+        return [by_sequence[sequence] for sequence in wanted]
 
     @property
     def sequences(self) -> list[int]:

@@ -277,6 +277,20 @@ async def test_stream_approval_and_a_grpc_client_see_the_same_events(
         await observer.wait_for_sequence(final)
         assert stream.sequences == list(range(1, final + 1))
         assert [e.sequence for e in observer.events if e.sequence] == stream.sequences
+        # Pages of stored events, newest first: what a long session's page opens with.
+        path = f"/api/sessions/{session_id}/events"
+        status, tail = await web.call("GET", f"{path}?limit=3")
+        assert status == 200
+        assert (tail["first"], tail["last"]) == (final - 2, final)
+        assert tail["events"] == stream.events_of_sequences(range(final - 2, final + 1))
+        _, older = await web.call("GET", f"{path}?limit=3&before={final - 2}")
+        assert [int(e["sequence"]) for e in older["events"]] == [final - 5, final - 4, final - 3]
+        _, oldest = await web.call("GET", f"{path}?limit=500&before=3")
+        assert ([int(e["sequence"]) for e in oldest["events"]], oldest["first"]) == ([1, 2], 1)
+        _, none = await web.call("GET", f"{path}?before=1")
+        assert none["events"] == []
+        status, refused = await web.call("GET", f"{path}?limit=many")
+        assert (status, refused["error"]["code"]) == (400, "INVALID_REQUEST")
         # Resuming from any sequence: exactly what follows it.
         later = await web.stream(session_id, after=final - 3)
         await asyncio.wait_for(later.caught_up.wait(), 30)

@@ -16,6 +16,11 @@ const HEARTBEAT_MS = 15000;
 const SIGNED_OUT = 4401; // the daemon closed the stream: this device was signed out
 const FOLD_LINES = 12;
 const FOLLOW_SLACK_PX = 48;
+// A long session opens with its recent part; older pages load as the reader scrolls up, and
+// while following the bottom the page keeps at most MAX_ITEMS items (memory stays bounded).
+const PAGE_EVENTS = 300;
+const MAX_ITEMS = 1500;
+const LOAD_OLDER_PX = 400;
 
 type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 type Handler = (body: Json, parent: string, event: Json) => void;
@@ -78,6 +83,10 @@ export class SessionStream {
   private readonly cards = new Map<string, HTMLElement>();
   private readonly follower: Follower;
   private frame = 0;
+  private firstSeq = 1; // the oldest event shown; older ones are loaded on demand
+  private seq = 0; // the event being rendered
+  private target: DocumentFragment | null = null; // where older events go while loaded
+  private loadingOlder = false;
 
   constructor(readonly sessionId: string) {
     conversation().replaceChildren();
@@ -85,7 +94,87 @@ export class SessionStream {
     this.follower = new Follower(conversation(), byId<HTMLButtonElement>("jump-latest"));
     this.showLock("");
     setCurrentSession(sessionId);
-    this.connect();
+    conversation().addEventListener("scroll", this.onScroll, { passive: true });
+    void this.open();
+  }
+
+  /** The recent part first, then the stream from its last sequence. */
+  private async open(): Promise<void> {
+    try {
+      const page = await this.eventsPage();
+      this.lastSeq = page.first - 1;
+      this.firstSeq = page.first;
+      this.onBatch(page.events);
+    } catch {
+      // the stream replays everything instead
+    }
+    this.showOlder();
+    if (!this.closed) this.connect();
+  }
+
+  private eventsPage(before?: number): Promise<{ events: Json[]; first: number; last: number }> {
+    const query = `limit=${PAGE_EVENTS}${before ? `&before=${before}` : ""}`;
+    return api("GET", `/api/sessions/${encodeURIComponent(this.sessionId)}/events?${query}`);
+  }
+
+  private readonly onScroll = (): void => {
+    if (conversation().scrollTop < LOAD_OLDER_PX) void this.loadOlder();
+  };
+
+  private showOlder(): void {
+    const box = conversation();
+    let button = box.querySelector<HTMLButtonElement>(":scope > .older");
+    if (this.firstSeq <= 1) {
+      button?.remove();
+      return;
+    }
+    if (!button) {
+      button = el("button", { type: "button", class: "older", onclick: () => void this.loadOlder() });
+      box.prepend(button);
+    }
+    button.textContent = `Show earlier (${this.firstSeq - 1} events)`;
+  }
+
+  /** One older page, rendered apart and put above what is shown, the reader's view kept. */
+  private async loadOlder(): Promise<void> {
+    if (this.loadingOlder || this.firstSeq <= 1 || this.closed) return;
+    this.loadingOlder = true;
+    try {
+      const page = await this.eventsPage(this.firstSeq);
+      const box = conversation();
+      const openText = new Map(this.openText);
+      this.openText.clear();
+      this.target = document.createDocumentFragment();
+      for (const event of page.events) {
+        this.seq = Number(event.sequence || 0);
+        this.render(event);
+      }
+      const older = this.target;
+      this.target = null;
+      this.openText.clear();
+      for (const [key, value] of openText) this.openText.set(key, value);
+      for (const node of this.dirty) setMarkdown(node, this.texts.get(node) ?? "");
+      this.dirty.clear();
+      const height = box.scrollHeight;
+      const button = box.querySelector(":scope > .older");
+      box.insertBefore(older, button ? button.nextSibling : box.firstChild);
+      box.scrollTop += box.scrollHeight - height;
+      this.firstSeq = page.first;
+      this.showOlder();
+    } finally {
+      this.loadingOlder = false;
+    }
+  }
+
+  /** While following the bottom: the oldest items go once there are more than MAX_ITEMS. */
+  private trim(): void {
+    if (!this.follower.following) return;
+    const items = conversation().querySelectorAll<HTMLElement>(":scope > .item");
+    const extra = items.length - MAX_ITEMS;
+    if (extra <= 0) return;
+    for (let index = 0; index < extra; index += 1) items[index].remove();
+    this.firstSeq = Number(items[extra].dataset.seq || this.firstSeq);
+    this.showOlder();
   }
 
   // ---- the connection ----
@@ -119,6 +208,7 @@ export class SessionStream {
 
   close(): void {
     this.closed = true;
+    conversation().removeEventListener("scroll", this.onScroll);
     clearInterval(this.heartbeat);
     this.socket?.close();
     if (this.lockAsk) clearInterval(this.lockAsk.timer);
@@ -136,7 +226,9 @@ export class SessionStream {
 
   say(text: string): boolean {
     byId("composer-error").textContent = "";
-    return this.send({ message: { content: text, idempotency_key: newId("web-") } });
+    const sent = this.send({ message: { content: text, idempotency_key: newId("web-") } });
+    if (sent) this.follower.toBottom(); // who writes wants to see the answer
+    return sent;
   }
 
   private onBatch(events: Json[]): void {
@@ -150,6 +242,7 @@ export class SessionStream {
         if (seq !== this.lastSeq + 1) stats.gaps += 1;
         this.lastSeq = seq;
       }
+      this.seq = seq;
       this.render(event);
     }
     this.scheduleFrame();
@@ -157,7 +250,10 @@ export class SessionStream {
 
   private caughtUp(): void {
     stats.caughtUp = true;
-    stats.interactiveAt ||= performance.now();
+    // Interactive: the recent part is on screen (the frame after the live edge).
+    requestAnimationFrame(() => {
+      stats.interactiveAt ||= performance.now();
+    });
     const key = `betcode-prompt-${this.sessionId}`;
     const prompt = sessionStorage.getItem(key);
     if (prompt && this.say(prompt)) sessionStorage.removeItem(key);
@@ -170,6 +266,7 @@ export class SessionStream {
       this.frame = 0;
       for (const node of this.dirty) setMarkdown(node, this.texts.get(node) ?? "");
       this.dirty.clear();
+      this.trim();
       this.follower.keep();
     });
   }
@@ -178,7 +275,13 @@ export class SessionStream {
 
   private add(node: HTMLElement, parent: string): HTMLElement {
     const host = parent ? this.tools.get(parent) : undefined;
-    (host?.querySelector(".children") ?? conversation()).append(node);
+    const children = host?.querySelector(".children");
+    if (children) {
+      children.append(node);
+    } else {
+      node.dataset.seq = String(this.seq);
+      (this.target ?? conversation()).append(node);
+    }
     return node;
   }
 

@@ -53,6 +53,7 @@ async def start_web(
         core.sessions,
         core.bridge,
         core.writer,
+        core.reader,
         core.admission,
         max_payload_bytes=config.settings.max_payload_bytes,
         client_silence=client_silence,

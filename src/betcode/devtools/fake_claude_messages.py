@@ -130,3 +130,25 @@ def flood_line_head(text: str, session_id: str) -> str:
         '{"type":"stream_event","event":{"type":"content_block_delta","index":0,'
         f'"delta":{delta}}},"session_id":"{session_id}","parent_tool_use_id":null,'
     )
+
+
+def busy_turn(steps: int) -> list[Json]:
+    """A fake claude turn (script steps) of a long working session: `steps` times a remark, a
+    Bash call and its output, as raw lines (for web client benchmarks and tests)."""
+    turn: list[Json] = []
+    for step in range(steps):
+        tool_id = f"toolu_busy_{step}"
+        remark = {"type": "text", "text": f"Step {step}: checking `module_{step}.py`."}
+        call = {
+            "type": "tool_use",
+            "id": tool_id,
+            "name": "Bash",
+            "input": {"command": f"wc -l module_{step}.py"},
+        }
+        for line in (
+            assistant(f"msg_busy_{step}_a", "fake", remark),
+            assistant(f"msg_busy_{step}_b", "fake", call),
+            tool_result(tool_id, f"{step * 7} module_{step}.py", False),
+        ):
+            turn.append({"do": "raw", "text": json.dumps(line)})
+    return turn

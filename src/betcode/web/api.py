@@ -22,6 +22,7 @@ from betcode.web.events import message_json
 
 DOMAIN_KEY = web.AppKey("domain", WebDomain)
 SESSION_PAGE = 200
+EVENT_PAGE = 500
 # The page's names for PermissionDecision values: the enum names without their prefix.
 DECISIONS = {
     name.removeprefix("PERMISSION_DECISION_").lower(): value
@@ -35,6 +36,7 @@ def api_routes() -> list[web.RouteDef]:
         web.get("/api/sessions", list_sessions),
         web.post("/api/sessions", create_session),
         web.post("/api/sessions/{session_id}/lock", request_lock),
+        web.get("/api/sessions/{session_id}/events", session_events),
         web.get("/api/permissions", list_waiting),
         web.post("/api/permissions/{request_id}", answer_permission),
     ]
@@ -97,6 +99,35 @@ async def create_session(request: web.Request) -> web.Response:
         client_id=client_id,
     )
     return web.json_response({"session_id": session.id}, status=201)
+
+
+async def session_events(request: web.Request) -> web.Response:
+    """A page of a session's stored events, newest last: the `limit` (at most EVENT_PAGE)
+    before sequence `before` (none: the newest). A page opens a long session with its recent
+    part, then streams `from` its last sequence, and pages back as the reader scrolls up.
+    `{"events": [...], "first": its first sequence, "last": the session's last}`."""
+    domain = request.app[DOMAIN_KEY]
+    session = await domain.session(request.match_info["session_id"], web_client_id(request))
+    limit = min(_count(request, "limit", EVENT_PAGE), EVENT_PAGE)
+    _, last = await domain.reader.max_sequences(session.id)
+    end = min(_count(request, "before", last + 1), last + 1)  # exclusive
+    start = max(0, end - 1 - limit)  # sequences are contiguous from 1
+    count = end - 1 - start
+    rows = await domain.reader.read_events(session.id, start, count) if count > 0 else []
+    body = domain.events.batch([payload for _, payload in rows])
+    first = rows[0][0] if rows else end
+    return web.Response(
+        text=f'{{"events":{body},"first":{first},"last":{last}}}', content_type="application/json"
+    )
+
+
+def _count(request: web.Request, name: str, default: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise invalid(f"{name} must be a whole number, got {text!r}")
+    return int(text)
 
 
 async def request_lock(request: web.Request) -> web.Response:

@@ -17,6 +17,7 @@ from betcode.permissions.bridge import PermissionBridge
 from betcode.sessions.manager import SessionManager
 from betcode.sessions.session import Session
 from betcode.storage.clients import ClientType
+from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
 from betcode.web.events import EventJson
 
@@ -32,6 +33,7 @@ class WebDomain:
     bridge: PermissionBridge
     clients: ConnectedClients
     converse: ConverseRequests
+    reader: StoreReader
     max_payload_bytes: int
     events: EventJson = field(default_factory=EventJson)
 
@@ -60,6 +62,7 @@ def make_web_domain(
     sessions: SessionManager,
     bridge: PermissionBridge,
     writer: StoreWriter,
+    reader: StoreReader,
     admission: TurnAdmission,
     *,
     max_payload_bytes: int,
@@ -74,4 +77,4 @@ def make_web_domain(
         silence_timeout=client_silence,
         viewers_interrupt=True,
     )
-    return WebDomain(sessions, bridge, clients, converse, max_payload_bytes)
+    return WebDomain(sessions, bridge, clients, converse, reader, max_payload_bytes)
