@@ -48,10 +48,8 @@ async def list_sessions(request: web.Request) -> web.Response:
     page = await domain.sessions.list(limit=SESSION_PAGE)
     waiting = await domain.bridge.list_pending(None)
     counts = Counter(row.session_id for row in waiting)
-    sessions = [
-        {**message_json(convert.session_summary(record)), "pending": counts[record.id]}
-        for record in page.sessions
-    ]
+    summaries = await convert.session_summaries(page.sessions)
+    sessions = [{**message_json(summary), "pending": counts[summary.id]} for summary in summaries]
     return web.json_response({"sessions": sessions, "total": page.total, "pending": len(waiting)})
 
 
