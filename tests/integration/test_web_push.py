@@ -15,7 +15,7 @@ import pytest
 from harness.daemon import daemon_config
 from harness.environment import Workspace
 from harness.push_service import PushService
-from harness.web import WebClient
+from harness.web import WebClient, sign_in
 
 from betcode.config.settings import DaemonSettings, HttpSettings, WebPushSettings, WebSettings
 from betcode.daemon import Daemon
@@ -45,6 +45,15 @@ def page(daemon: Daemon, client_id: str) -> WebClient:
     assert daemon.web.url is not None
     token = token_path(daemon.config.config_dir).read_text().strip()
     return WebClient(daemon.web.url, token, client_id)
+
+
+async def device(daemon: Daemon, name: str, client_id: str) -> WebClient:
+    """A browser signed in as a device of its own (a one-time link exchanged)."""
+    assert daemon.web is not None
+    assert daemon.web.url is not None
+    token = token_path(daemon.config.config_dir).read_text().strip()
+    signed_in = await sign_in(daemon.web.url, token, name)
+    return WebClient(daemon.web.url, signed_in["credential"], client_id)
 
 
 @pytest.fixture
@@ -102,12 +111,22 @@ async def test_an_approval_waiting_is_pushed_and_answered_from_the_notification(
     push_service: PushService,
 ) -> None:
     daemon = await start_daemon(tmp_path / "d", claude_bin, workspace, mock_api, loopback=True)
+    owner = page(daemon, "web-owner")
     laptop = page(daemon, "web-laptop")
-    phone = page(daemon, "web-phone")
+    phone = await device(daemon, "phone", "web-phone")
+    tablet = await device(daemon, "tablet", "web-tablet")
     try:
         browser = push_service.subscribe()
         status, _ = await phone.call("POST", "/api/push/subscriptions", browser.json())
         assert status == 201
+        # The tablet subscribes too, then is revoked: it is told nothing more.
+        status, _ = await tablet.call(
+            "POST", "/api/push/subscriptions", push_service.subscribe().json()
+        )
+        assert status == 201
+        status, devices = await owner.call("GET", "/api/devices")
+        [tablet_id] = [d["device_id"] for d in devices["devices"] if d["name"] == "tablet"]
+        assert (await owner.call("DELETE", f"/api/devices/{tablet_id}"))[0] == 200
         session_id = await laptop.create_session(str(workspace.repo))
         stream = await laptop.stream(session_id)
         await stream.say(TOOL_PROMPT)
@@ -161,7 +180,8 @@ async def test_an_approval_waiting_is_pushed_and_answered_from_the_notification(
         assert [r["decided_by_client_id"] for r in resolved] == ["web-phone"]
         await replay.close()
         assert all("multiply" not in json.dumps(p.payload) for p in pushes)
+        assert {p.endpoint for p in push_service.received} == {browser.endpoint}
     finally:
-        await laptop.close()
-        await phone.close()
+        for client in (owner, laptop, phone, tablet):
+            await client.close()
         await daemon.stop()

@@ -4,6 +4,7 @@ notifier's loop among the daemon's background tasks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from betcode.composition.background import BackgroundTasks
@@ -17,12 +18,17 @@ from betcode.web.push_api import PushEndpoints
 
 
 def start_push(
-    core: Core, config_dir: Path, settings: WebPushSettings, tasks: BackgroundTasks
+    core: Core,
+    config_dir: Path,
+    settings: WebPushSettings,
+    tasks: BackgroundTasks,
+    signed_in: Callable[[str], bool],
 ) -> PushEndpoints:
+    """`signed_in(device_id)`: the web client's answer to whether a device is signed in."""
     key = VapidKey.load_or_create(config_dir)
     subscriptions = Subscriptions(core.writer, core.reader)
     sender = PushSender(key, subscriptions.delete)
-    notifications = PushNotifications(core.bridge, subscriptions, sender)
+    notifications = PushNotifications(core.bridge, subscriptions, sender, signed_in=signed_in)
     for session in core.sessions.live:
         notifications.watch(session)
     core.sessions.on_register.append(notifications.watch)

@@ -58,9 +58,9 @@ async def start_web(
         max_payload_bytes=config.settings.max_payload_bytes,
         client_silence=client_silence,
     )
-    push = start_push(core, config.config_dir, config.settings.web.push, tasks)
     devices = Devices(TokenFile(config.config_dir), core.writer, core.reader)
     await devices.load()
+    push = start_push(core, config.config_dir, config.settings.web.push, tasks, devices.signed_in)
     tasks.start(devices.watch_token(), name="web-token-watch")
     await web.start(domain, push, devices)
     serving = ComponentReport(True, f"serving on {web.url} (`betcode web`)")

@@ -65,12 +65,16 @@ class PushNotifications:
         subscriptions: Subscriptions,
         sender: PushSender,
         *,
+        signed_in: Callable[[str], bool],
         clock: Callable[[], float] = time.time,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
+        """`signed_in(device_id)`: whether the device that registered a subscription may still
+        be told anything (not revoked, made under the current access token)."""
         self._bridge = bridge
         self._subscriptions = subscriptions
         self._sender = sender
+        self._signed_in = signed_in
         self._poll_seconds = poll_seconds
         self._wake = asyncio.Event()
         self.attention = AttentionLog(on_noted=self._wake.set)
@@ -134,8 +138,10 @@ class PushNotifications:
         }
 
     async def _push(self, notice: dict[str, Any]) -> bool:
-        """Sends to every subscription; True if there was any."""
-        subscriptions = await self._subscriptions.all()
+        """Sends to every subscription of a signed-in device; True if there was any."""
+        subscriptions = [
+            each for each in await self._subscriptions.all() if self._signed_in(each.device_id)
+        ]
         await asyncio.gather(*(self._sender.send(each, notice) for each in subscriptions))
         return bool(subscriptions)
 

@@ -51,8 +51,9 @@ def check_endpoint(endpoint: Any, *, allow_loopback: bool) -> str:
 
 
 def parse_subscription(
-    body: dict[str, Any], client_id: str, now: float, *, allow_loopback: bool
+    body: dict[str, Any], *, client_id: str, device_id: str, now: float, allow_loopback: bool
 ) -> PushSubscription:
+    """`device_id`: the signed-in device registering it (pushed to only while signed in)."""
     endpoint = check_endpoint(body.get("endpoint"), allow_loopback=allow_loopback)
     keys = body.get("keys")
     if not isinstance(keys, dict):
@@ -61,7 +62,7 @@ def parse_subscription(
     if not p256dh.startswith(b"\x04"):
         raise SubscriptionRefused("keys.p256dh must be an uncompressed P-256 point")
     _base64url(keys.get("auth"), "keys.auth", AUTH_SECRET_BYTES)
-    return PushSubscription(endpoint, keys["p256dh"], keys["auth"], client_id, now)
+    return PushSubscription(endpoint, keys["p256dh"], keys["auth"], client_id, now, device_id)
 
 
 def _base64url(value: Any, name: str, size: int) -> bytes:

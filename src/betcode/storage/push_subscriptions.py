@@ -15,6 +15,7 @@ class PushSubscription:
     auth: str
     client_id: str
     created_at: float
+    device_id: str  # the signed-in device that registered it (betcode.web.devices)
 
     def subscription_info(self) -> dict[str, object]:
         """The browser's PushSubscription JSON, as the page sent it."""
@@ -31,15 +32,17 @@ def save_subscription(conn: sqlite3.Connection, subscription: PushSubscription, 
         if stored >= limit:
             return False
         conn.execute(
-            "INSERT INTO push_subscriptions (endpoint, p256dh, auth, client_id, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, "
-            "auth = excluded.auth, client_id = excluded.client_id",
+            "INSERT INTO push_subscriptions "
+            "(endpoint, p256dh, auth, client_id, created_at, device_id) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, "
+            "auth = excluded.auth, client_id = excluded.client_id, device_id = excluded.device_id",
             (
                 subscription.endpoint,
                 subscription.p256dh,
                 subscription.auth,
                 subscription.client_id,
                 subscription.created_at,
+                subscription.device_id,
             ),
         )
     return True
@@ -54,7 +57,7 @@ def delete_subscription(conn: sqlite3.Connection, endpoint: str) -> bool:
 
 def list_subscriptions(conn: sqlite3.Connection) -> list[PushSubscription]:
     rows = conn.execute(
-        "SELECT endpoint, p256dh, auth, client_id, created_at FROM push_subscriptions "
+        "SELECT endpoint, p256dh, auth, client_id, created_at, device_id FROM push_subscriptions "
         "ORDER BY created_at"
     ).fetchall()
     return [PushSubscription(*row) for row in rows]

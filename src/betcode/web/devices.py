@@ -86,6 +86,17 @@ class Devices:
             return None
         return Principal(device.device_id, device.name)
 
+    def signed_in(self, principal_id: str) -> bool:
+        """Whether this device (or the owner) is still signed in: not revoked, made under the
+        current access token. What Web Push asks before telling a device anything."""
+        if principal_id == OWNER:
+            return True
+        fingerprint = self.token.fingerprint()
+        return any(
+            device.device_id == principal_id and device.token_fingerprint == fingerprint
+            for device in self._valid.values()
+        )
+
     async def new_link(self) -> tuple[str, float]:
         secret = secrets.token_urlsafe(CREDENTIAL_BYTES)
         expires_at = time.time() + LINK_SECONDS

@@ -17,6 +17,7 @@ from betcode.push.subscriptions import (
     check_endpoint,
     parse_subscription,
 )
+from betcode.web.access import principal
 from betcode.web.domain import web_client_id
 from betcode.web.errors import json_body
 
@@ -45,13 +46,17 @@ async def vapid_public_key(request: web.Request) -> web.Response:
 
 
 async def subscribe(request: web.Request) -> web.Response:
-    """The browser's PushSubscription JSON (`subscription.toJSON()`); registering the same
-    endpoint again replaces its keys."""
+    """The browser's PushSubscription JSON (`subscription.toJSON()`), for the signed-in device
+    that sends it; registering the same endpoint again replaces its keys (and device)."""
     push = request.app[PUSH_KEY]
     body = await json_body(request)
     try:
         subscription = parse_subscription(
-            body, web_client_id(request), time.time(), allow_loopback=push.allow_loopback
+            body,
+            client_id=web_client_id(request),
+            device_id=principal(request).id,
+            now=time.time(),
+            allow_loopback=push.allow_loopback,
         )
         await push.subscriptions.save(subscription)
     except SubscriptionRefused as refused:

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.attention import waiting_row, watched
@@ -28,11 +29,21 @@ from betcode.push.vapid import KEY_FILE, VapidKey
 from betcode.storage import StoreReader, StoreWriter, open_database
 from betcode.storage import pending as pending_rows
 from betcode.storage.pending import PendingPermission
+from betcode.storage.push_subscriptions import PushSubscription
 from betcode.storage.sessions import create_session
 
 
 def waiting(request_id: str, session_id: str, command: str = "rm -rf build") -> PendingPermission:
     return waiting_row(request_id, session_id, {"command": command})
+
+
+def registered(
+    body: dict[str, Any], device_id: str = "dev-phone", allow_loopback: bool = True
+) -> PushSubscription:
+    """What the daemon stores for a page of `device_id` registering `body`."""
+    return parse_subscription(
+        body, client_id="web-x", device_id=device_id, now=0.0, allow_loopback=allow_loopback
+    )
 
 
 class StandIn:
@@ -76,10 +87,11 @@ class Setup:
     writer: StoreWriter
     reader: StoreReader
     sender: PushSender
+    signed_out: set[str]  # devices revoked (or signed out by a token rotation)
 
-    async def subscribe(self) -> str:
+    async def subscribe(self, device_id: str = "dev-phone") -> str:
         browser = self.service.subscribe()
-        subscription = parse_subscription(browser.json(), "web-phone", 0.0, allow_loopback=True)
+        subscription = registered(browser.json(), device_id)
         await self.subscriptions.save(subscription)
         return browser.endpoint
 
@@ -94,10 +106,26 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
     sender = PushSender(key, subscriptions.delete)
     requests = StandIn()
     now = [1_000_000.0]
-    notifications = PushNotifications(requests, subscriptions, sender, clock=lambda: now[0])
+    signed_out: set[str] = set()
+    notifications = PushNotifications(
+        requests,
+        subscriptions,
+        sender,
+        signed_in=lambda device_id: device_id not in signed_out,
+        clock=lambda: now[0],
+    )
     try:
         yield Setup(
-            service, key, subscriptions, requests, notifications, now, writer, reader, sender
+            service,
+            key,
+            subscriptions,
+            requests,
+            notifications,
+            now,
+            writer,
+            reader,
+            sender,
+            signed_out,
         )
     finally:
         await sender.close()
@@ -261,11 +289,15 @@ async def test_a_restarted_daemon_does_not_push_a_request_again_but_its_resoluti
         )
 
     await setup.writer.call(store)
-    before = PushNotifications(Stored(setup.reader), setup.subscriptions, setup.sender)
+    before = PushNotifications(
+        Stored(setup.reader), setup.subscriptions, setup.sender, signed_in=lambda _: True
+    )
     await before.round()
     await setup.service.wait_for(1)
     # The daemon restarts: a notifier with nothing in memory, on the same store.
-    after = PushNotifications(Stored(setup.reader), setup.subscriptions, setup.sender)
+    after = PushNotifications(
+        Stored(setup.reader), setup.subscriptions, setup.sender, signed_in=lambda _: True
+    )
     await after.round()
     await after.round()
     assert len(setup.service.received) == 1
@@ -276,6 +308,17 @@ async def test_a_restarted_daemon_does_not_push_a_request_again_but_its_resoluti
     first, resolved = await setup.service.wait_for(2)
     assert (first.payload["kind"], resolved.payload["kind"]) == ("permission", "resolved")
     assert resolved.payload["outcome"] == "allowed"
+
+
+async def test_a_device_signed_out_is_told_nothing(setup: Setup) -> None:
+    phone = await setup.subscribe("dev-phone")
+    tablet = await setup.subscribe("dev-tablet")
+    setup.signed_out.add("dev-tablet")  # revoked
+    setup.requests.pending = [waiting("req-1", "s1")]
+    await setup.notifications.round()
+    [push] = await setup.service.wait_for(1)
+    assert push.endpoint == phone
+    assert tablet not in {p.endpoint for p in setup.service.received}
 
 
 async def test_a_subscription_its_push_service_dropped_is_forgotten(setup: Setup) -> None:
@@ -294,12 +337,12 @@ async def test_subscriptions_are_bounded_and_one_registered_again_is_replaced(
 ) -> None:
     endpoints = [await setup.subscribe() for _ in range(MAX_SUBSCRIPTIONS)]
     browser = setup.service.subscribe()
-    extra = parse_subscription(browser.json(), "web-x", 0.0, allow_loopback=True)
+    extra = registered(browser.json())
     with pytest.raises(SubscriptionRefused, match="remove one"):
         await setup.subscriptions.save(extra)
     # The same endpoint again (new keys) is not one more.
     again = dataclasses.replace(
-        parse_subscription(browser.json(), "web-x", 0.0, allow_loopback=True),
+        registered(browser.json()),
         endpoint=endpoints[0],
     )
     await setup.subscriptions.save(again)
@@ -326,7 +369,7 @@ def test_an_endpoint_must_be_https_or_an_admitted_loopback_one() -> None:
 
     def parse(endpoint: str, allow_loopback: bool = False) -> str:
         body = {"endpoint": endpoint, "keys": keys}
-        return parse_subscription(body, "web-x", 0.0, allow_loopback=allow_loopback).endpoint
+        return registered(body, allow_loopback=allow_loopback).endpoint
 
     assert parse("https://push.example/abc") == "https://push.example/abc"
     with pytest.raises(SubscriptionRefused, match="allow_loopback_endpoints"):
@@ -336,16 +379,6 @@ def test_an_endpoint_must_be_https_or_an_admitted_loopback_one() -> None:
         with pytest.raises(SubscriptionRefused):
             parse(refused, allow_loopback=True)
     with pytest.raises(SubscriptionRefused, match="p256dh"):
-        parse_subscription(
-            {"endpoint": "https://p.example/a", "keys": {**keys, "p256dh": "AAAA"}},
-            "web-x",
-            0.0,
-            allow_loopback=False,
-        )
+        registered({"endpoint": "https://p.example/a", "keys": {**keys, "p256dh": "AAAA"}})
     with pytest.raises(SubscriptionRefused, match="auth"):
-        parse_subscription(
-            {"endpoint": "https://p.example/a", "keys": {"p256dh": keys["p256dh"]}},
-            "web-x",
-            0.0,
-            allow_loopback=False,
-        )
+        registered({"endpoint": "https://p.example/a", "keys": {"p256dh": keys["p256dh"]}})
