@@ -84,6 +84,13 @@ async def test_two_sessions_in_two_worktrees_each_change_only_their_own(
     assert restored.code == 0, restored.err
     back = Path(json.loads(restored.out)["path"])
     assert (back / "a.txt").read_text() == "from a\n"
+    # The removed worktree's session goes on in the restored one.
+    listed_sessions = json.loads((await betcode(socket, "sessions", "list", "--json")).out)
+    [moved] = [s for s in listed_sessions if s["id"] == in_wa]
+    assert moved["working_directory"] == str(back)
+    assert moved["worktree_id"] == json.loads(restored.out)["id"]
+    again = await betcode(socket, "run", "--session", in_wa, 'SCN:plain {"text": "back"}')
+    assert again.code == 0, again.err
 
 
 async def test_repo_and_worktree_commands_and_their_exit_codes(

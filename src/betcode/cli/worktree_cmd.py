@@ -242,13 +242,17 @@ def rescue_list(as_json: bool, socket_path: str | None) -> None:
 def rescue_restore(rescue_id: str, as_json: bool, socket_path: str | None) -> None:
     """Restore RESCUE_ID into a new worktree: its commits, then its files as uncommitted."""
 
-    async def act(client: DaemonClient) -> worktree_pb2.WorktreeDetail:
+    async def act(client: DaemonClient) -> tuple[worktree_pb2.WorktreeDetail, list[str]]:
         rescue = await RESCUES.find(client, rescue_id)
         request = worktree_pb2.RestoreRescueRequest(id=rescue.id)
-        return await client.call(worktrees(client).RestoreRescue, request)
+        detail = await client.call(worktrees(client).RestoreRescue, request)
+        moved = await client.list_sessions(worktree_id=detail.id)
+        return detail, [session.id for session in moved.sessions]
 
-    detail = call_daemon(socket_path, act)
+    detail, moved = call_daemon(socket_path, act)
     show_worktree(detail, as_json)
+    if moved and not as_json:
+        click.echo(f"sessions moved here from the removed worktree: {', '.join(moved)}")
 
 
 def show_worktree(detail: worktree_pb2.WorktreeDetail, as_json: bool) -> None:
