@@ -1,10 +1,15 @@
-"""One row per session, from the daemon's SessionsOverview: what the table and `--json` show."""
+"""One row per session, from the daemon's SessionsOverview, its worktrees and its subagents:
+what the board and `--json` show. A subagent's session comes right after its parent's (and
+its own subagents after it), `depth` deep."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 
-from betcode.v1 import common_pb2, monitor_pb2
+from betcode.v1 import common_pb2, monitor_pb2, worktree_pb2
+
+RESTING = frozenset({"idle", "completed", "error", "unknown"})  # states of a session at rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,7 +18,7 @@ class SessionRow:
     name: str
     state: str  # the live agent status (idle, thinking, ...) when loaded, else the stored one
     model: str
-    where: str  # the worktree id, else the working directory
+    where: str  # "worktree NAME (branch B)", else the working directory
     clients: int
     pending_approvals: int
     input_tokens: int
@@ -22,23 +27,77 @@ class SessionRow:
     cost_per_hour_usd: float  # over the last 10 minutes
     claude_rss_mb: float  # its claude's process tree; 0 when none runs
     over_rss_limit: bool  # busy above daemon.limits.session_rss_mb
+    worktree: str = ""  # the worktree's name
+    branch: str = ""
+    parent_session_id: str = ""  # set for a subagent's session
+    depth: int = 0  # subagent nesting under the parent shown above it
+    live: bool = field(default=False)  # working, waited on, attached to, or its claude runs
 
     def as_json(self) -> dict[str, object]:
         return asdict(self)
 
 
-def session_rows(overview: monitor_pb2.SessionsOverview) -> list[SessionRow]:
-    return [_row(item) for item in overview.sessions]
+def session_rows(
+    overview: monitor_pb2.SessionsOverview,
+    worktrees: Mapping[str, worktree_pb2.WorktreeDetail] | None = None,
+    parents: Mapping[str, str] | None = None,
+) -> list[SessionRow]:
+    """Every session's row; `worktrees` by id, `parents`: a subagent's session → its parent's."""
+    rows = [_row(item, worktrees or {}, parents or {}) for item in overview.sessions]
+    return _nested(rows)
 
 
-def _row(item: monitor_pb2.SessionOverview) -> SessionRow:
+def live_rows(rows: list[SessionRow]) -> list[SessionRow]:
+    """The live sessions, with the parents of live subagents (so they nest), in order."""
+    keep = {row.session_id for row in rows if row.live}
+    by_id = {row.session_id: row for row in rows}
+    for session_id in list(keep):
+        parent = by_id[session_id].parent_session_id
+        while parent in by_id and parent not in keep:
+            keep.add(parent)
+            parent = by_id[parent].parent_session_id
+    return [row for row in rows if row.session_id in keep]
+
+
+def _nested(rows: list[SessionRow]) -> list[SessionRow]:
+    by_id = {row.session_id: row for row in rows}
+    children: dict[str, list[SessionRow]] = {}
+    for row in rows:
+        if row.parent_session_id in by_id:
+            children.setdefault(row.parent_session_id, []).append(row)
+    ordered: list[SessionRow] = []
+
+    def place(row: SessionRow, depth: int) -> None:
+        ordered.append(_at_depth(row, depth))
+        for child in children.get(row.session_id, []):
+            place(child, depth + 1)
+
+    for row in rows:
+        if row.parent_session_id not in by_id:
+            place(row, 0)
+    return ordered
+
+
+def _at_depth(row: SessionRow, depth: int) -> SessionRow:
+    return row if row.depth == depth else SessionRow(**{**asdict(row), "depth": depth})
+
+
+def _row(
+    item: monitor_pb2.SessionOverview,
+    worktrees: Mapping[str, worktree_pb2.WorktreeDetail],
+    parents: Mapping[str, str],
+) -> SessionRow:
     summary = item.summary
+    worktree = worktrees.get(summary.worktree_id)
+    state = _state(item)
     return SessionRow(
         session_id=summary.id,
         name=summary.name,
-        state=_state(item),
+        state=state,
         model=summary.model,
-        where=summary.worktree_id or summary.working_directory,
+        where=f"worktree {worktree.name} ({worktree.branch})"
+        if worktree
+        else summary.working_directory,
         clients=item.clients_attached,
         pending_approvals=item.pending_permissions,
         input_tokens=summary.total_input_tokens,
@@ -47,6 +106,15 @@ def _row(item: monitor_pb2.SessionOverview) -> SessionRow:
         cost_per_hour_usd=item.cost_per_hour_usd,
         claude_rss_mb=summary.claude_rss_bytes / (1024 * 1024),
         over_rss_limit=summary.over_rss_limit,
+        worktree=worktree.name if worktree else "",
+        branch=worktree.branch if worktree else "",
+        parent_session_id=parents.get(summary.id, ""),
+        live=bool(
+            item.clients_attached
+            or item.pending_permissions
+            or summary.claude_rss_bytes
+            or state not in RESTING
+        ),
     )
 
 

@@ -1,0 +1,52 @@
+"""The board's rows (`top/rows.py`): subagents' sessions nested under their parents, a
+worktree's name and branch as the place, and which sessions are live."""
+
+from __future__ import annotations
+
+from betcode.cli.top.rows import live_rows, session_rows
+from betcode.v1 import agent_pb2, common_pb2, monitor_pb2, worktree_pb2
+
+
+def overview(*items: monitor_pb2.SessionOverview) -> monitor_pb2.SessionsOverview:
+    return monitor_pb2.SessionsOverview(sessions=items)
+
+
+def item(session_id: str, *, clients: int = 0, worktree: str = "") -> monitor_pb2.SessionOverview:
+    summary = agent_pb2.SessionSummary(
+        id=session_id, status="idle", working_directory=f"/w/{session_id}", worktree_id=worktree
+    )
+    return monitor_pb2.SessionOverview(
+        summary=summary, loaded=True, agent_status=common_pb2.AGENT_STATUS_IDLE,
+        clients_attached=clients,
+    )  # fmt: skip
+
+
+def test_subagents_nest_under_their_parents_and_worktrees_show_name_and_branch() -> None:
+    worktrees = {"wt1": worktree_pb2.WorktreeDetail(id="wt1", name="fix-login", branch="fix")}
+    rows = session_rows(
+        overview(item("grandchild"), item("other"), item("child", worktree="wt1"), item("top")),
+        worktrees,
+        {"child": "top", "grandchild": "child"},
+    )
+    assert [(row.session_id, row.depth) for row in rows] == [
+        ("other", 0),
+        ("top", 0),
+        ("child", 1),
+        ("grandchild", 2),
+    ]
+    child = rows[2]
+    assert (child.where, child.worktree, child.branch) == (
+        "worktree fix-login (fix)",
+        "fix-login",
+        "fix",
+    )
+    assert rows[0].where == "/w/other"
+
+
+def test_live_rows_keep_a_live_subagents_parents() -> None:
+    rows = session_rows(
+        overview(item("top"), item("child"), item("grandchild", clients=1), item("resting")),
+        parents={"child": "top", "grandchild": "child"},
+    )
+    assert [row.session_id for row in live_rows(rows)] == ["top", "child", "grandchild"]
+    assert [row.live for row in rows] == [False, False, True, False]
