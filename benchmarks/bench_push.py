@@ -9,9 +9,10 @@ loopback push setting on) in its own process; a local stand-in RFC 8030 push ser
   request is pushed. From the PermissionRequest event's timestamp (made in the daemon when it
   read claude's request) to the push's POST reaching the push service: the request stored,
   the push notifier woken, the payload encrypted (aes128gcm) and VAPID-signed, the POST. Both
-  clocks are this machine's. The daemon pushes at most 5 an hour per session and 20 a day, so
-  each daemon gives 20 samples (4 sessions, 5 turns each); the run starts 5 daemons (--quick:
-  1). A daemon's first push also imports pywebpush: it is reported apart (first_push_ms).
+  clocks are this machine's. The daemon pushes at most 5 an hour per session and 20 a day,
+  and each turn's end is pushed too, so each daemon gives 10 samples (5 sessions, 2 turns
+  each); the run starts 10 daemons (--quick: 2). A daemon's first push also imports
+  pywebpush: it is reported apart (first_push_ms).
 
 Figures are printed, never asserted (benchmarks/README.md has the measured ones).
 """
@@ -43,8 +44,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from betcode.devtools.fake_claude import make_fake_claude
 
-SESSIONS = 4  # 5 pushes an hour per session: 20 a day for the daemon
-TURNS_PER_SESSION = 5
+# A turn is pushed twice (its request waits, its end), and 5 an hour per session, 20 a day
+# for the daemon are counted: 2 turns in each of 5 sessions.
+SESSIONS = 5
+TURNS_PER_SESSION = 2
 START_TIMEOUT_S = 30.0
 
 
@@ -206,10 +209,10 @@ async def run(daemons: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one daemon, not 5")
+    parser.add_argument("--quick", action="store_true", help="2 daemons, not 10")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
-    figures = asyncio.run(run(1 if options.quick else 5))
+    figures = asyncio.run(run(2 if options.quick else 10))
     if options.json:
         print(json.dumps(figures, indent=2))
     else:
