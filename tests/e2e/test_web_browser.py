@@ -23,7 +23,7 @@ from aiohttp import web as aiohttp_web
 from harness.daemon import Client, daemon_config
 from harness.environment import Workspace, make_workspace
 from harness.paths import require_pinned_claude
-from harness.web import new_link
+from harness.web import WebClient, new_link
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon, DaemonConfig
@@ -593,3 +593,40 @@ async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
     finally:
         await context.close()
         await daemon.stop()
+
+
+async def test_directories_are_picked_sessions_renamed_and_deleted_in_the_dark(
+    browser: Any, site: WebSite
+) -> None:
+    """A new session's directory is one tap among the recent ones; a session's name, HTML in
+    it, is shown as text in the list and the page; rename and delete work from the page; the
+    page follows the system's dark scheme."""
+    owner = WebClient(site.url, read_or_create_token(site.config.config_dir))
+    await owner.create_session(str(site.workspace.repo))  # a recent directory
+    await owner.close()
+    context = await browser.new_context(viewport=PHONE, color_scheme="dark", has_touch=True)
+    try:
+        page = await context.new_page()
+        await page.goto(await site.link())
+        chip = page.locator("#directory-choices button", has_text=str(site.workspace.repo))
+        await chip.first.click()
+        await expect(page.get_by_label("Directory")).to_have_value(str(site.workspace.repo))
+        await page.get_by_role("button", name="Start session").click()
+        await expect(page.locator("#session-view")).to_be_visible()
+        session_id = page.url.split("#/s/", 1)[1]
+        page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept(XSS)))
+        await page.get_by_role("button", name="Rename").click()
+        await expect(page.locator("#session-name")).to_have_text(XSS)
+        background = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(15, 18, 22)"
+        await screenshot(page, "phone-dark-session")
+        await page.goto(f"{site.url}/#/")
+        await expect(page.locator(".session-list .title", has_text=XSS)).to_have_count(1)
+        assert await page.evaluate("window.pwned") is None
+        await page.goto(f"{site.url}/#/s/{session_id}")
+        page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+        await page.get_by_role("button", name="Delete").click()
+        await expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+        await expect(page.locator(".session-list .title", has_text=XSS)).to_have_count(0)
+    finally:
+        await context.close()

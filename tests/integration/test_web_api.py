@@ -567,3 +567,29 @@ async def test_waiting_requests_are_listed_with_the_rule_allow_for_session_adds(
         await stream.close()
     finally:
         await page.close()
+
+
+async def test_sessions_renamed_and_deleted_and_directories_to_pick(
+    web_daemon: WebDaemon, workspace: Workspace
+) -> None:
+    page = web_daemon.client()
+    try:
+        session_id = await page.create_session(str(workspace.repo))
+        status, renamed = await page.call("PATCH", f"/api/sessions/{session_id}", {"name": " x "})
+        assert (status, renamed) == (200, {"session_id": session_id, "name": "x"})
+        _, listed = await page.call("GET", "/api/sessions")
+        assert [s["name"] for s in listed["sessions"]] == ["x"]
+        status, body = await page.call("PATCH", f"/api/sessions/{session_id}", {"name": "n" * 201})
+        assert (status, body["error"]["code"]) == (400, "INVALID_REQUEST")
+        _, directories = await page.call("GET", "/api/directories")
+        assert directories["directories"] == [
+            {"path": str(workspace.repo), "label": str(workspace.repo), "kind": "recent"}
+        ]
+        status, deleted = await page.call("DELETE", f"/api/sessions/{session_id}")
+        assert (status, deleted) == (200, {"deleted": True})
+        status, body = await page.call("DELETE", f"/api/sessions/{session_id}")
+        assert (status, body["error"]["code"]) == (404, "SESSION_NOT_FOUND")
+        _, listed = await page.call("GET", "/api/sessions")
+        assert listed["sessions"] == []
+    finally:
+        await page.close()

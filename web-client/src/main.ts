@@ -5,7 +5,7 @@ import { api, ApiError, clientId, whenSignedOut, type SessionSummary } from "./a
 import { deviceName, keepDevice, storedDevice, takeLink, type Device } from "./credential";
 import { startActionBar, renderBar } from "./actionbar";
 import { byId, el } from "./dom";
-import { SessionStream } from "./session";
+import { SessionStream, sessionCosts } from "./session";
 import { stats } from "./stats";
 import { waiting } from "./waiting";
 
@@ -30,13 +30,40 @@ function route(): void {
   byId("composer").hidden = !view.session;
   byId("inbox").hidden = true;
   if (view.session) view.stream = new SessionStream(view.session);
+  else void refreshDirectories();
   void refreshList();
+}
+
+interface Directory {
+  path: string;
+  label: string;
+  kind: string;
+}
+
+/** Where a new session may start: picked with one tap, or typed. */
+async function refreshDirectories(): Promise<void> {
+  try {
+    const data = await api<{ directories: Directory[] }>("GET", "/api/directories");
+    const input = byId<HTMLInputElement>("directory");
+    byId("directory-choices").replaceChildren(
+      ...data.directories.map((d) =>
+        el("button", { type: "button", class: "choice-chip", title: d.path, onclick: () => { input.value = d.path; } },
+          el("span", { text: d.label }), el("span", { class: "meta", text: ` ${d.kind}` })),
+      ),
+    );
+  } catch {
+    // typing the path still works
+  }
 }
 
 async function refreshList(): Promise<void> {
   try {
     const data = await api<{ sessions: SessionSummary[]; pending: number }>("GET", "/api/sessions");
-    for (const s of data.sessions) if (s.name) waiting.sessionNames.set(s.id, s.name);
+    for (const s of data.sessions) {
+      if (s.name) waiting.sessionNames.set(s.id, s.name);
+      sessionCosts.set(s.id, s.total_cost_usd || 0);
+    }
+    view.stream?.showCost();
     renderBar();
     if (view.session) return;
     const list = byId("session-list");
@@ -88,6 +115,27 @@ byId("message").addEventListener("keydown", (event) => {
   if (key.key === "Enter" && (key.ctrlKey || key.metaKey)) byId<HTMLFormElement>("composer").requestSubmit();
 });
 byId("interrupt").addEventListener("click", () => view.stream?.send({ cancel: {} }));
+byId("rename").addEventListener("click", async () => {
+  if (!view.session) return;
+  const name = prompt("New name for this session", waiting.sessionNames.get(view.session) || "");
+  if (name === null) return;
+  try {
+    await api("PATCH", `/api/sessions/${encodeURIComponent(view.session)}`, { name });
+    waiting.sessionNames.set(view.session, name.trim());
+    view.stream?.showName();
+  } catch (error) {
+    byId("composer-error").textContent = (error as Error).message;
+  }
+});
+byId("delete").addEventListener("click", async () => {
+  if (!view.session || !confirm("Delete this session? Its claude is stopped and its history removed.")) return;
+  try {
+    await api("DELETE", `/api/sessions/${encodeURIComponent(view.session)}`);
+    location.hash = "#/";
+  } catch (error) {
+    byId("composer-error").textContent = (error as Error).message;
+  }
+});
 byId("take-lock").addEventListener("click", () => void view.stream?.requestLock());
 
 // ---- signing in: a one-time link from `betcode web` becomes this device's credential ----

@@ -26,6 +26,8 @@ type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-ex
 type Handler = (body: Json, parent: string, event: Json) => void;
 
 const conversation = (): HTMLElement => byId("conversation");
+/** Each session's spend so far (the list's figure, plus this page's usage reports since). */
+export const sessionCosts = new Map<string, number>();
 
 /** Follows the bottom while the reader is there; stops when they scroll up, and offers a
  * "jump to latest" button until they are back. */
@@ -87,10 +89,12 @@ export class SessionStream {
   private seq = 0; // the event being rendered
   private target: DocumentFragment | null = null; // where older events go while loaded
   private loadingOlder = false;
+  private live = false;
 
   constructor(readonly sessionId: string) {
     conversation().replaceChildren();
-    byId("session-head").textContent = waiting.sessionNames.get(sessionId) || sessionId;
+    this.showName();
+    this.showCost();
     this.follower = new Follower(conversation(), byId<HTMLButtonElement>("jump-latest"));
     this.showLock("");
     setCurrentSession(sessionId);
@@ -250,6 +254,7 @@ export class SessionStream {
 
   private caughtUp(): void {
     stats.caughtUp = true;
+    this.live = true; // usage from now on adds to the listed cost
     // Interactive: the recent part is on screen (the frame after the live edge).
     requestAnimationFrame(() => {
       stats.interactiveAt ||= performance.now();
@@ -299,12 +304,8 @@ export class SessionStream {
 
   private readonly handlers: Record<string, Handler> = {
     session_info: (info) => {
-      const name = waiting.sessionNames.get(this.sessionId);
       const where = [info.working_directory, info.model || "default model"].filter(Boolean).join(" · ");
-      byId("session-head").replaceChildren(
-        el("strong", { text: name || this.sessionId }),
-        el("span", { class: "meta", text: ` ${where}` }),
-      );
+      byId("session-where").textContent = ` ${where}`;
     },
     user_input: (input, parent) => {
       this.openText.delete(parent);
@@ -396,6 +397,10 @@ export class SessionStream {
       card.append(el("div", { class: "outcome", role: "status", text: outcomeText(resolved.outcome, by, resolved.message || "") }));
     },
     usage: (usage, parent) => {
+      if (this.live && usage.cost_usd) {
+        sessionCosts.set(this.sessionId, (sessionCosts.get(this.sessionId) ?? 0) + Number(usage.cost_usd));
+        this.showCost();
+      }
       const cost = usage.cost_usd ? ` · $${Number(usage.cost_usd).toFixed(4)}` : "";
       this.note(`${usage.input_tokens || 0} tokens in · ${usage.output_tokens || 0} out${cost}`, parent, "usage");
     },
@@ -444,6 +449,15 @@ export class SessionStream {
     const card = el("div", { class: "item request-card", "data-request": requestId }, ...content);
     this.cards.set(requestId, card);
     this.add(card, parent);
+  }
+
+  showName(): void {
+    byId("session-name").textContent = waiting.sessionNames.get(this.sessionId) || this.sessionId;
+  }
+
+  showCost(): void {
+    const cost = sessionCosts.get(this.sessionId);
+    byId("session-cost").textContent = cost === undefined ? "" : ` · $${cost.toFixed(4)}`;
   }
 
   // ---- the input lock ----

@@ -5,6 +5,7 @@ same domain object; a refusal is the gRPC code and message with an HTTP status (
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from typing import Any
 
@@ -14,7 +15,10 @@ from betcode.core import convert
 from betcode.core.validation import check_answers, check_id, check_text, invalid
 from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.permissions.grants import grant_from_request
+from betcode.sessions.manager import SessionNotFound
+from betcode.storage import worktrees as worktree_rows
 from betcode.storage.pending import PendingPermission
+from betcode.storage.worktrees import RepoRecord, WorktreeRecord
 from betcode.v1 import common_pb2
 from betcode.web.domain import WebDomain, web_client_id
 from betcode.web.errors import json_body, text_field
@@ -22,6 +26,8 @@ from betcode.web.events import message_json
 
 DOMAIN_KEY = web.AppKey("domain", WebDomain)
 SESSION_PAGE = 200
+MAX_SESSION_NAME = 200
+MAX_DIRECTORIES = 50
 EVENT_PAGE = 500
 # The page's names for PermissionDecision values: the enum names without their prefix.
 DECISIONS = {
@@ -37,6 +43,9 @@ def api_routes() -> list[web.RouteDef]:
         web.post("/api/sessions", create_session),
         web.post("/api/sessions/{session_id}/lock", request_lock),
         web.get("/api/sessions/{session_id}/events", session_events),
+        web.patch("/api/sessions/{session_id}", rename_session),
+        web.delete("/api/sessions/{session_id}", delete_session),
+        web.get("/api/directories", list_directories),
         web.get("/api/permissions", list_waiting),
         web.post("/api/permissions/{request_id}", answer_permission),
     ]
@@ -126,6 +135,53 @@ def _count(request: web.Request, name: str, default: int) -> int:
     if not text.isdigit():
         raise invalid(f"{name} must be a whole number, got {text!r}")
     return int(text)
+
+
+async def rename_session(request: web.Request) -> web.Response:
+    domain = request.app[DOMAIN_KEY]
+    body = await json_body(request)
+    name = check_text(text_field(body, "name"), "name").strip()
+    if len(name) > MAX_SESSION_NAME:
+        raise invalid(f"a session name is at most {MAX_SESSION_NAME} characters")
+    session_id = check_id(request.match_info["session_id"], "session_id")
+    await domain.sessions.rename(session_id, name)
+    return web.json_response({"session_id": session_id, "name": name})
+
+
+async def delete_session(request: web.Request) -> web.Response:
+    """Stops its claude and removes it (its audit trail stays), as `betcode sessions delete`."""
+    domain = request.app[DOMAIN_KEY]
+    session_id = check_id(request.match_info["session_id"], "session_id")
+    if not await domain.sessions.delete(session_id, web_client_id(request)):
+        raise SessionNotFound(session_id)
+    return web.json_response({"deleted": True})
+
+
+async def list_directories(request: web.Request) -> web.Response:
+    """Where a new session may start, to pick rather than type: registered repositories, their
+    worktrees, and the directories of recent sessions."""
+    domain = request.app[DOMAIN_KEY]
+
+    def read(conn: sqlite3.Connection) -> tuple[list[RepoRecord], list[WorktreeRecord]]:
+        return worktree_rows.list_repos(conn)[0], worktree_rows.list_worktrees(conn)
+
+    repos, worktrees = await domain.reader.read(read)
+    recent = await domain.sessions.list(limit=SESSION_PAGE)
+    listed = [
+        *({"path": r.repo_path, "label": r.name, "kind": "repository"} for r in repos),
+        *(
+            {"path": w.path, "label": f"{w.name} ({w.branch})", "kind": "worktree"}
+            for w in worktrees
+        ),
+        *(
+            {"path": s.working_directory, "label": s.working_directory, "kind": "recent"}
+            for s in recent.sessions
+        ),
+    ]
+    unique: dict[str, dict[str, str]] = {}
+    for entry in listed:
+        unique.setdefault(entry["path"], entry)  # a repository's own label wins
+    return web.json_response({"directories": list(unique.values())[:MAX_DIRECTORIES]})
 
 
 async def request_lock(request: web.Request) -> web.Response:
