@@ -227,6 +227,78 @@ def search(
         click.echo(line)
 
 
+@sessions_group.command("adopt")
+@click.argument("claude_session_id", required=False, default="")
+@click.option("--cwd", type=click.Path(file_okay=False), help="The directory (default: here).")
+@json_option
+@socket_option
+def adopt(claude_session_id: str, cwd: str | None, as_json: bool, socket_path: str | None) -> None:
+    """Without CLAUDE_SESSION_ID: the conversations plain `claude` keeps for this directory.
+    With it: adopt that one as a BetCode session that resumes it, its history included."""
+    where = os.path.realpath(cwd or os.getcwd())
+
+    def history(client: DaemonClient) -> history_pb2_grpc.HistoryServiceStub:
+        return client.service_stub(history_pb2_grpc.HistoryServiceStub)
+
+    if claude_session_id:
+        request = history_pb2.AdoptConversationRequest(
+            claude_session_id=claude_session_id, working_directory=where
+        )
+        adopted = call_daemon(socket_path, lambda c: c.call(history(c).AdoptConversation, request))
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "session_id": adopted.session_id,
+                        "messages_imported": adopted.messages_imported,
+                    }
+                )
+            )
+            return
+        click.echo(
+            f"adopted as {adopted.session_id} ({adopted.messages_imported} earlier messages); "
+            f"go on with `betcode chat --session {adopted.session_id[:SHORT_ID]}`"
+        )
+        return
+    listing = history_pb2.ListClaudeConversationsRequest(working_directory=where)
+    found = call_daemon(
+        socket_path, lambda c: c.call(history(c).ListClaudeConversations, listing)
+    ).conversations
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "claude_session_id": c.claude_session_id,
+                        "modified_at": c.modified_at.seconds,
+                        "message_count": c.message_count,
+                        "first_prompt": c.first_prompt,
+                        "session_id": c.session_id,
+                    }
+                    for c in found
+                ],
+                indent=2,
+            )
+        )
+        return
+    if not found:
+        click.echo(f"claude keeps no conversations for {where}.")
+        return
+    now = time.time()
+    rows = [
+        (
+            c.claude_session_id,
+            _ago(c.modified_at.seconds, now),
+            str(c.message_count),
+            f"session {c.session_id[:SHORT_ID]}" if c.session_id else "-",
+            _clip(c.first_prompt, MAX_PREVIEW),
+        )
+        for c in found
+    ]
+    for line in table(("CLAUDE SESSION", "ACTIVE", "MSGS", "ADOPTED", "FIRST PROMPT"), rows):
+        click.echo(line)
+
+
 def hit_json(hit: history_pb2.MessageHit) -> dict[str, Any]:
     return {
         "session_id": hit.session_id,

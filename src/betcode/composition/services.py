@@ -109,7 +109,8 @@ def core_services(
         RpcService(monitor_pb2.DESCRIPTOR.services_by_name["MonitorService"], monitor),
         RpcService(commands_pb2.DESCRIPTOR.services_by_name["CommandService"], commands),
         RpcService(
-            history_pb2.DESCRIPTOR.services_by_name["HistoryService"], HistoryService(core.reader)
+            history_pb2.DESCRIPTOR.services_by_name["HistoryService"],
+            HistoryService(core.reader, core.sessions, user_claude_dir(config.environ)),
         ),
     ]
 

@@ -204,10 +204,12 @@ class SessionManager:
         name: str = "",
         client_id: str | None = None,
         session_id: str | None = None,
+        claude_session_id: str | None = None,
     ) -> Session:
         """A new session; raises InvalidSessionRequest for a bad working directory and
         SessionLimitReached when max_sessions are in use. `client_id`: who asked (audit);
         `session_id`: the id to give it (the caller checked it is new), else a fresh UUID.
+        `claude_session_id`: a conversation of claude's own that its first claude resumes.
         A session in a worktree runs in the worktree's directory, which must still be there
         (WorktreeMissing otherwise); `working_directory` may then be empty."""
         if worktree_id is not None:
@@ -227,6 +229,7 @@ class SessionManager:
                     now=time.time(),
                     worktree_id=worktree_id,
                     name=name,
+                    claude_session_id=claude_session_id,
                 )
             )
         finally:

@@ -60,12 +60,14 @@ from betcode.storage import sessions as session_rows
 from betcode.storage import spend as spend_rows
 from betcode.storage.errors import StoreClosed
 from betcode.storage.holders import HolderStdinJournal
-from betcode.storage.rows import HolderPositionRow, MessageRow
+from betcode.storage.rows import Direction, HolderPositionRow, MessageRow
 from betcode.v1 import agent_pb2, common_pb2
 
 if TYPE_CHECKING:
     from betcode.sessions.context import SessionContext
 
+# A line of an adopted conversation: its direction, type, bytes, and the events it reads as.
+HistoryLine = tuple[Direction, str, bytes, list[agent_pb2.AgentEvent]]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -159,6 +161,12 @@ class Session:
     ) -> list[Frame]:
         """Stamps, serializes and stores events (+ their source line), publishing after commit."""
         return self._log.emit(events, message, on_published)
+
+    def import_history(self, lines: Sequence[HistoryLine]) -> None:
+        """Stores a conversation's earlier lines (each with its direction, type and the events
+        it reads as) as if they had passed through this session: an adopted conversation."""
+        for direction, kind, payload, events in lines:
+            self.emit(events, self._log.message_row(direction, kind, payload))
 
     # ---- claude stdout ----
 

@@ -61,11 +61,12 @@ def create_session(
     now: float,
     worktree_id: str | None = None,
     name: str = "",
+    claude_session_id: str | None = None,
 ) -> SessionRecord:
     conn.execute(
         "INSERT INTO sessions (id, worktree_id, model, working_directory, name, created_at, "
-        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, worktree_id, model, working_directory, name, now, now),
+        "updated_at, claude_session_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, worktree_id, model, working_directory, name, now, now, claude_session_id),
     )
     created = get_session(conn, session_id)
     assert created is not None  # just inserted in this transaction

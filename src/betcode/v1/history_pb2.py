@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x65tcode/v1/history.proto\x12\nbetcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"I\n\x15SearchMessagesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\r\">\n\x16SearchMessagesResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.betcode.v1.MessageHit\"\xb2\x01\n\nMessageHit\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0csession_name\x18\x02 \x01(\t\x12\x19\n\x11working_directory\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x0c\n\x04role\x18\x05 \x01(\t\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07snippet\x18\x07 \x01(\t2i\n\x0eHistoryService\x12W\n\x0eSearchMessages\x12!.betcode.v1.SearchMessagesRequest\x1a\".betcode.v1.SearchMessagesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x65tcode/v1/history.proto\x12\nbetcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"I\n\x15SearchMessagesRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\r\">\n\x16SearchMessagesResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.betcode.v1.MessageHit\"\xb2\x01\n\nMessageHit\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0csession_name\x18\x02 \x01(\t\x12\x19\n\x11working_directory\x18\x03 \x01(\t\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x0c\n\x04role\x18\x05 \x01(\t\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07snippet\x18\x07 \x01(\t\";\n\x1eListClaudeConversationsRequest\x12\x19\n\x11working_directory\x18\x01 \x01(\t\"X\n\x1fListClaudeConversationsResponse\x12\x35\n\rconversations\x18\x01 \x03(\x0b\x32\x1e.betcode.v1.ClaudeConversation\"\xa1\x01\n\x12\x43laudeConversation\x12\x19\n\x11\x63laude_session_id\x18\x01 \x01(\t\x12/\n\x0bmodified_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rmessage_count\x18\x03 \x01(\r\x12\x14\n\x0c\x66irst_prompt\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\"P\n\x18\x41\x64optConversationRequest\x12\x19\n\x11\x63laude_session_id\x18\x01 \x01(\t\x12\x19\n\x11working_directory\x18\x02 \x01(\t\"J\n\x19\x41\x64optConversationResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x19\n\x11messages_imported\x18\x02 \x01(\r2\xbf\x02\n\x0eHistoryService\x12W\n\x0eSearchMessages\x12!.betcode.v1.SearchMessagesRequest\x1a\".betcode.v1.SearchMessagesResponse\x12r\n\x17ListClaudeConversations\x12*.betcode.v1.ListClaudeConversationsRequest\x1a+.betcode.v1.ListClaudeConversationsResponse\x12`\n\x11\x41\x64optConversation\x12$.betcode.v1.AdoptConversationRequest\x1a%.betcode.v1.AdoptConversationResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,6 +38,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SEARCHMESSAGESRESPONSE']._serialized_end=210
   _globals['_MESSAGEHIT']._serialized_start=213
   _globals['_MESSAGEHIT']._serialized_end=391
-  _globals['_HISTORYSERVICE']._serialized_start=393
-  _globals['_HISTORYSERVICE']._serialized_end=498
+  _globals['_LISTCLAUDECONVERSATIONSREQUEST']._serialized_start=393
+  _globals['_LISTCLAUDECONVERSATIONSREQUEST']._serialized_end=452
+  _globals['_LISTCLAUDECONVERSATIONSRESPONSE']._serialized_start=454
+  _globals['_LISTCLAUDECONVERSATIONSRESPONSE']._serialized_end=542
+  _globals['_CLAUDECONVERSATION']._serialized_start=545
+  _globals['_CLAUDECONVERSATION']._serialized_end=706
+  _globals['_ADOPTCONVERSATIONREQUEST']._serialized_start=708
+  _globals['_ADOPTCONVERSATIONREQUEST']._serialized_end=788
+  _globals['_ADOPTCONVERSATIONRESPONSE']._serialized_start=790
+  _globals['_ADOPTCONVERSATIONRESPONSE']._serialized_end=864
+  _globals['_HISTORYSERVICE']._serialized_start=867
+  _globals['_HISTORYSERVICE']._serialized_end=1186
 # @@protoc_insertion_point(module_scope)

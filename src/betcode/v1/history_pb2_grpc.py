@@ -39,6 +39,16 @@ class HistoryServiceStub:
                 request_serializer=betcode_dot_v1_dot_history__pb2.SearchMessagesRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_history__pb2.SearchMessagesResponse.FromString,
                 _registered_method=True)
+        self.ListClaudeConversations = channel.unary_unary(
+                '/betcode.v1.HistoryService/ListClaudeConversations',
+                request_serializer=betcode_dot_v1_dot_history__pb2.ListClaudeConversationsRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_history__pb2.ListClaudeConversationsResponse.FromString,
+                _registered_method=True)
+        self.AdoptConversation = channel.unary_unary(
+                '/betcode.v1.HistoryService/AdoptConversation',
+                request_serializer=betcode_dot_v1_dot_history__pb2.AdoptConversationRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_history__pb2.AdoptConversationResponse.FromString,
+                _registered_method=True)
 
 
 class HistoryServiceServicer:
@@ -53,6 +63,22 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListClaudeConversations(self, request, context):
+        """The conversations plain `claude` keeps for a directory (its transcripts), latest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdoptConversation(self, request, context):
+        """A new session resuming one of them (claude --resume), its earlier messages stored.
+        NOT_FOUND when claude has no such conversation there; ALREADY_EXISTS when a session
+        resumes it already.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HistoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -60,6 +86,16 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.SearchMessages,
                     request_deserializer=betcode_dot_v1_dot_history__pb2.SearchMessagesRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_history__pb2.SearchMessagesResponse.SerializeToString,
+            ),
+            'ListClaudeConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListClaudeConversations,
+                    request_deserializer=betcode_dot_v1_dot_history__pb2.ListClaudeConversationsRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_history__pb2.ListClaudeConversationsResponse.SerializeToString,
+            ),
+            'AdoptConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptConversation,
+                    request_deserializer=betcode_dot_v1_dot_history__pb2.AdoptConversationRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_history__pb2.AdoptConversationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +125,60 @@ class HistoryService:
             '/betcode.v1.HistoryService/SearchMessages',
             betcode_dot_v1_dot_history__pb2.SearchMessagesRequest.SerializeToString,
             betcode_dot_v1_dot_history__pb2.SearchMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListClaudeConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.HistoryService/ListClaudeConversations',
+            betcode_dot_v1_dot_history__pb2.ListClaudeConversationsRequest.SerializeToString,
+            betcode_dot_v1_dot_history__pb2.ListClaudeConversationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.HistoryService/AdoptConversation',
+            betcode_dot_v1_dot_history__pb2.AdoptConversationRequest.SerializeToString,
+            betcode_dot_v1_dot_history__pb2.AdoptConversationResponse.FromString,
             options,
             channel_credentials,
             insecure,
