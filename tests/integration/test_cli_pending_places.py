@@ -34,5 +34,6 @@ async def test_a_waiting_request_names_its_session_and_worktree(
         "fix-login",
         "fix-login",
     )
-    await betcode(socket, repo, "permissions", "deny", request_id)
+    denied = await betcode(socket, repo, "permissions", "deny", request_id[:8])  # a start of it
+    assert denied.out.startswith(f"{request_id}: ")
     await finish(running)
