@@ -243,6 +243,12 @@ async def register(channel: grpc.aio.Channel, name: str) -> Account:
     return Account(reply.user_id, reply.access_token, reply.refresh_token)
 
 
+async def login(channel: grpc.aio.Channel, name: str) -> Account:
+    stub = auth_pb2_grpc.AuthServiceStub(channel)
+    reply = await stub.Login(auth_pb2.LoginRequest(username=name, password="pw-123456"))
+    return Account(reply.user_id, reply.access_token, reply.refresh_token)
+
+
 def bearer(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
@@ -328,12 +334,14 @@ async def until(condition: Callable[[], object], within_s: float = 30.0) -> None
             await asyncio.sleep(0.1)
 
 
-def rig_fixture(settings: BufferSettings) -> Callable[..., AsyncIterator[Rig]]:
+def rig_fixture(
+    settings: BufferSettings, **relay_options: object
+) -> Callable[..., AsyncIterator[Rig]]:
     async def make(
         tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
     ) -> AsyncIterator[Rig]:
         async with (
-            relay_in_process(tmp_path / "relay", buffer=settings) as relay,
+            relay_in_process(tmp_path / "relay", buffer=settings, **relay_options) as relay,
             client_channel(relay) as channel,
         ):
             account = await register(channel, "alice")

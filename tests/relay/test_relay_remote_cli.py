@@ -1,21 +1,28 @@
 """The command line through the relay, as a user runs it on another computer: an approval given
 while the machine is offline is queued on the relay (the command says so and exits 0) and the
-tool runs exactly once when the daemon is back. A relay in this event loop, the daemon
+tool runs exactly once when the daemon is back; access tokens are renewed for a long run, and
+commands refreshing at once keep the login. A relay in this event loop, the daemon
 in-process with the pinned real CLI and the mock model, `betcode` in its own process."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import time
 from pathlib import Path
 
 import pytest
 from harness.environment import Workspace
 from harness.relay import (
+    BASH_PROMPT,
     MACHINE,
     BetcodeUser,
     RelayProcess,
     Rig,
+    login,
     rig_fixture,
+    stderr_until,
     waiting_permission,
 )
 
@@ -71,3 +78,48 @@ async def test_an_approval_for_an_offline_machine_is_queued_and_runs_once(
         agent_pb2.ListPendingPermissionsRequest(), metadata=rig.metadata
     )
     assert list(pending.pending) == []
+
+
+ALLOW_HINT = re.compile(r"betcode permissions allow (\S+)")
+short_token_rig = pytest.fixture(rig_fixture(BufferSettings(), access_token_seconds=6))
+
+
+async def until_stored_token_expired(user: BetcodeUser) -> None:
+    """Until the stored access token has expired (real time: the tokens are JWTs)."""
+    login = json.loads((user.config_dir / "auth.json").read_text())
+    await asyncio.sleep(max(0.0, login["access_expires_at"] - time.time()) + 0.5)
+
+
+async def test_tokens_renew_for_a_long_chat_and_concurrent_commands_share_a_refresh(
+    short_token_rig: Rig, tmp_path: Path, workspace: Workspace
+) -> None:
+    """Access tokens live 6 s here. A run kept open past that keeps working across a
+    reconnect; five commands that all find the token due refresh it once between them (the
+    refresh token rotates: a second use of the old one would revoke the login)."""
+    rig = short_token_rig
+    await rig.start_daemon()
+    user = cli_user(rig, tmp_path, workspace)
+    assert (await user.run("auth", "login", "-u", "alice")).code == 0
+    first = json.loads((user.config_dir / "auth.json").read_text())
+    running = await user.spawn("--machine", MACHINE, "run", "--output", "stream-json", BASH_PROMPT)
+    request_id = await stderr_until(running, ALLOW_HINT)
+    await asyncio.sleep(max(0.0, first["access_expires_at"] - time.time()) + 1)
+    # The first token has expired. The daemon restarts: the run's stream drops and reconnects.
+    await rig.stop_daemon(keep_sessions=True)
+    rig.account = await login(rig.channel, "alice")  # the test's own token expired too
+    await rig.start_daemon()
+
+    await until_stored_token_expired(user)
+    together = await asyncio.gather(
+        *(user.run("--machine", MACHINE, "sessions", "list") for _ in range(5))
+    )
+    assert [done.code for done in together] == [0] * 5, [done.err for done in together]
+    allowed = await user.run("--machine", MACHINE, "permissions", "allow", request_id)
+    assert allowed.code == 0, allowed.err
+    out, err = await asyncio.wait_for(running.communicate(), 90)
+    assert running.returncode == 0, err.decode()
+    assert "hello-from-bash" in out.decode()
+    assert "reconnected to the daemon" in err.decode()
+    status = await user.run("auth", "status")
+    assert status.code == 0
+    assert "logged in to" in status.out

@@ -115,7 +115,11 @@ def status() -> None:
         click.echo(f"not logged in ({auth_file()})")
         raise SystemExit(1)
     left = int(stored.access_expires_at - time.time())
-    access = f"access token valid {left} s more" if left > 0 else "access token expired"
+    access = (
+        f"access token valid {left} s more"
+        if left > 0
+        else "access token expired; the next command renews it"
+    )
     click.echo(f"logged in to {stored.relay_url} as {stored.username} ({access})")
     if stored.active_machine:
         click.echo(f"active machine: {stored.active_machine}")

@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
-from betcode.cli.relay_login import RelayChoice, access_token, relay_channel, relay_choice
+from betcode.cli.relay_login import (
+    RelayAuth,
+    RelayChoice,
+    access_token,
+    relay_channel,
+    relay_choice,
+)
 from betcode.config.dirs import config_dir, default_socket_path
 from betcode.core.errors import error_code_of, error_details_of
 from betcode.remote.frames import BUFFERED_TRAILER
@@ -29,8 +35,6 @@ ResponseT = TypeVar("ResponseT")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CLIENT_ID_METADATA_KEY = "x-client-id"
-AUTHORIZATION_METADATA_KEY = "authorization"
-MACHINE_ID_METADATA_KEY = "x-machine-id"
 START_DAEMON_HINT = "start it with `betcode daemon start`"
 
 
@@ -233,11 +237,11 @@ class DaemonClient:
         *,
         client_id: str = CLIENT_ID,
         channel: grpc.aio.Channel | None = None,
-        relay_metadata: tuple[tuple[str, str], ...] = (),
+        relay_auth: RelayAuth | None = None,
     ) -> None:
         self.address = address
         self.client_id = client_id
-        self._metadata = ((CLIENT_ID_METADATA_KEY, client_id), *relay_metadata)
+        self._relay_auth = relay_auth
         self._channel = channel or grpc.aio.insecure_channel(
             address.target,
             options=[
@@ -273,13 +277,9 @@ class DaemonClient:
 
         channel = relay_channel(relay)
         try:
-            token = await access_token(channel, relay)
-            metadata = (
-                (AUTHORIZATION_METADATA_KEY, f"Bearer {token}"),
-                (MACHINE_ID_METADATA_KEY, relay.machine_id),
-            )
+            auth = RelayAuth(channel, relay, await access_token(channel, relay))
             try:
-                session = await open_session(channel, relay.machine_id, metadata)
+                session = await open_session(channel, relay.machine_id, auth.metadata)
             except grpc.aio.AioRpcError as error:
                 raise daemon_error(error, address) from None
         except BaseException:
@@ -287,16 +287,25 @@ class DaemonClient:
             raise
 
         async def rekey() -> ClientSession:
-            return await open_session(channel, relay.machine_id, metadata)
+            return await open_session(channel, relay.machine_id, auth.metadata)
 
+        auth.start()
         return cls(
             address,
             client_id=client_id,
             channel=EncryptingChannel(channel, session, rekey),
-            relay_metadata=metadata,
+            relay_auth=auth,
         )
 
+    @property
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        """Every call's: this client's id, and through a relay its current token and machine."""
+        relayed = self._relay_auth.metadata if self._relay_auth is not None else ()
+        return ((CLIENT_ID_METADATA_KEY, self.client_id), *relayed)
+
     async def close(self) -> None:
+        if self._relay_auth is not None:
+            await self._relay_auth.close()
         await self._channel.close()
 
     async def __aenter__(self) -> DaemonClient:

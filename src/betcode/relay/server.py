@@ -26,7 +26,7 @@ from betcode.relay.nats_server import NatsServer, check_external_nats
 from betcode.relay.notifications import Notifications, NotifySettings
 from betcode.relay.notify_limits import SharedLimits
 from betcode.relay.routing import Router
-from betcode.relay.tokens import TokenIssuer
+from betcode.relay.tokens import ACCESS_TTL_SECONDS, TokenIssuer
 from betcode.relay.tunnels import TunnelService, TunnelTiming
 from betcode.v1 import auth_pb2_grpc, machine_pb2_grpc, tunnel_pb2_grpc
 
@@ -52,6 +52,7 @@ class RelayOptions:
     buffer: BufferSettings = field(default_factory=BufferSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
     registration: Registration = Registration.INVITE
+    access_token_seconds: int = ACCESS_TTL_SECONDS
     machines_per_user: int = DEFAULT_MACHINES_PER_USER
 
 
@@ -95,7 +96,9 @@ class Relay:
         )
         self.database = await open_database(self.options.database_url, files.accounts_db)
         accounts = Accounts(self.database)
-        issuer = TokenIssuer(accounts, files.jwt_secret())
+        issuer = TokenIssuer(
+            accounts, files.jwt_secret(), access_ttl=self.options.access_token_seconds
+        )
         self.router = Router(self.nc, self.options.relay_id, accounts, issuer)
         await self.router.start()
         self.tunnels = TunnelService(
