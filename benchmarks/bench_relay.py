@@ -39,6 +39,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from betcode.cli.relay_e2e import EncryptingChannel
 from betcode.relay.layout import RelayFiles, init_relay
@@ -52,6 +53,7 @@ from betcode.v1 import (
     auth_pb2_grpc,
     machine_pb2,
     machine_pb2_grpc,
+    tunnel_pb2,
 )
 
 METHOD = "/betcode.v1.AgentService/ResumeSession"
@@ -246,9 +248,29 @@ async def measure(quick: bool) -> dict[str, Any]:
                 process.terminate()
                 process.wait(20)
             await nats_server.stop()
+    results["seal_and_open_us_per_event"] = sealing_cost(flood_events)
     results["latency_events"] = latency_events
     results["flood_events"] = flood_events
     return results
+
+
+def sealing_cost(count: int) -> float:
+    """Microseconds to seal one event on the daemon's side and open it on the client's (scheme
+    v2, one call's cipher pair), on this CPU alone: the encryption's own share of the figures
+    above, which the shared machine's noise can hide."""
+    daemon = DaemonIdentity(X25519PrivateKey.generate())
+    pending = ClientHandshake()
+    answer = tunnel_pb2.KeyExchangeResponse.FromString(
+        daemon.exchange(pending.request(MACHINE).SerializeToString())
+    )
+    session = pending.complete(bytes(answer.daemon_ephemeral_pubkey), daemon.public)
+    header, client = session.next_call(METHOD)
+    daemon_side = daemon.open_call(header, METHOD)
+    event = struct.pack(">q", 0) + PAYLOAD
+    started = time.perf_counter()
+    for _ in range(count):
+        client.open(daemon_side.seal(event))
+    return round((time.perf_counter() - started) / count * 1e6, 2)
 
 
 async def handshake(
@@ -289,6 +311,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
+    print(f"seal + open per event (CPU only): {results['seal_and_open_us_per_event']} µs")
     for name in PATHS:
         figures = results[name]
         print(
