@@ -63,11 +63,14 @@ def serving(sock: Path) -> bool:
         return True
 
 
-def rss_kib(pid: int) -> int:
+def memory_kib(pid: int) -> tuple[int, int]:
+    """(VmRSS, RssAnon): all resident pages, and those private to the process (the rest are
+    shared library files, such as grpc's and libpython's, shared with other processes)."""
+    fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
+        name, _, value = line.partition(":")
+        fields[name] = value.split()[0] if value.split() else "0"
+    return int(fields["VmRSS"]), int(fields["RssAnon"])
 
 
 def loaded_libraries(import_log: str) -> list[str]:
@@ -90,7 +93,7 @@ def give_machine_identity(config_dir: Path) -> None:
     identity.store("bench-machine", "bench", certificate, cert_pem(authority.cert).decode())
 
 
-def measure(flags: list[str]) -> tuple[int, list[str]]:
+def measure(flags: list[str]) -> tuple[tuple[int, int], list[str]]:
     with tempfile.TemporaryDirectory(prefix="bc-rss-", dir="/tmp") as scratch:
         root = Path(scratch)
         sock = root / "run" / "daemon.sock"
@@ -127,8 +130,8 @@ def measure(flags: list[str]) -> tuple[int, list[str]]:
                     raise RuntimeError(f"daemon {' '.join(flags)} did not start:\n{tail}")
                 time.sleep(0.05)
             time.sleep(SETTLE_SECONDS)
-            rss = rss_kib(daemon.pid)
-            return rss, loaded_libraries((root / "daemon.log").read_text(errors="replace"))
+            memory = memory_kib(daemon.pid)
+            return memory, loaded_libraries((root / "daemon.log").read_text(errors="replace"))
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:
@@ -149,9 +152,10 @@ def main() -> int:
         if args.only and name not in args.only:
             continue
         samples = [measure(flags) for _ in range(args.runs)]
-        median_kib = statistics.median(kib for kib, _ in samples)
+        rss = statistics.median(rss for (rss, _), _ in samples) * 1024 / 1e6
+        anon = statistics.median(anon for (_, anon), _ in samples) * 1024 / 1e6
         libraries = ", ".join(samples[-1][1]) or "none"
-        print(f"  {name:18} {median_kib * 1024 / 1e6:6.1f} MB   optional libraries: {libraries}")
+        print(f"  {name:18} {rss:6.1f} MB ({anon:5.1f} private)   optional libraries: {libraries}")
     return 0
 
 
