@@ -200,6 +200,12 @@ async def test_approvals_and_a_question_answered_in_the_page_seen_by_a_grpc_clie
         await expect(questions).to_have_count(2)
         await fits_width(page, DESKTOP["width"], ("Submit answers",))
         await screenshot(page, "desktop-question")
+        # Nothing picked: refused in the page, nothing sent.
+        await card.get_by_role("button", name="Submit answers").click()
+        await expect(card.get_by_role("alert")).to_have_text(
+            "Answer every question (pick an option or type one) first."
+        )
+        await expect(questions).to_have_count(2)
         await questions.nth(0).get_by_role("radio").first.check()
         await questions.nth(1).get_by_role("radio", name="Other").check()
         await questions.nth(1).get_by_role("textbox").fill("purple")
@@ -630,3 +636,26 @@ async def test_directories_are_picked_sessions_renamed_and_deleted_in_the_dark(
         await expect(page.locator(".session-list .title", has_text=XSS)).to_have_count(0)
     finally:
         await context.close()
+
+
+async def test_the_message_box_completes_commands_and_files(
+    page: Any, site: WebSite, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    (project / ".claude" / "commands").mkdir(parents=True)
+    (project / ".claude" / "commands" / "ship-it.md").write_text("Ship it: $ARGUMENTS\n")
+    (project / "src").mkdir()
+    (project / "src" / "main_module.py").write_text("print('hi')\n")
+    await page.set_viewport_size(PHONE)
+    await start_session(page, project, "")
+    box = page.get_by_label("Message", exact=True)
+    await box.press_sequentially("/shi")
+    await page.get_by_role("button", name="/ship-it").click()
+    await expect(box).to_have_value("/ship-it ")
+    await box.fill("")
+    await box.press_sequentially("look at @main_mod")
+    await expect(page.locator(".suggestion").first).to_contain_text("@src/main_module.py")
+    await screenshot(page, "phone-file-completion")
+    await page.locator(".suggestion").first.click()
+    await expect(box).to_have_value("look at @src/main_module.py ")
+    await expect(page.locator("#suggestions")).to_be_hidden()

@@ -5,6 +5,7 @@ import { api, ApiError, clientId, whenSignedOut, type SessionSummary } from "./a
 import { deviceName, keepDevice, storedDevice, takeLink, type Device } from "./credential";
 import { startActionBar, renderBar } from "./actionbar";
 import { byId, el } from "./dom";
+import { completeFor, startCompleter } from "./completer";
 import { SessionStream, sessionCosts } from "./session";
 import { stats } from "./stats";
 import { waiting } from "./waiting";
@@ -31,6 +32,7 @@ function route(): void {
   byId("inbox").hidden = true;
   if (view.session) view.stream = new SessionStream(view.session);
   else void refreshDirectories();
+  completeFor(view.session);
   void refreshList();
 }
 
@@ -108,7 +110,10 @@ byId<HTMLFormElement>("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const box = byId<HTMLTextAreaElement>("message");
   if (!box.value.trim() || !view.stream) return;
-  if (view.stream.say(box.value)) box.value = "";
+  if (view.stream.say(box.value)) {
+    box.value = "";
+    completeFor(view.session);
+  }
 });
 byId("message").addEventListener("keydown", (event) => {
   const key = event as KeyboardEvent;
@@ -177,6 +182,7 @@ async function start(): Promise<void> {
   window.addEventListener("hashchange", route);
   setInterval(() => void refreshList(), LIST_REFRESH_MS);
   startActionBar();
+  startCompleter();
   route();
 }
 

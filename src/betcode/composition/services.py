@@ -12,12 +12,13 @@ from betcode.commands.catalog import CommandCatalog, stored_init_lookup, user_cl
 from betcode.composition.core import Core
 from betcode.composition.health_checks import add_resource_components
 from betcode.composition.telemetry import Telemetry
+from betcode.core.session_directories import session_directories
 from betcode.daemon_config import DaemonConfig
 from betcode.limits.memory import MIB
 from betcode.server.agent_service import RAW_RESPONSE_METHODS, AgentService
 from betcode.server.app import RpcService
 from betcode.server.claude_status import ClaudeCodeReport
-from betcode.server.command_service import CommandService, session_directories
+from betcode.server.command_service import CommandService
 from betcode.server.config_service import ConfigService, ServerFacts
 from betcode.server.health import ComponentCheck, ComponentReport, HealthMonitor, permission_check
 from betcode.server.history_service import HistoryService

@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from betcode.commands.catalog import CommandCatalog, stored_init_lookup, user_claude_dir
 from betcode.composition.background import BackgroundTasks
 from betcode.composition.core import Core
 from betcode.composition.startup_checks import DaemonStartupError
+from betcode.core.session_directories import session_directories
 from betcode.daemon_config import DaemonConfig
 from betcode.server.health import ComponentReport, HealthMonitor
 
@@ -45,6 +47,7 @@ async def start_web(
 ) -> None:
     # Imported here: a daemon without the web client loads nothing of Web Push.
     from betcode.composition.push import start_push
+    from betcode.web.commands_api import WebCommands
     from betcode.web.devices import Devices
     from betcode.web.domain import make_web_domain
     from betcode.web.token import TokenFile
@@ -62,6 +65,8 @@ async def start_web(
     await devices.load()
     push = start_push(core, config.config_dir, config.settings.web.push, tasks, devices.signed_in)
     tasks.start(devices.watch_token(), name="web-token-watch")
-    await web.start(domain, push, devices)
+    catalog = CommandCatalog(user_claude_dir(config.environ), stored_init_lookup(core.reader))
+    commands = WebCommands(session_directories(core.sessions), catalog)
+    await web.start(domain, push, devices, commands)
     serving = ComponentReport(True, f"serving on {web.url} (`betcode web`)")
     health.add_component("web", lambda: serving, critical=False)

@@ -24,7 +24,6 @@ from betcode.commands.current_directory import (
     NoCurrentDirectory,
     Place,
     SessionDirectories,
-    SessionDirectory,
     session_place,
 )
 from betcode.commands.path_index import PathDetails
@@ -40,8 +39,7 @@ from betcode.commands.registry import (
 from betcode.core.errors import BetCodeError, ErrorCode
 from betcode.core.validation import check_id, check_text, domain_error, invalid
 from betcode.server.errors import translates_errors
-from betcode.sessions.manager import SessionManager, SessionNotFound
-from betcode.storage.sessions import SessionPage
+from betcode.sessions.manager import SessionNotFound
 from betcode.v1 import commands_pb2 as pb
 
 CATEGORY = {
@@ -108,32 +106,6 @@ def path_entry(found: PathDetails) -> pb.PathEntry:
 
 def _line(text: str) -> pb.ServiceCommandOutput:
     return pb.ServiceCommandOutput(stdout_line=text)
-
-
-class _ManagedSessionDirectories:
-    def __init__(self, sessions: SessionManager) -> None:
-        self._sessions = sessions
-
-    async def directory_of(self, session_id: str) -> str | None:
-        try:
-            return (await self._sessions.record(session_id)).working_directory
-        except SessionNotFound:
-            return None
-
-    async def most_recent(self) -> SessionDirectory | None:
-        return _first(await self._sessions.list(limit=1))
-
-    async def working_in(self, directory: str) -> SessionDirectory | None:
-        return _first(await self._sessions.list(working_directory=directory, limit=1))
-
-
-def _first(page: SessionPage) -> SessionDirectory | None:
-    return next((SessionDirectory(row.id, row.working_directory) for row in page.sessions), None)
-
-
-def session_directories(sessions: SessionManager) -> SessionDirectories:
-    """The daemon's sessions as CommandService needs them: their working directories."""
-    return _ManagedSessionDirectories(sessions)
 
 
 def _cd_argument(args: Sequence[str]) -> str:

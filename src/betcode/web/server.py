@@ -23,6 +23,7 @@ from betcode.config.addresses import split_host_port
 from betcode.config.settings import HttpSettings
 from betcode.web.access import ACCESS_KEY, Access, make_guard
 from betcode.web.api import DOMAIN_KEY, api_routes
+from betcode.web.commands_api import COMMANDS_KEY, WebCommands, command_routes
 from betcode.web.devices import Devices
 from betcode.web.devices_api import DEVICES_KEY, device_routes
 from betcode.web.domain import WebDomain
@@ -101,12 +102,14 @@ class WebServer:
         shown = f"[{host}]" if ":" in host else host
         self.url = f"{'https' if self._tls else 'http'}://{shown}:{bound_port}"
 
-    async def start(self, domain: WebDomain, push: PushEndpoints, devices: Devices) -> None:
+    async def start(
+        self, domain: WebDomain, push: PushEndpoints, devices: Devices, commands: WebCommands
+    ) -> None:
         assert self._listener is not None, "listen() first"
         tls = self._tls is not None
         access = Access(devices, self._listener.getsockname()[1], tls)
         runner = web.AppRunner(
-            self._build_app(access, domain, push),
+            self._build_app(access, domain, push, commands),
             access_log=None,
             shutdown_timeout=SHUTDOWN_SECONDS,
         )
@@ -132,7 +135,9 @@ class WebServer:
             ) from error
         return context
 
-    def _build_app(self, access: Access, domain: WebDomain, push: PushEndpoints) -> web.Application:
+    def _build_app(
+        self, access: Access, domain: WebDomain, push: PushEndpoints, commands: WebCommands
+    ) -> web.Application:
         app = web.Application(
             middlewares=[make_guard(access), translate_errors],
             client_max_size=domain.max_payload_bytes,
@@ -143,6 +148,7 @@ class WebServer:
         app[OPEN_SOCKETS_KEY] = set()
         app[PUSH_KEY] = push
         app[DEVICES_KEY] = access.devices
+        app[COMMANDS_KEY] = commands
         app[INSTALL_KEY] = install_files(STATIC)
         app[PAGE_KEY] = page_files(STATIC)
         app.router.add_routes(
@@ -153,6 +159,7 @@ class WebServer:
                 *api_routes(),
                 *push_routes(),
                 *device_routes(),
+                *command_routes(),
             ]
         )
         app.router.add_routes(stream_routes())
