@@ -45,6 +45,8 @@ def probe_handlers(log: ProbeLog) -> dict[str, grpc.RpcMethodHandler]:
             return None
         if request == b"raise":
             raise ValueError("a bug")
+        if request == b"bad-metadata":  # a header only HTTP/2 itself may send
+            context.set_trailing_metadata((("connection", "close"),))
         if request == b"slow":
             log.started.set()
             try:

@@ -190,3 +190,12 @@ async def test_oversized_metadata_closes_only_that_connection(
             await method(other, "Echo")(b"x", metadata=(("x-huge", "y" * 20_000),))
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert await method(channel, "Echo")(b"unaffected") == b"unaffected"
+
+
+async def test_metadata_http2_reserves_is_left_out_and_the_connection_goes_on(
+    channel: grpc.aio.Channel,
+) -> None:
+    call = method(channel, "Echo")(b"bad-metadata")
+    assert await call == b"bad-metadata"
+    assert ("connection", "close") not in list(await call.trailing_metadata())
+    assert await method(channel, "Echo")(b"next") == b"next"  # the client's HPACK in step

@@ -92,6 +92,11 @@ def test_binary_metadata_is_sent_as_unpadded_base64() -> None:
     ]
 
 
+def test_metadata_only_http2_may_send_is_left_out() -> None:
+    sent = [("connection", "close"), ("TE", "trailers"), (":status", "500"), ("x-kept", "1")]
+    assert metadata_headers(sent) == [(b"x-kept", b"1")]
+
+
 def test_status_message_percent_encodes_what_is_not_printable_ascii() -> None:
     assert encode_status_message("no session 'x': 100% ✓\n") == (
         b"no session 'x': 100%25 %E2%9C%93%0A"

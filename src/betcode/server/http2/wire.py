@@ -7,12 +7,15 @@ are table-tested without a connection.
 from __future__ import annotations
 
 import base64
+import logging
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import quote
 
 import grpc
+
+log = logging.getLogger(__name__)
 
 # Each message: a compressed-flag byte and a 4-byte big-endian length, then the bytes.
 MESSAGE_PREFIX = struct.Struct(">BI")
@@ -25,6 +28,10 @@ _RESERVED_HEADERS = frozenset(
     {b"content-type", b"te", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding"}
 )
 Decompress = Callable[[bytes, int], bytes]  # (payload, size limit) -> message bytes
+# Connection-specific headers HTTP/2 forbids (RFC 9113, 8.2.2), and te, which only a request has.
+_CONNECTION_HEADERS = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
+)
 
 _TIMEOUT_UNITS = {
     ord("H"): 3600.0,
@@ -129,9 +136,15 @@ def _decode_binary(value: bytes) -> bytes:
 
 
 def metadata_headers(metadata: Sequence[tuple[str, str | bytes]] | None) -> list[Header]:
+    """A handler's metadata as headers, without what only HTTP/2 itself may send: h2's
+    outbound validation would refuse those after its HPACK encoder had taken the headers before
+    them, leaving the client's decoder out of step for the rest of the connection."""
     headers: list[Header] = []
     for key, value in metadata or ():
         name = key.lower().encode("ascii")
+        if name.startswith(b":") or name in _CONNECTION_HEADERS:
+            log.warning("metadata %r is not sent: HTTP/2 reserves it", key)
+            continue
         if isinstance(value, bytes):
             headers.append((name, base64.b64encode(value).rstrip(b"=")))
         else:
