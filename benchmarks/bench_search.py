@@ -5,7 +5,7 @@
 A database gets 100 sessions of 1,000 stored lines each (half user, half assistant messages of
 20-60 words drawn from a 5,000-word vocabulary, Zipf-like, so some words are in most messages
 and others in a handful), written through the StoreWriter so the index is built by the triggers
-of migration 0011, as the daemon builds it. Then:
+of migrations 0011 and 0014, as the daemon builds it. Then:
 
 * search latency: `storage.search.search_messages` on a reader connection (what the daemon's
   HistoryService runs per request), 20 hits newest first, for a rare word, a common word

@@ -46,15 +46,21 @@ def search_messages(
     """The messages whose text has every word of `text`, newest first, at most `limit`; only
     session `session_id`'s when given. Newest first is also what keeps a common word cheap: the
     index is walked from its newest row and stops at `limit`, where ranking by relevance
-    would score every match."""
-    expression = match_expression(text)
-    if not expression:
+    would score every match; within one session, the index's session column is matched too,
+    so other sessions' matches are skipped inside the index."""
+    words = match_expression(text)
+    if not words:
         return []
+    expression = f"body : ({words})"
     where = "message_search MATCH ?"
-    params: list[object] = [expression]
+    params: list[object] = []
     if session_id:
+        # The index's own session column narrows the match (migration 0014); the join's
+        # comparison keeps it exact.
+        expression += ' AND session : "' + session_id.replace("-", "").replace('"', '""') + '"'
         where += " AND m.session_id = ?"
         params.append(session_id)
+    params.insert(0, expression)
     params.append(limit)
     opening, closing = SNIPPET_MARK
     rows = conn.execute(

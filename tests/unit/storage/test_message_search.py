@@ -8,11 +8,13 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from betcode.storage import open_database
 from betcode.storage.migrate import bundled_migrations
 from betcode.storage.search import match_expression, search_messages
 
-SEARCH_VERSION = 11
+SEARCH_VERSIONS = (11, 14)  # the index made; remade with each message's session
 
 
 def line(kind: str, content: object) -> str:
@@ -46,9 +48,10 @@ def add_session(conn: sqlite3.Connection, session: str, name: str = "") -> None:
     )
 
 
-def test_lines_stored_before_the_migration_are_indexed_by_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", SEARCH_VERSIONS)
+def test_lines_stored_before_the_migration_are_indexed_by_it(tmp_path: Path, version: int) -> None:
     path = tmp_path / "daemon.db"
-    earlier = [m for m in bundled_migrations() if m.version < SEARCH_VERSION]
+    earlier = [m for m in bundled_migrations() if m.version < version]
     conn = open_database(path, migrations=earlier).connect()
     add_session(conn, "s1", "zoo")
     add(conn, "s1", 1, "user", line("user", "where does the giraffe sleep?"))
@@ -83,6 +86,7 @@ def test_new_lines_are_indexed_and_deletes_remove_them(conn: sqlite3.Connection)
     assert [h.session_id for h in search_messages(conn, "giraffe", limit=10, session_id="s2")] == [
         "s2"
     ]
+    assert search_messages(conn, "giraffe", limit=10, session_id="s3") == []
     assert search_messages(conn, "GIRAFFE sleeps", limit=10)[0].sequence == 1  # all words
     assert search_messages(conn, "giraffe elephant", limit=10) == []
 
@@ -101,3 +105,14 @@ def test_a_query_is_words_never_fts_syntax(conn: sqlite3.Connection) -> None:
     conn.commit()
     assert len(search_messages(conn, 'said "hi" OR (x', limit=10)) == 1
     assert search_messages(conn, "", limit=10) == []
+
+
+def test_one_sessions_search_tells_sessions_with_dashed_ids_apart(conn: sqlite3.Connection) -> None:
+    ids = ("abcd-0001", "abcd-0002", "abcd0001")  # the index keeps them without their dashes
+    for session_id in ids:
+        add_session(conn, session_id)
+        add(conn, session_id, 1, "user", line("user", f"giraffe in {session_id}"))
+    conn.commit()
+    for session_id in ids:
+        found = search_messages(conn, "giraffe", limit=10, session_id=session_id)
+        assert [h.session_id for h in found] == [session_id]
