@@ -154,7 +154,7 @@ def control_success(
     response: Mapping[str, Any] | None = None,
     dialect: Dialect = Dialect.STREAM_JSON,
 ) -> bytes:
-    """A successful answer to a CLI control request (a permission answer, a hook's output)."""
+    """A successful answer to a CLI control request (the permission answers are built on it)."""
     body: dict[str, Any] = {"subtype": "success", "request_id": _request_id(request_id)}
     if response is not None:
         body["response"] = dict(response)
@@ -203,26 +203,6 @@ def initialize(request_id: str | None = None, hooks: Mapping[str, Any] | None = 
     """Optional handshake; its answer lists commands, models, account, the CLI's pid
     (docs/PROTOCOL.md#messages-read)."""
     return control_request("initialize", request_id, hooks=None if hooks is None else dict(hooks))
-
-
-def set_permission_mode(mode: str, request_id: str | None = None) -> bytes:
-    """acceptEdits, auto, bypassPermissions, default, dontAsk or plan (the CLI checks)."""
-    if not isinstance(mode, str) or not mode:
-        raise ProtocolWriteError("set_permission_mode needs a mode")
-    return control_request("set_permission_mode", request_id, mode=mode)
-
-
-def set_model(model: str | None, request_id: str | None = None) -> bytes:
-    """Switch model (an alias such as "sonnet" or a full id); None restores the default."""
-    if model is None:
-        return control_request("set_model", request_id)
-    if not isinstance(model, str) or not model:
-        raise ProtocolWriteError("set_model needs a model name, or None for the default")
-    return control_request("set_model", request_id, model=model)
-
-
-def keep_alive() -> bytes:
-    return _line({"type": "keep_alive"})
 
 
 _DART_SDK_NAMES = {

@@ -157,26 +157,6 @@ EXACT = [
         },
     ),
     (
-        writer.set_permission_mode("acceptEdits", "spm_1"),
-        {
-            "type": "control_request",
-            "request_id": "spm_1",
-            "request": {"subtype": "set_permission_mode", "mode": "acceptEdits"},
-        },
-    ),
-    (
-        writer.set_model("sonnet", "sm_1"),
-        {
-            "type": "control_request",
-            "request_id": "sm_1",
-            "request": {"subtype": "set_model", "model": "sonnet"},
-        },
-    ),
-    (
-        writer.set_model(None, "sm_2"),
-        {"type": "control_request", "request_id": "sm_2", "request": {"subtype": "set_model"}},
-    ),
-    (
         writer.control_request("rename_session", "rn", title="My daemon session"),
         {
             "type": "control_request",
@@ -184,7 +164,6 @@ EXACT = [
             "request": {"subtype": "rename_session", "title": "My daemon session"},
         },
     ),
-    (writer.keep_alive(), {"type": "keep_alive"}),
 ]
 
 
@@ -252,8 +231,6 @@ def test_any_text_is_one_line_that_reads_back_the_same(text: str) -> None:
         (lambda: writer.control_error("r", ""), "non-empty error"),
         (lambda: writer.control_request(""), "needs a subtype"),
         (lambda: writer.control_request("x", "r", payload=float), "cannot write"),
-        (lambda: writer.set_permission_mode(""), "needs a mode"),
-        (lambda: writer.set_model(""), "model name"),
     ],
 )
 def test_refusals(build: Any, message: str) -> None:
