@@ -144,7 +144,10 @@ class BetcodeUser:
         env.pop("BETCODE_SOCKET", None)
         return env
 
-    async def spawn(self, *args: str, relay_url: str | None = None) -> asyncio.subprocess.Process:
+    async def spawn(
+        self, *args: str, relay_url: str | None = None, wrapper: Sequence[str] = ()
+    ) -> asyncio.subprocess.Process:
+        """``wrapper``: a command that runs the rest (e.g. in another mount namespace)."""
         argv = betcode_argv(
             "--relay",
             relay_url or self.relay.url,
@@ -153,6 +156,7 @@ class BetcodeUser:
             *args,
         )
         return await asyncio.create_subprocess_exec(
+            *wrapper,
             *argv,
             cwd=self.cwd,
             env=self._env(),
@@ -161,8 +165,10 @@ class BetcodeUser:
             stderr=asyncio.subprocess.PIPE,
         )
 
-    async def run(self, *args: str, relay_url: str | None = None) -> Finished:
-        return await finish(await self.spawn(*args, relay_url=relay_url))
+    async def run(
+        self, *args: str, relay_url: str | None = None, wrapper: Sequence[str] = ()
+    ) -> Finished:
+        return await finish(await self.spawn(*args, relay_url=relay_url, wrapper=wrapper))
 
 
 async def finish(process: asyncio.subprocess.Process) -> Finished:

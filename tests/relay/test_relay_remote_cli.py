@@ -1,14 +1,17 @@
 """The command line through the relay, as a user runs it on another computer: an approval given
 while the machine is offline is queued on the relay (the command says so and exits 0) and the
 tool runs exactly once when the daemon is back; access tokens are renewed for a long run, and
-commands refreshing at once keep the login. A relay in this event loop, the daemon
-in-process with the pinned real CLI and the mock model, `betcode` in its own process."""
+commands refreshing at once keep the login; `--cwd` names a folder on the machine. A relay in
+this event loop, the daemon in-process with the pinned real CLI and the mock model, `betcode`
+in its own process."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+import shlex
+import subprocess
 import time
 from pathlib import Path
 
@@ -123,3 +126,40 @@ async def test_tokens_renew_for_a_long_chat_and_concurrent_commands_share_a_refr
     status = await user.run("auth", "status")
     assert status.code == 0
     assert "logged in to" in status.out
+
+
+def hiding(directory: Path) -> list[str]:
+    """Runs a command in a mount namespace of its own where ``directory`` is an empty tmpfs:
+    what is in it exists for the daemon only, as on another computer."""
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "true"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"SKIPPED LOUDLY: no private mount namespace here: {probe.stderr!r}")
+    script = f'mount -t tmpfs none {shlex.quote(str(directory))} && exec "$@"'
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"]
+
+
+async def test_cwd_through_the_relay_is_a_folder_on_the_machine(
+    rig: Rig, tmp_path: Path, workspace: Workspace
+) -> None:
+    await rig.start_daemon()
+    only_there = workspace.repo / "service"
+    only_there.mkdir()
+    user = BetcodeUser(
+        cli_user(rig, tmp_path, workspace).relay, tmp_path / "client-config", tmp_path
+    )
+    assert (await user.run("auth", "login", "-u", "alice")).code == 0
+    wrapper = hiding(workspace.repo)
+    ran = await user.run(
+        "--machine", MACHINE, "run", "--cwd", str(only_there), "SCN:plain", wrapper=wrapper
+    )
+    assert ran.code == 0, ran.err
+    listed = await user.run("--machine", MACHINE, "sessions", "list", "--json")
+    assert str(only_there) in listed.out
+    # A folder the machine does not have either: refused there, saying so.
+    missing = await user.run(
+        "--machine", MACHINE, "run", "--cwd", str(workspace.repo / "nowhere"), "SCN:plain"
+    )
+    assert missing.code != 0
+    assert "nowhere" in missing.err

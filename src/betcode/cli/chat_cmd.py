@@ -11,6 +11,7 @@ import click
 from betcode.cli.chat import ChatOptions, NoSessionToContinue, run_chat
 from betcode.cli.connection import DaemonError, DaemonUnavailable
 from betcode.cli.ids import SESSIONS, WORKTREES
+from betcode.cli.relay_login import machine_directory
 
 START_DAEMON_QUESTION = "Start the BetCode daemon now?"
 
@@ -24,7 +25,11 @@ START_DAEMON_QUESTION = "Start the BetCode daemon now?"
     help="Attach to this session (id, unique prefix or name).",
 )
 @click.option("--continue", "continue_last", is_flag=True, help="Reattach the latest session here.")
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--cwd",
+    callback=machine_directory,
+    help="Working directory (through a relay: an absolute path on the machine).",
+)
 @click.option("--model", default="", help="Model for a new session.")
 @click.option(
     "--worktree",
@@ -38,7 +43,7 @@ def chat(
     prompt: str,
     session_id: str | None,
     continue_last: bool,
-    cwd: Path | None,
+    cwd: str | None,
     model: str,
     worktree: str,
     socket_path: str | None,
@@ -51,7 +56,7 @@ def chat(
         socket=socket_path,
         session_id=session_id,
         continue_last=continue_last,
-        cwd=cwd,
+        cwd=Path(cwd) if cwd else None,
         model=model,
         first_message=prompt,
         worktree=worktree,

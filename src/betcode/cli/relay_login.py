@@ -116,6 +116,23 @@ def relay_choice(*, need_machine: bool) -> RelayChoice | None:
     return RelayChoice(url, Path(ca) if ca else None, machine)
 
 
+def machine_directory(
+    _context: click.Context, _param: click.Parameter, value: str | None
+) -> str | None:
+    """`--cwd`: a directory on the daemon's machine. Checked here only when the daemon is this
+    machine's; through a relay it is a path on that machine, which its daemon checks (a folder
+    that exists only there is fine, one that does not is refused there)."""
+    if value is None:
+        return None
+    if relay_choice(need_machine=False) is not None:
+        if not os.path.isabs(value):
+            raise click.BadParameter("through a relay, give an absolute path on the machine")
+        return value
+    if not os.path.isdir(value):
+        raise click.BadParameter(f"directory {value!r} does not exist")
+    return value
+
+
 def relay_channel(choice: RelayChoice) -> grpc.aio.Channel:
     root = choice.ca_file.read_bytes() if choice.ca_file else None
     return grpc.aio.secure_channel(

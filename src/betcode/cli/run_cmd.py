@@ -40,6 +40,7 @@ from betcode.cli.headless import (
     parse_allow_rules,
 )
 from betcode.cli.ids import SESSIONS, find_session
+from betcode.cli.relay_login import machine_directory, relay_choice
 from betcode.cli.worktree_target import open_worktree
 from betcode.permissions.rules import InvalidRule
 from betcode.v1 import common_pb2
@@ -84,7 +85,11 @@ Exit codes:
     help="Continue this session (id, unique prefix or name).",
 )
 @click.option("--continue", "continue_last", is_flag=True, help="Continue the latest session here.")
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False), help="Working directory.")
+@click.option(
+    "--cwd",
+    callback=machine_directory,
+    help="Working directory (through a relay: an absolute path on the machine).",
+)
 @click.option(
     "--worktree",
     default="",
@@ -137,7 +142,9 @@ def run(
         rules = parse_allow_rules(allow_rules)
     except InvalidRule as error:
         raise click.BadParameter(f"{error.text!r}: {error.reason}", param_hint="--allow") from None
-    work_dir = os.path.realpath(cwd or os.getcwd())
+    # Through a relay the path is the machine's: it is not resolved against this one's files.
+    remote = relay_choice(need_machine=False) is not None
+    work_dir = cwd if remote and cwd else os.path.realpath(cwd or os.getcwd())
     hint = f" --socket {shlex.quote(socket_path)}" if socket_path else ""
     streams = Streams(sys.stdout, sys.stderr, output, hint)
     approver = Approver(yes, rules, work_dir, str(Path.home()))
