@@ -47,13 +47,16 @@ export async function forgetDevice(): Promise<void> {
   await withStore("readwrite", (store) => store.delete("credential"));
 }
 
-/** A one-time link (`#link=...` from `betcode web`) in the address bar: taken out at once
- * (also from the history entry) and returned. */
-export function takeLink(): string | null {
-  const match = location.hash.match(/^#link=([A-Za-z0-9_-]+)$/);
+/** What signs this browser in, once: a one-time link (`#link=...` from `betcode web`) or a
+ * pairing code (`#code=...`, the QR code of `betcode web pair`, or typed on the sign-in screen). */
+export type Pairing = { link: string } | { code: string };
+
+/** A link or code in the address bar: taken out at once (also from the history entry). */
+export function takePairing(): Pairing | null {
+  const match = location.hash.match(/^#(link|code)=([A-Za-z0-9_-]+)$/);
   if (!match) return null;
   history.replaceState(null, "", location.pathname + location.search);
-  return match[1];
+  return match[1] === "link" ? { link: match[2] } : { code: match[2] };
 }
 
 export function deviceName(): string {

@@ -2,7 +2,7 @@
 // request waiting for an answer. The daemon's endpoints: docs/WEB.md.
 import "./app.css";
 import { api, ApiError, clientId, whenSignedOut, type SessionSummary } from "./api";
-import { deviceName, keepDevice, storedDevice, takeLink, type Device } from "./credential";
+import { deviceName, keepDevice, storedDevice, takePairing, type Device, type Pairing } from "./credential";
 import { startActionBar, renderBar } from "./actionbar";
 import { byId, el } from "./dom";
 import { completeFor, startCompleter } from "./completer";
@@ -143,7 +143,8 @@ byId("delete").addEventListener("click", async () => {
 });
 byId("take-lock").addEventListener("click", () => void view.stream?.requestLock());
 
-// ---- signing in: a one-time link from `betcode web` becomes this device's credential ----
+// ---- signing in: a one-time link (`betcode web`) or a pairing code (`betcode web pair`) becomes
+// this device's credential ----
 
 function showSignIn(message: string): void {
   view.stream?.close();
@@ -155,17 +156,20 @@ function showSignIn(message: string): void {
   byId("sign-in").hidden = false;
 }
 
-async function signIn(): Promise<boolean> {
-  const link = takeLink();
-  if (link) {
-    try {
-      const device = await api<Device>("POST", "/api/devices/pair", { link, name: deviceName() });
-      await keepDevice(device);
-    } catch (error) {
-      showSignIn(error instanceof ApiError ? error.message : String(error));
-      return false;
-    }
+async function pairDevice(pairing: Pairing): Promise<boolean> {
+  try {
+    const device = await api<Device>("POST", "/api/devices/pair", { ...pairing, name: deviceName() });
+    await keepDevice(device);
+    return true;
+  } catch (error) {
+    showSignIn(error instanceof ApiError ? error.message : String(error));
+    return false;
   }
+}
+
+async function signIn(): Promise<boolean> {
+  const pairing = takePairing();
+  if (pairing && !(await pairDevice(pairing))) return false;
   if (!storedDevice()) {
     showSignIn("");
     return false;
@@ -173,17 +177,35 @@ async function signIn(): Promise<boolean> {
   return true;
 }
 
+byId<HTMLFormElement>("pair-code").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = byId<HTMLInputElement>("code");
+  void pairDevice({ code: input.value }).then((paired) => {
+    if (!paired) return;
+    input.value = "";
+    showSignedIn();
+  });
+});
+
 whenSignedOut(() => showSignIn("This browser was signed out (revoked, or the access token was rotated)."));
 
-async function start(): Promise<void> {
-  if (!(await signIn())) return;
+let started = false;
+function showSignedIn(): void {
+  byId("sign-in").hidden = true;
   const device = storedDevice();
   byId("device-name").textContent = device ? device.name : "";
-  window.addEventListener("hashchange", route);
-  setInterval(() => void refreshList(), LIST_REFRESH_MS);
-  startActionBar();
-  startCompleter();
+  if (!started) {
+    started = true;
+    window.addEventListener("hashchange", route);
+    setInterval(() => void refreshList(), LIST_REFRESH_MS);
+    startActionBar();
+    startCompleter();
+  }
   route();
+}
+
+async function start(): Promise<void> {
+  if (await signIn()) showSignedIn();
 }
 
 void start();

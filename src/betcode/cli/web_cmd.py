@@ -1,5 +1,6 @@
-"""`betcode web`: a one-time sign-in link to the web client the daemon serves; the signed-in
-devices (`web devices`, `web revoke ID`) and `web rotate-token` (docs/WEB.md "Access").
+"""`betcode web`: a one-time sign-in link to the web client the daemon serves; `web pair`, a
+pairing code and its QR code for a phone; the signed-in devices (`web devices`, `web revoke ID`)
+and `web rotate-token` (docs/WEB.md "Access").
 
 The owner's requests go to the daemon's web address with the access token (0600 in the config
 dir). An https address on a loopback name is not verified against a CA: the address comes from
@@ -123,6 +124,26 @@ def _live_address(data_dir: Path) -> str:
 def _fail(message: str) -> NoReturn:
     click.echo(f"betcode web: {message}", err=True)
     sys.exit(1)
+
+
+@web_group.command("pair")
+@click.option(
+    "--base-url",
+    help="The address the phone opens, when not the daemon's own (e.g. its LAN name with TLS).",
+)
+@click.pass_obj
+def pair(data_dir: Path | None, base_url: str | None) -> None:
+    """Sign a phone in: a QR code to scan, or a short code to type on the page's sign-in screen."""
+    import segno  # only this command draws a QR code
+
+    base = _live_address(resolve_paths(None, data_dir).data_dir)
+    made = _owner_call(base, "POST", "/api/pairing-codes")
+    code = str(made["code"])
+    url = f"{(base_url or base).rstrip('/')}/#code={code.replace('-', '')}"
+    segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
+    minutes = max(1, round((float(made["expires_at"]) - time.time()) / 60))
+    click.echo(f"\nScan it, or open {base_url or base} and type the code:\n\n    {code}\n")
+    click.echo(f"It signs in one browser, once, within {minutes} minutes.")
 
 
 @web_group.command("devices")

@@ -10,7 +10,12 @@ A device is a browser that exchanged a one-time link for a credential of its own
    the service worker) and sends as `Authorization: Bearer` (WebSocket: the subprotocol
    `bearer.CREDENTIAL`). No cookie: cookies ignore ports, so another server on the same host
    would receive one.
-3. A used or expired link is refused. Devices are listed and revoked by the owner
+3. Or a short pairing code from `betcode web pair` (shown with a QR code of `BASE/#code=CODE`),
+   typed on the page's sign-in screen or opened from the QR code: 8 characters, valid once and
+   for `CODE_SECONDS`, kept as a link is. Only `MAX_WRONG_CODES` wrong codes are taken in
+   `WRONG_CODE_WINDOW` seconds (daemon-wide, as guesses may come from anywhere); past that every
+   code is refused unchecked until the window moves on, so 40 bits cannot be guessed.
+4. A used or expired link is refused. Devices are listed and revoked by the owner
    (`betcode web devices`, `betcode web revoke ID`); a revocation closes the device's open
    streams at once, and rotating the access token signs every device out and closes every
    stream (the token file is also watched, for a rotation the daemon was not told of).
@@ -27,7 +32,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -48,10 +53,40 @@ SIGNED_OUT = 4401  # a private WebSocket close code: revoked, or the access toke
 TOKEN_WATCH_SECONDS = 0.5
 MAX_NAME = 80
 CLOSE_WAIT_SECONDS = 1.0
+CODE_SECONDS = 300.0
+CODE_LENGTH = 8
+# Crockford's base32: no I, L, O or U, so what is read aloud or typed is what was shown.
+CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+CODE_READS_AS = str.maketrans({"O": "0", "I": "1", "L": "1"})
+MAX_WRONG_CODES = 5
+WRONG_CODE_WINDOW = 600.0
 
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def normal_code(typed: str) -> str:
+    """A code as typed (any case, spaces or dashes, O for 0, I or L for 1) as it was made."""
+    kept = "".join(ch for ch in typed.upper() if ch not in " -")
+    return kept.translate(CODE_READS_AS)
+
+
+def shown_code(code: str) -> str:
+    return f"{code[:4]}-{code[4:]}"
+
+
+def _code_hash(code: str) -> str:
+    # Apart from the links' hashes: a code is never a link, nor a link a code.
+    return _hash(f"code:{code}")
+
+
+class TooManyGuesses(Exception):
+    """Pairing codes are refused for now: too many wrong ones were tried."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"too many wrong pairing codes; try again in {retry_after:.0f} s")
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +106,7 @@ class Devices:
         self._sockets: defaultdict[str, set[web.WebSocketResponse]] = defaultdict(set)
         self._fingerprint = token.fingerprint()
         self._closing: set[asyncio.Task[bool]] = set()
+        self._wrong_codes: deque[float] = deque()  # monotonic times of the recent wrong codes
 
     async def load(self) -> None:
         devices = await self._reader.read(rows.list_devices)
@@ -106,8 +142,35 @@ class Devices:
         )
         return secret, expires_at
 
+    async def new_code(self) -> tuple[str, float]:
+        code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+        expires_at = time.time() + CODE_SECONDS
+        fingerprint = self.token.fingerprint()
+        await self._writer.call(
+            lambda c: rows.insert_link(c, _code_hash(code), fingerprint, expires_at)
+        )
+        return code, expires_at
+
     async def pair(self, link: str, name: str) -> tuple[WebDevice, str] | None:
         """A new device for a link used once before it expires; None for any other link."""
+        return await self._redeem(_hash(link), name)
+
+    async def pair_code(self, code: str, name: str) -> tuple[WebDevice, str] | None:
+        """A new device for a pairing code used once before it expires; None for any other
+        code. TooManyGuesses, without looking at the code, while the wrong ones are over the
+        limit."""
+        now = time.monotonic()
+        while self._wrong_codes and self._wrong_codes[0] <= now - WRONG_CODE_WINDOW:
+            self._wrong_codes.popleft()
+        if len(self._wrong_codes) >= MAX_WRONG_CODES:
+            raise TooManyGuesses(self._wrong_codes[0] + WRONG_CODE_WINDOW - now)
+        paired = await self._redeem(_code_hash(normal_code(code)), name)
+        if paired is None:
+            self._wrong_codes.append(now)
+            log.warning("web: a wrong pairing code (%d recently)", len(self._wrong_codes))
+        return paired
+
+    async def _redeem(self, secret_hash: str, name: str) -> tuple[WebDevice, str] | None:
         credential = secrets.token_urlsafe(CREDENTIAL_BYTES)
         device = WebDevice(
             device_id=f"dev-{uuid.uuid4().hex[:12]}",
@@ -118,7 +181,7 @@ class Devices:
             last_seen_at=None,
             revoked_at=None,
         )
-        if not await self._writer.call(lambda c: rows.redeem_link(c, _hash(link), device)):
+        if not await self._writer.call(lambda c: rows.redeem_link(c, secret_hash, device)):
             return None
         self._valid[device.credential_hash] = device
         log.info("web: device %s (%s) signed in", device.device_id, device.name)

@@ -1,6 +1,6 @@
-"""The endpoints of signing in (`devices`): a one-time link exchanged for a device credential
-(anyone with the link), and the owner's: new links, the list of devices, revocation, and the
-notice of a rotated access token."""
+"""The endpoints of signing in (`devices`): a one-time link or pairing code exchanged for a
+device credential (anyone with the link or code), and the owner's: new links and codes, the list
+of devices, revocation, and the notice of a rotated access token."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ from aiohttp import web
 from betcode.core.validation import check_id
 from betcode.storage.web_devices import WebDevice
 from betcode.web.access import principal
-from betcode.web.devices import Devices
+from betcode.web.devices import Devices, TooManyGuesses, shown_code
 from betcode.web.errors import json_body, refusal, text_field
 
 DEVICES_KEY = web.AppKey("devices", Devices)
 LINK_REFUSED = (
     "this sign-in link was used already or has expired (links work once, for minutes): run "
     "`betcode web` on the machine running the daemon for a new one"
+)
+CODE_REFUSED = (
+    "this pairing code is wrong, used already or expired (codes work once, for minutes): run "
+    "`betcode web pair` on the machine running the daemon for a new one"
 )
 
 
@@ -24,6 +28,7 @@ def device_routes() -> list[web.RouteDef]:
         web.post("/api/devices/pair", pair),
         web.get("/api/whoami", whoami),
         web.post("/api/links", new_link),
+        web.post("/api/pairing-codes", new_code),
         web.get("/api/devices", list_devices),
         web.delete("/api/devices/{device_id}", revoke),
         web.post("/api/rotate", rotated),
@@ -31,10 +36,23 @@ def device_routes() -> list[web.RouteDef]:
 
 
 async def pair(request: web.Request) -> web.Response:
+    """`{"link", "name"}` or `{"code", "name"}`: the device's credential, once."""
     body = await json_body(request)
-    paired = await request.app[DEVICES_KEY].pair(text_field(body, "link"), text_field(body, "name"))
-    if paired is None:
-        return refusal(401, "LINK_REFUSED", LINK_REFUSED)
+    devices = request.app[DEVICES_KEY]
+    name = text_field(body, "name")
+    if "code" in body:
+        try:
+            paired = await devices.pair_code(text_field(body, "code"), name)
+        except TooManyGuesses as refused:
+            response = refusal(429, "TOO_MANY_GUESSES", str(refused))
+            response.headers["Retry-After"] = str(max(1, round(refused.retry_after)))
+            return response
+        if paired is None:
+            return refusal(401, "CODE_REFUSED", CODE_REFUSED)
+    else:
+        paired = await devices.pair(text_field(body, "link"), name)
+        if paired is None:
+            return refusal(401, "LINK_REFUSED", LINK_REFUSED)
     device, credential = paired
     return web.json_response(
         {"device_id": device.device_id, "name": device.name, "credential": credential}, status=201
@@ -49,6 +67,11 @@ async def whoami(request: web.Request) -> web.Response:
 async def new_link(request: web.Request) -> web.Response:
     secret, expires_at = await request.app[DEVICES_KEY].new_link()
     return web.json_response({"link": secret, "expires_at": expires_at}, status=201)
+
+
+async def new_code(request: web.Request) -> web.Response:
+    code, expires_at = await request.app[DEVICES_KEY].new_code()
+    return web.json_response({"code": shown_code(code), "expires_at": expires_at}, status=201)
 
 
 async def list_devices(request: web.Request) -> web.Response:
