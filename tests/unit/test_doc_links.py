@@ -74,3 +74,23 @@ def test_a_citation_leads_to_a_section(source: str, name: str, anchor: str) -> N
     assert target.is_file(), f"{source} cites {name}, which is not in the repository"
     if anchor:
         assert anchor in _anchors(target), f"{source} cites {name}{anchor}: no such heading"
+
+
+PROSE_WIDTH = 100
+WRAPPED = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "CHANGELOG.md"]
+
+
+def _long_prose_lines(path: Path) -> list[int]:
+    """Lines of prose over the width: tables, indented code and fenced code may be longer."""
+    long_lines, fenced = [], False
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and not line.startswith(("    ", "|")) and len(line) > PROSE_WIDTH:
+            long_lines.append(number)
+    return long_lines
+
+
+@pytest.mark.parametrize("path", WRAPPED, ids=lambda path: path.name)
+def test_prose_is_wrapped_at_100_columns(path: Path) -> None:
+    assert _long_prose_lines(path) == [], f"{path.name}: lines over {PROSE_WIDTH} columns"
