@@ -117,11 +117,21 @@ async def measure_checks(directory: Path, rounds: int) -> dict[str, dict[str, fl
     return {"cost_check": percentiles(checks), "spend_write": percentiles(writes)}
 
 
+class NoStore:
+    """The queue's store: never used while a place is free, as here."""
+
+    async def add(self, session_id: str, text: str) -> int:
+        raise AssertionError("nothing waits in this benchmark")
+
+    def remove(self, row_ids: list[int]) -> None:
+        raise AssertionError("nothing waits in this benchmark")
+
+
 async def measure_queue(rounds: int, max_running: int) -> dict[str, float]:
     async def start(session: Session, client_id: str | None, text: str) -> bool:
         return True
 
-    queue = TurnQueue(max_running, start)
+    queue = TurnQueue(max_running, start, NoStore())
     sessions = [StandIn(f"s{n}") for n in range(16)]
     samples = []
     for n in range(rounds):

@@ -114,6 +114,7 @@ class Daemon:
         await subagents.orchestrations.load_interrupted()
         # With the delegates set and the runs left behind ended: before serving, as if read.
         await core.bridge.decide_left_unanswered()
+        await core.admission.restore_queue(core.sessions.get)
         try:
             self.telemetry.start(core.live_state())
             await self.server.serve(socket_claim, tcp_address)
@@ -205,6 +206,10 @@ class Daemon:
 
     async def stop(self) -> None:
         """Stop accepting, stop every claude (SIGTERM, grace, SIGKILL), flush, close."""
+        if self.core is not None:
+            # First: a turn that ends while the daemon stops (its claude got the signal too)
+            # must not start a queued message the shutdown would lose; it stays stored.
+            self.core.admission.queue.close()
         self._tasks.cancel()
         if self.web is not None:
             await self.web.stop()

@@ -4,10 +4,17 @@ message stands; a cancel takes a session's messages out of the queue."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
-from harness.daemon import Client, daemon_config, running_daemon
+from harness.daemon import (
+    Client,
+    DaemonProcess,
+    daemon_config,
+    daemon_process_env,
+    running_daemon,
+)
 from harness.environment import Workspace
 from test_cost_limits import sent_to_model, user_inputs
 
@@ -98,3 +105,42 @@ async def test_one_turn_at_a_time_in_order_with_positions_and_a_cancel(
         assert (queue.running, queue.waiting) == (0, 0)
         for client in (first, second, third):
             await client.close()
+
+
+async def test_a_queued_message_waits_again_after_a_daemon_restart(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    root = tmp_path / "daemon"
+    root.mkdir()
+    daemon = DaemonProcess(
+        root,
+        daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url)),
+        args=("--set", "limits.max_running_turns=1"),
+    )
+    await asyncio.to_thread(daemon.start)
+    try:
+        first = open_session(daemon.socket, workspace.repo, "a")
+        second = open_session(daemon.socket, workspace.repo, "b")
+        first.say(STALLED)
+        await first.wait_for("user_input")
+        second.say("SCN:plain queued across the restart")
+        await second.wait_for_status(QUEUED)
+        session_id = second.session_id
+        for client in (first, second):
+            await client.close()
+        # The daemon stops mid-turn (its shutdown ends the stalled turn): nothing queued starts.
+        assert await asyncio.to_thread(daemon.stop) == 0
+        assert sent_to_model(mock_api, "queued across the restart") == 0
+        mock_api.release_stalls()
+
+        await asyncio.to_thread(daemon.start)
+        again = Client(daemon.socket, "b-again")
+        again.converse(agent_pb2.StartConversation(session_id=session_id))
+        await again.wait_for("turn_complete", within_s=90)
+        assert user_inputs(again) == ["SCN:plain queued across the restart"]
+        # The model answered it: started once, by the restarted daemon.
+        text = "".join(event.text_delta.text for event in again.of_kind("text_delta"))
+        assert text == "Hello from the mock model."
+        await again.close()
+    finally:
+        await asyncio.to_thread(daemon.stop)

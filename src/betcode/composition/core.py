@@ -65,6 +65,7 @@ class Core:
 
     async def close(self, *, keep_claude: bool) -> None:
         """Stops every session (or leaves each claude to its holder), then flushes and closes."""
+        self.admission.queue.close()  # before the sessions' turns end (if the daemon did not)
         await self.sessions.shutdown(keep_claude=keep_claude)
         await self.bridge.close()
         await self.audit.flush()

@@ -20,7 +20,7 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from betcode.config.settings import LimitSettings
@@ -30,6 +30,7 @@ from betcode.observability.live_state import LimitsReading
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.cost_requests import CapReached
 from betcode.sessions.session import Session
+from betcode.storage import queued as queued_rows
 from betcode.storage import spend as spend_rows
 from betcode.storage.errors import StoreClosed
 from betcode.storage.spend import SessionSpend
@@ -56,6 +57,23 @@ class CostLimits:
         return self.own.get(session_id, self.default)
 
 
+class StoredQueue:
+    """The turn queue's messages in SQLite (storage/queued.py)."""
+
+    def __init__(self, writer: StoreWriter) -> None:
+        self._writer = writer
+
+    async def add(self, session_id: str, text: str) -> int:
+        now = time.time()
+        return await self._writer.call(lambda c: queued_rows.add(c, session_id, text, now))
+
+    def remove(self, row_ids: list[int]) -> None:
+        try:
+            self._writer.submit(lambda c: queued_rows.remove(c, row_ids))
+        except StoreClosed:
+            log.warning("queued messages %s: not forgotten, the store is closed", row_ids)
+
+
 class TurnAdmission:
     def __init__(
         self,
@@ -70,7 +88,8 @@ class TurnAdmission:
         self._clock = clock
         self.settings = settings
         self.memory = memory
-        self.queue = TurnQueue(settings.max_running_turns, self._start)
+        self._stored_queue = StoredQueue(writer)
+        self.queue = TurnQueue(settings.max_running_turns, self._start, self._stored_queue)
         self._spend_reading = LimitsReading()  # refreshed by `run_readings`
         bridge.costs.send_held = self._send_allowed
 
@@ -98,6 +117,18 @@ class TurnAdmission:
             return False
         await session.send_user_message(client_id, text)
         return True
+
+    async def restore_queue(self, session: Callable[[str], Awaitable[Session]]) -> None:
+        """Startup, before serving: the messages a restarted daemon had queued wait again."""
+        stored = await self._writer.call(queued_rows.in_order)
+        queued: list[tuple[int, Session, str]] = []
+        for row_id, session_id, text in stored:
+            try:
+                queued.append((row_id, await session(session_id), text))
+            except Exception:
+                log.exception("session %s: a queued message cannot wait again", session_id)
+                self._stored_queue.remove([row_id])
+        self.queue.restore(queued)
 
     def cancel(self, session: Session) -> int:
         """A cancel: the session's messages waiting for a turn slot are not sent; how many."""

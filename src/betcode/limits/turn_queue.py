@@ -8,7 +8,9 @@ own later message waits behind its earlier one, and a session runs one queued tu
 A cancel takes the session's waiting messages out of the queue (and says so).
 
 The client's request returns once its message is queued: the stream goes on (a cancel must
-get through), and the message starts from here when its turn comes.
+get through), and the message starts from here when its turn comes. A queued message is stored
+(`QueueStore`) before the request returns, and taken out as its turn starts or it is cancelled:
+a restarted daemon queues again, in order, the messages it had not started (`restore`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from betcode.sessions import translate
 from betcode.sessions.session import Session
@@ -32,6 +35,14 @@ Status = common_pb2.AgentStatus
 StartTurn = Callable[[Session, str | None, str], Awaitable[bool]]
 
 
+class QueueStore(Protocol):
+    async def add(self, session_id: str, text: str) -> int:
+        """Store a queued message last; its row id."""
+
+    def remove(self, row_ids: list[int]) -> None:
+        """Forget these queued messages (ordered on the store writer, not waited for)."""
+
+
 @dataclass(eq=False, slots=True)
 class _Place:
     """A running turn's place: its session, and who took it (identity tells two apart)."""
@@ -43,18 +54,21 @@ class _Place:
 class _Waiting:
     session: Session
     text: str  # sent as no client's: the client's input lock was checked when it was queued
+    row_id: int  # in the store
 
 
 class TurnQueue:
-    def __init__(self, max_running: int, start_turn: StartTurn) -> None:
+    def __init__(self, max_running: int, start_turn: StartTurn, store: QueueStore) -> None:
         self.max_running = max_running  # 0: no cap
         self._start_turn = start_turn
+        self._store = store
         self._waiting: deque[_Waiting] = deque()
         # Session id → the token of its queued-and-started turn still running.
         self._running: dict[str, _Place] = {}
         self._listening: weakref.WeakSet[Session] = weakref.WeakSet()
         self._shown: dict[str, str] = {}  # session id → the queue status it was last shown
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False  # the daemon stops: nothing starts, what waits stays stored
 
     @property
     def running(self) -> int:
@@ -63,6 +77,11 @@ class TurnQueue:
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+    def close(self) -> None:
+        """The daemon stops: the turns its shutdown ends start nothing queued; the messages
+        still waiting stay stored for the next daemon."""
+        self._closed = True
 
     def apply(self, max_running: int) -> None:
         """A reload: a larger cap (or none) starts waiting messages at once."""
@@ -78,16 +97,29 @@ class TurnQueue:
         if not self._waiting and self._may_start(session):
             await self._run(session, client_id, text, self._take_place(session))
             return
-        self._waiting.append(_Waiting(session, text))
+        row_id = await self._store.add(session.id, text)
+        self._waiting.append(_Waiting(session, text, row_id))
         log.info("session %s: a message is queued (%d waiting)", session.id, len(self._waiting))
         self._show_positions()
         self._pump()
+
+    def restore(self, queued: list[tuple[int, Session, str]]) -> None:
+        """After a restart: (row id, session, text) of the messages stored as queued, in
+        order, wait again."""
+        for row_id, session, text in queued:
+            self._listen(session)
+            self._waiting.append(_Waiting(session, text, row_id))
+        if queued:
+            log.info("%d queued message(s) wait again after the restart", len(queued))
+            self._show_positions()
+            self._pump()
 
     def cancel(self, session: Session) -> int:
         """Take the session's waiting messages out of the queue; how many."""
         kept = deque(entry for entry in self._waiting if entry.session is not session)
         dropped = len(self._waiting) - len(kept)
         if dropped:
+            self._store.remove([e.row_id for e in self._waiting if e.session is session])
             self._waiting = kept
             self._shown.pop(session.id, None)
             message = f"cancelled: {dropped} queued message(s) not sent"
@@ -102,15 +134,21 @@ class TurnQueue:
     def _pump(self) -> None:
         """Start every waiting message that may start now, first come first. A closed
         (deleted, shut down) session's place is free and its messages are dropped."""
+        if self._closed:
+            return
         for session_id, place in list(self._running.items()):
             if place.session.closed:
                 del self._running[session_id]
-        self._waiting = deque(entry for entry in self._waiting if not entry.session.closed)
+        gone = [entry for entry in self._waiting if entry.session.closed]
+        if gone:
+            self._waiting = deque(entry for entry in self._waiting if not entry.session.closed)
+            self._store.remove([entry.row_id for entry in gone])
         started = False
         for entry in list(self._waiting):
             if not self._may_start(entry.session):
                 continue
             self._waiting.remove(entry)
+            self._store.remove([entry.row_id])  # before its line is recorded: sent at most once
             self._shown.pop(entry.session.id, None)
             started = True
             # Its place is taken now, not once the task runs: the loop goes on deciding.
@@ -128,15 +166,22 @@ class TurnQueue:
         return place
 
     async def _run(self, session: Session, client_id: str | None, text: str, token: _Place) -> None:
-        started = False
+        # Not started (held at a cost cap, or failed: its turn ended visibly, or the client is
+        # told): the place is free. A client that goes away meanwhile (cancelled) changes
+        # nothing: its message, once recorded, is delivered all the same, and its turn's end
+        # frees the place.
         try:
             started = await self._start_turn(session, client_id, text)
-        finally:
-            # Not started (held at a cost cap, or failed: its turn ended visibly, or the client
-            # is told): the place is free.
-            if not started and self._running.get(session.id) is token:
-                del self._running[session.id]
-                self._pump()
+        except Exception:
+            self._free(session, token)
+            raise
+        if not started:
+            self._free(session, token)
+
+    def _free(self, session: Session, token: _Place) -> None:
+        if self._running.get(session.id) is token:
+            del self._running[session.id]
+            self._pump()
 
     async def _start_queued(self, entry: _Waiting, token: _Place) -> None:
         try:

@@ -50,6 +50,22 @@ class Started:
         return True
 
 
+class RowsStore:
+    """The queue's store, in memory: what a restarted daemon would queue again."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, str] = {}
+
+    async def add(self, session_id: str, text: str) -> int:
+        row_id = len(self.rows) + 100
+        self.rows[row_id] = text
+        return row_id
+
+    def remove(self, row_ids: list[int]) -> None:
+        for row_id in row_ids:
+            del self.rows[row_id]
+
+
 def as_session(stand_in: StandIn) -> Session:
     return cast("Session", stand_in)
 
@@ -61,8 +77,8 @@ async def settle() -> None:
 
 
 async def test_turns_start_in_order_one_per_session() -> None:
-    started = Started()
-    queue = TurnQueue(1, started)
+    started, store = Started(), RowsStore()
+    queue = TurnQueue(1, started, store)
     a, b, c = StandIn("a"), StandIn("b"), StandIn("c")
     await queue.submit(as_session(a), "client", "a1")
     await queue.submit(as_session(b), "client", "b1")
@@ -70,6 +86,7 @@ async def test_turns_start_in_order_one_per_session() -> None:
     await queue.submit(as_session(c), "client", "c1")
     assert started.texts == ["a1"]
     assert (queue.running, queue.waiting) == (1, 3)
+    assert sorted(store.rows.values()) == ["b1", "b2", "c1"]  # a1 started at once
     assert b.queue_statuses()[-1] == "queued: 1 of 3 waiting for a turn slot"
     assert c.queue_statuses()[-1] == "queued: 3 of 3 waiting for a turn slot"
     a.end_turn()
@@ -83,11 +100,12 @@ async def test_turns_start_in_order_one_per_session() -> None:
     b.end_turn()
     await settle()
     assert started.texts == ["a1", "b1", "b2", "c1"]
+    assert store.rows == {}
 
 
 async def test_a_place_comes_free_when_a_turn_is_held_or_its_session_closes() -> None:
     started = Started()
-    queue = TurnQueue(1, started)
+    queue = TurnQueue(1, started, RowsStore())
     a, b, c = StandIn("a"), StandIn("b"), StandIn("c")
     await queue.submit(as_session(a), None, "a1")
     started.refuse.add("b1")  # held (a cost request): no turn starts, nothing ends one
@@ -101,12 +119,59 @@ async def test_a_place_comes_free_when_a_turn_is_held_or_its_session_closes() ->
 
 
 async def test_a_cancel_takes_only_the_session_s_messages_out() -> None:
-    queue = TurnQueue(1, Started())
+    store = RowsStore()
+    queue = TurnQueue(1, Started(), store)
     a, b, c = StandIn("a"), StandIn("b"), StandIn("c")
     for stand_in, text in ((a, "a1"), (b, "b1"), (c, "c1"), (b, "b2")):
         await queue.submit(as_session(stand_in), None, text)
     assert queue.cancel(as_session(b)) == 2
     assert queue.cancel(as_session(b)) == 0
     assert queue.waiting == 1
+    assert list(store.rows.values()) == ["c1"]
     assert b.shown[-1].status_change.message == "cancelled: 2 queued message(s) not sent"
     assert c.queue_statuses()[-1] == "queued: 1 of 1 waiting for a turn slot"
+
+
+async def test_stored_messages_wait_again_in_order_after_a_restart() -> None:
+    started, store = Started(), RowsStore()
+    store.rows = {7: "b1", 8: "a2"}  # what the daemon before had stored
+    queue = TurnQueue(1, started, store)
+    a, b = StandIn("a"), StandIn("b")
+    await queue.submit(as_session(a), None, "running before the restart")
+    queue.restore([(7, as_session(b), "b1"), (8, as_session(a), "a2")])
+    assert b.queue_statuses()[-1] == "queued: 1 of 2 waiting for a turn slot"
+    a.end_turn()
+    await settle()
+    assert started.texts == ["running before the restart", "b1"]
+    assert store.rows == {8: "a2"}
+
+
+async def test_a_stopping_daemon_starts_nothing_queued_and_keeps_it_stored() -> None:
+    started, store = Started(), RowsStore()
+    queue = TurnQueue(1, started, store)
+    a, b = StandIn("a"), StandIn("b")
+    await queue.submit(as_session(a), None, "a1")
+    await queue.submit(as_session(b), None, "b1")
+    queue.close()
+    a.end_turn()  # the shutdown stops a's claude: its turn ends
+    await settle()
+    assert started.texts == ["a1"]
+    assert list(store.rows.values()) == ["b1"]
+
+
+async def test_a_client_gone_while_its_turn_starts_keeps_the_place() -> None:
+    starting = asyncio.Event()
+
+    async def slow_start(session: Session, client_id: str | None, text: str) -> bool:
+        starting.set()
+        await asyncio.sleep(3600)  # claude still starting when the client goes away
+        return True
+
+    queue = TurnQueue(1, slow_start, RowsStore())
+    a, b = StandIn("a"), StandIn("b")
+    request = asyncio.create_task(queue.submit(as_session(a), "client", "a1"))
+    await starting.wait()
+    request.cancel()  # the client's stream ends: its request is cancelled
+    await asyncio.gather(request, return_exceptions=True)
+    await queue.submit(as_session(b), None, "b1")
+    assert (queue.running, queue.waiting) == (1, 1)  # a's turn still holds the place
