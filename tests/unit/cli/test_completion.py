@@ -60,7 +60,7 @@ def test_completing_a_sub_command_of_sessions() -> None:
     assert complete("betcode sessions ") == [
         f"plain,{name}"
         for name in (
-            *("delete", "export", "grants", "limit", "list"),
+            *("adopt", "delete", "export", "grants", "limit", "list"),
             *("move", "rename", "search", "show"),
         )
     ]
