@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING
 from betcode import __version__
 from betcode.composition.background import BackgroundTasks
 from betcode.composition.core import Core, open_core
-from betcode.composition.relay import attention_watchers, dial_relays, relay_tunnel
+from betcode.composition.relay import (
+    add_tunnel_component,
+    attention_watchers,
+    dial_relays,
+    relay_tunnel,
+)
 from betcode.composition.reload import Reloads, apply_log_level, log_changes
 from betcode.composition.services import core_services, health_monitor, version_service
 from betcode.composition.startup_checks import (
@@ -104,6 +109,7 @@ class Daemon:
         # Before any client is served: no question of a run the restart ended looks pending.
         await subagents.manager.end_runs_left_behind()
         health = health_monitor(self.config, core, claude, self._reloads.report)
+        add_tunnel_component(health, self._tunnel)
         self.server = DaemonServer(
             health=health,
             version=version_service(claude),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from harness.daemon import InProcessDaemon, daemon_config
 from harness.environment import Workspace
-from harness.relay import BetcodeUser, RelayProcess, finish, stderr_until
+from harness.relay import BetcodeUser, RelayProcess, betcode_argv, finish, stderr_until
 
 from betcode.daemon import Daemon
 from betcode.devtools.mock_anthropic import MockAnthropic
@@ -56,10 +57,12 @@ async def world(
         assert registered.code == 0, registered.err
         machine = await owner.run("machine", "register", "--id", MACHINE, "--name", "Work")
         assert machine.code == 0, machine.err
+        # It remembered the relay for the daemon: what a plain `daemon start` dials.
+        settings = json.loads((owner.config_dir / "settings.json").read_text())
+        assert settings["daemon"]["relay"]["urls"] == [relay.tunnel_url]
         config = replace(
             daemon_config(tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url)),
-            relay_urls=(relay.tunnel_url,),
-            relay_ca_file=relay.ca,
+            relay_urls=tuple(settings["daemon"]["relay"]["urls"]),  # its CA: the one stored
         )
         running = Daemon(config)
         await running.start()
@@ -93,6 +96,21 @@ async def test_a_turn_with_a_tool_call_allowed_through_the_relay(world: World) -
     listed = await client.run("--machine", MACHINE, "sessions", "list", "--json")
     assert listed.code == 0, listed.err
     assert len(json.loads(listed.out)) == 1
+
+
+async def test_doctor_on_the_machine_shows_the_tunnel(world: World) -> None:
+    env = {**os.environ, "BETCODE_CONFIG_DIR": str(world.owner.config_dir)}
+    env["BETCODE_SOCKET"] = str(world.daemon.config.socket_path)
+    process = await asyncio.create_subprocess_exec(
+        *betcode_argv("doctor"),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, _err = await asyncio.wait_for(process.communicate(), 60)
+    shown = out.decode()
+    assert f"registered as machine {MACHINE}" in shown
+    assert f"tunnel: connected to {world.relay.tunnel_url} (relay " in shown
 
 
 async def test_run_yes_through_the_active_machine(world: World) -> None:

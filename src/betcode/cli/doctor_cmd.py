@@ -12,11 +12,13 @@ import click
 
 from betcode import event_loop
 from betcode.claude.locate import ClaudeNotFound, find_claude_binary
+from betcode.cli.health import find_daemon
 from betcode.cli.paths import resolve_paths
 from betcode.config.dirs import config_dir
 from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.permissions.rule_check import rule_problems
 from betcode.protocol.version import probe_claude_version
+from betcode.tunnel.identity import MachineIdentity
 
 
 @click.command("doctor")
@@ -36,6 +38,7 @@ def doctor(claude_bin: str | None) -> None:
         click.echo("rules:       every permission rule that applies here parses")
     for problem in problems:
         click.echo(f"  {problem}")
+    _relay_lines(paths.socket)
     loop_problem = None
     try:
         click.echo(f"event loop:  {event_loop.chosen_event_loop()} (the daemon's)")
@@ -56,3 +59,17 @@ def doctor(claude_bin: str | None) -> None:
         sys.exit(probe.exit_code)
     if loop_problem is not None:
         sys.exit(EXIT_CONFIG_INVALID)  # what `daemon start` would exit with
+
+
+def _relay_lines(socket: Path) -> None:
+    """Whether this machine is registered with a relay, and its daemon's tunnel (relay,
+    connected since, last error) when a daemon runs."""
+    identity = MachineIdentity(config_dir() / "certs")
+    if not identity.info_file.exists():
+        click.echo("relay:       this machine is not registered with a relay")
+        return
+    click.echo(f"relay:       registered as machine {identity.machine_id()}")
+    running = find_daemon(socket)
+    components = running.health.components if running and running.health else ()
+    tunnel = next((c.message for c in components if c.name == "relay_tunnel"), None)
+    click.echo(f"  tunnel: {tunnel or 'no running daemon dials a relay'}")

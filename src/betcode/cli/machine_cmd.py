@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from urllib.parse import urlsplit
+
 import click
 import grpc.aio
 
 from betcode.cli.relay_call import call_relay, required_relay
 from betcode.cli.relay_login import StoredLogin, access_token
 from betcode.config.dirs import config_dir
-from betcode.relay.machine_service import CA_KEY, CERTIFICATE_KEY, CSR_KEY
+from betcode.config.keys import set_dotted
+from betcode.config.layers import SETTINGS_FILE, read_settings_file
+from betcode.relay.machine_service import CA_KEY, CERTIFICATE_KEY, CSR_KEY, TUNNEL_PORT_KEY
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import machine_pb2, machine_pb2_grpc
 
@@ -55,6 +60,27 @@ def register(machine_id: str, name: str) -> None:
         machine.metadata[CA_KEY],
     )
     click.echo(f"machine {machine.machine_id} registered; certificate in {identity.cert_file}")
+    tunnel_port = machine.metadata.get(TUNNEL_PORT_KEY)
+    if tunnel_port:
+        url = remember_relay_for_daemon(choice.url, tunnel_port)
+        click.echo(
+            f"the daemon here dials {url} (daemon.relay.urls in {config_dir() / SETTINGS_FILE});"
+            " (re)start it: betcode daemon restart"
+        )
+
+
+def remember_relay_for_daemon(client_url: str, tunnel_port: str) -> str:
+    """Stores the relay's daemon address in this machine's settings (`daemon.relay.urls`):
+    the host the client dialed, the port the relay gave for daemons. A plain `daemon start`
+    then dials it; the relay's CA was stored with the certificate."""
+    host = urlsplit(client_url if "://" in client_url else f"https://{client_url}").hostname
+    url = f"https://{host}:{tunnel_port}"
+    path = config_dir() / SETTINGS_FILE
+    data = read_settings_file(path) or {}
+    set_dotted(data, "daemon.relay.urls", [url])
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return url
 
 
 def _list() -> list[machine_pb2.MachineInfo]:

@@ -5,6 +5,7 @@ daemon's own socket, so they take the local clients' code paths."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from betcode.composition.background import BackgroundTasks
 from betcode.composition.core import SessionWatcher
 from betcode.composition.startup_checks import DaemonStartupError
 from betcode.daemon_config import EXIT_CONFIG_INVALID, DaemonConfig
+from betcode.server.health import ComponentReport, HealthMonitor
 
 if TYPE_CHECKING:
     from betcode.tunnel.client import TunnelClient
@@ -55,6 +57,30 @@ def attention_watchers(tunnel: TunnelClient | None) -> list[SessionWatcher]:
     if tunnel is None or tunnel.settings.attention is None:
         return []
     return [tunnel.settings.attention.watch]
+
+
+def add_tunnel_component(health: HealthMonitor, tunnel: TunnelClient | None) -> None:
+    """`relay_tunnel` in the daemon's health (`daemon status`, `doctor`): the relay it is
+    connected to and since when, or the last error while it is not."""
+    if tunnel is None:
+        return
+
+    def check() -> ComponentReport:
+        if tunnel.connected_since is not None:
+            since = datetime.datetime.fromtimestamp(tunnel.connected_since, datetime.UTC)
+            return ComponentReport(
+                True,
+                f"connected to {tunnel.relay_url} (relay {tunnel.relay_id}) since "
+                f"{since.isoformat(timespec='seconds')}",
+            )
+        urls = ", ".join(tunnel.settings.relay_urls)
+        return ComponentReport(
+            True,
+            f"not connected to {urls}; last error: {tunnel.last_error or 'none yet'}",
+            degraded_reason="relay_tunnel_down",
+        )
+
+    health.add_component("relay_tunnel", check, critical=False)
 
 
 def dial_relays(tunnel: TunnelClient | None, tasks: BackgroundTasks) -> None:

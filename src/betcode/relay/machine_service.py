@@ -21,6 +21,7 @@ MACHINE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 CSR_KEY = "csr_pem"
 CERTIFICATE_KEY = "certificate_pem"
 CA_KEY = "ca_pem"
+TUNNEL_PORT_KEY = "tunnel_port"  # where this relay's daemons dial (same host as the clients')
 MAX_METADATA_ENTRIES = 32
 MAX_METADATA_CHARS = 1024
 
@@ -62,6 +63,7 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
         self._issuer = issuer
         self._authority = authority
         self._machines_per_user = machines_per_user
+        self.tunnel_port = 0  # set once the relay listens
 
     async def RegisterMachine(
         self, request: machine_pb2.RegisterMachineRequest, context: grpc.aio.ServicerContext
@@ -113,6 +115,8 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
         info = machine_info(machine)
         info.metadata[CERTIFICATE_KEY] = cert_pem(cert).decode()
         info.metadata[CA_KEY] = cert_pem(self._authority.cert).decode()
+        if self.tunnel_port:
+            info.metadata[TUNNEL_PORT_KEY] = str(self.tunnel_port)
         return machine_pb2.RegisterMachineResponse(machine=info)
 
     async def _within_quota(

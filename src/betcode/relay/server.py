@@ -127,10 +127,8 @@ class Relay:
         auth_pb2_grpc.add_AuthServiceServicer_to_server(
             AuthService(accounts, issuer, self.options.registration), self.server
         )
-        machine_pb2_grpc.add_MachineServiceServicer_to_server(
-            MachineService(accounts, issuer, authority, self.options.machines_per_user),
-            self.server,
-        )
+        machines = MachineService(accounts, issuer, authority, self.options.machines_per_user)
+        machine_pb2_grpc.add_MachineServiceServicer_to_server(machines, self.server)
         tunnel_pb2_grpc.add_TunnelServiceServicer_to_server(self.tunnels, self.server)
         self.server.add_generic_rpc_handlers((self.router,))
         cert_file, key_file = self.options.tls or (files.server_cert, files.server_key)
@@ -149,6 +147,7 @@ class Relay:
         )
         if 0 in (self.port, self.tunnel_port):
             raise OSError(f"cannot listen on {self.options.listen} / {self.options.tunnel_listen}")
+        machines.tunnel_port = self.tunnel_port
         await self.server.start()
         log.info("relay %s listening on port %d", self.options.relay_id, self.port)
 

@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,9 @@ class TunnelClient:
         self.settings = settings
         self.connected = asyncio.Event()
         self.relay_id = ""
+        self.relay_url = ""  # the relay of the open tunnel
+        self.connected_since: float | None = None  # wall clock, while a tunnel is open
+        self.last_error = ""  # why the last tunnel failed (or could not open)
         self._local: grpc.aio.Channel | None = None
         self._outgoing: asyncio.Queue[tunnel_pb2.TunnelFrame] = asyncio.Queue(OUTGOING_FRAMES)
         self._calls: dict[str, asyncio.Queue[bytes | None]] = {}
@@ -113,9 +117,11 @@ class TunnelClient:
                     index += 1
                     continue
                 except (grpc.RpcError, OSError, TimeoutError) as error:
+                    self.last_error = f"{url}: {_describe(error)}"
                     log.warning("relay tunnel to %s failed: %s", url, _describe(error))
                 finally:
                     self.connected.clear()
+                    self.connected_since = None
                     self._end_calls()
                 index += 1
                 delay = self.settings.backoff.delay(attempt)
@@ -158,6 +164,8 @@ class TunnelClient:
             if not registered.accepted:
                 raise OSError(f"relay {url} did not accept machine {machine_id}")
             self.relay_id = registered.relay_id
+            self.relay_url = url
+            self.connected_since = time.time()
             self.connected.set()
             log.info("tunnel to relay %s (%s) open", url, registered.relay_id)
             if identity.expires_within(self.settings.renew_before):
