@@ -30,6 +30,7 @@ from betcode.cli.exit_codes import (
     exit_code_of_error,
     retry_after_seconds,
 )
+from betcode.permissions.cost_requests import COST_LIMIT_TOOL
 from betcode.permissions.engine import Behavior, RuleSet, evaluate
 from betcode.permissions.rules import RuleList, RuleSource, parse_rule
 from betcode.v1 import agent_pb2
@@ -61,7 +62,10 @@ class Approver:
     home: str
 
     def reason(self, request: agent_pb2.PermissionRequest) -> str | None:
-        """Why the request is approved (`--yes` or the matching rule), or None to wait."""
+        """Why the request is approved (`--yes` or the matching rule), or None to wait. A cost
+        request (docs/LIMITS.md) always waits for a person: a run must not lift its own cap."""
+        if request.tool_name == COST_LIMIT_TOOL:
+            return None
         if self.approve_all:
             return "--yes"
         if not self.rules.rules:

@@ -11,6 +11,7 @@ from google.protobuf.struct_pb2 import Struct
 
 from betcode.cli.exit_codes import ExitCode, exit_code_of_error, retry_after_seconds
 from betcode.cli.headless import Approver, Streams, TurnFollower, parse_allow_rules
+from betcode.permissions.cost_requests import COST_LIMIT_TOOL
 from betcode.permissions.rules import InvalidRule
 from betcode.storage.reconcile import INTERRUPTED_CODE
 from betcode.v1 import agent_pb2
@@ -247,6 +248,13 @@ def test_allow_rules_approve_only_what_they_cover(
 def test_a_bad_allow_rule_is_refused() -> None:
     with pytest.raises(InvalidRule):
         parse_allow_rules(["Bash(unclosed"])
+
+
+def test_a_cost_request_is_never_approved_even_with_yes() -> None:
+    run = follower(yes=True)
+    asked = request("cost-1", COST_LIMIT_TOOL, message="go on", limit_usd=1.0)
+    assert feed(run, echo(), asked) == []
+    assert list(run.waiting) == ["cost-1"]
 
 
 def test_questions_are_never_approved_even_with_yes() -> None:
