@@ -13,6 +13,7 @@ from aiohttp import web
 
 from betcode.core import convert
 from betcode.core.validation import check_answers, check_id, check_text, invalid
+from betcode.permissions.cost_requests import is_cost_request
 from betcode.permissions.decisions import AnswerError, ClientAnswer
 from betcode.permissions.grants import grant_from_request
 from betcode.sessions.manager import SessionNotFound
@@ -74,7 +75,10 @@ async def list_waiting(request: web.Request) -> web.Response:
 def _waiting_json(row: PendingPermission) -> dict[str, object]:
     tool_input = _json_object(row.input)
     suggestions = json.loads(row.permission_suggestions or "[]")
-    grant = None if row.is_question else grant_from_request(row.tool_name, tool_input, suggestions)
+    # A question, or a cost request (docs/LIMITS.md: any allow sends its message once), adds no
+    # rule.
+    scoped = not row.is_question and not is_cost_request(row)
+    grant = grant_from_request(row.tool_name, tool_input, suggestions) if scoped else None
     return {
         "request_id": row.request_id,
         "session_id": row.session_id,
