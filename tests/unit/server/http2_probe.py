@@ -187,7 +187,7 @@ class RawClient:
             while not done(events):
                 data = await self.reader.read(65536)
                 if not data:
-                    raise EOFError(f"the server hung up; events so far: {events}")
+                    raise EOFError(f"the server hung up after {len(events)} events: {events[-3:]}")
                 events += self.h2.receive_data(data)
                 # Written without waiting for the socket: this client may have sent more than
                 # the server is reading until it reads the server's answers.

@@ -17,7 +17,7 @@ import h2.events
 import h2.exceptions
 import pytest
 from http2_probe import ProbeLog, RawClient, grpc_message, method, probe_channel, start_probe
-from hyperframe.frame import PingFrame
+from hyperframe.frame import PingFrame, SettingsFrame
 
 from betcode.server.http2.server import GrpcServer
 
@@ -98,13 +98,19 @@ async def test_a_ping_flood_from_a_client_that_never_reads_is_held_at_the_high_w
     client.close()
 
 
-async def test_a_ping_flood_gets_goaway_enhance_your_calm(
-    serve: ServerFactory, socket_path: Path, good_client: grpc.aio.Channel
+@pytest.mark.parametrize("frame", ["PING", "SETTINGS"])
+async def test_a_ping_or_settings_flood_gets_goaway_enhance_your_calm(
+    serve: ServerFactory, socket_path: Path, good_client: grpc.aio.Channel, frame: str
 ) -> None:
     await serve()
     client = await RawClient.connect(socket_path)
     for _ in range(5000):
-        client.h2.ping(b"12345678")
+        if frame == "PING":
+            client.h2.ping(b"12345678")
+        else:
+            client.writer.write(
+                SettingsFrame(0, settings={SettingsFrame.ENABLE_PUSH: 0}).serialize()
+            )
     await client.flush()
     goaway = await client.goaway()
     assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
@@ -287,4 +293,27 @@ async def test_a_client_goaway_with_calls_open_stops_them_and_closes(
         while await client.reader.read(65536):
             pass  # the server hangs up
     await served(good_client)
+    client.close()
+
+
+async def test_a_busy_upload_whose_reads_end_inside_frames_is_no_stall(
+    serve: ServerFactory, socket_path: Path
+) -> None:
+    await serve(frame_timeout_seconds=0.5)
+    client = await RawClient.connect(socket_path)
+    stream_id = client.open_stream("Total")
+    for _ in range(400):
+        client.h2.send_data(stream_id, grpc_message(b"x" * 100))
+    client.h2.end_stream(stream_id)
+    data = client.h2.data_to_send()
+    # 701-byte pieces every 20 ms for over a second: frames complete all the time, yet nearly
+    # every read the server makes ends inside one.
+    for start in range(0, len(data), 701):
+        client.writer.write(data[start : start + 701])
+        await asyncio.sleep(0.02)
+    events = await client.events_until(
+        lambda events: any(isinstance(e, h2.events.StreamEnded) for e in events)
+    )
+    answer = b"".join(bytes(e.data) for e in events if isinstance(e, h2.events.DataReceived))
+    assert answer == grpc_message(b"+".join([b"x" * 100] * 400))
     client.close()

@@ -226,6 +226,10 @@ class GrpcConnection(asyncio.Protocol):
             self._dispatch(event, now)
             if self.ended:
                 return
+        # A stall is time without a frame (or header block) completed, not time with part of
+        # one pending: a busy connection's reads mostly end inside a frame.
+        if events:
+            self._stall.stop()
         if _frame_unfinished(self._h2):
             self._stall.start(now)
         else:
