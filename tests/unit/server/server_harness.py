@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import grpc
 
+from betcode.config.settings import GrpcSettings
 from betcode.server.app import DEFAULT_MAX_MESSAGE_BYTES, DaemonServer, RpcService
 from betcode.server.claude_status import ClaudeCodeReport
 from betcode.server.health import HealthMonitor
@@ -27,11 +28,13 @@ CAPABILITIES = ServerCapabilities(
 
 
 def make_daemon(
-    health: HealthMonitor | None = None, services: Sequence[RpcService] = ()
+    health: HealthMonitor | None = None,
+    services: Sequence[RpcService] = (),
+    limits: GrpcSettings | None = None,
 ) -> DaemonServer:
     monitor = health or HealthMonitor(server_version="0.1.0", claude_code=lambda: CLAUDE)
     version = VersionService(CAPABILITIES, lambda: CLAUDE)
-    return DaemonServer(health=monitor, version=version, services=services)
+    return DaemonServer(health=monitor, version=version, services=services, limits=limits)
 
 
 def connect(target: str) -> grpc.aio.Channel:
