@@ -103,7 +103,7 @@ async def test_repo_and_worktree_commands_and_their_exit_codes(
     assert registered.code == 0, registered.err
     assert json.loads(registered.out)["name"] == "proj"
     again = await betcode(socket, "repo", "register", str(repo))
-    assert again.code == 7  # ALREADY_EXISTS has no exit code of its own (docs/CLI.md#exit-codes)
+    assert again.code == 5  # ALREADY_EXISTS: a user error (docs/CLI.md#exit-codes), not 7
     assert "already registered" in again.err
 
     updated = await betcode(socket, "repo", "update", "proj", "--mode", "local", "--json")
