@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web as aiohttp_web
+from harness.cli_process import betcode
 from harness.daemon import Client, daemon_config
 from harness.environment import Workspace, make_workspace
 from harness.paths import require_pinned_claude
@@ -322,6 +323,9 @@ async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
         await terminal.wait_for("turn_complete")
 
         await page.get_by_role("button", name="Request input lock").click()
+        await expect(page.locator("#lock-progress")).to_contain_text(
+            "Asking terminal for the input lock"
+        )
         await expect(banner).to_be_hidden()
         await send(page, 'SCN:slow {"words": 200, "delay": 0.05} count slowly')
         await expect(page.locator(".assistant").last).to_contain_text("word3 ")
@@ -659,3 +663,25 @@ async def test_the_message_box_completes_commands_and_files(
     await page.locator(".suggestion").first.click()
     await expect(box).to_have_value("look at @src/main_module.py ")
     await expect(page.locator("#suggestions")).to_be_hidden()
+
+
+async def test_a_page_viewing_a_session_does_not_hold_up_a_terminal_run(
+    page: Any, site: WebSite
+) -> None:
+    """The page shows the session (live, caught up) while `betcode run --session` continues
+    it from a terminal: the run gets the input lock at once, and the page shows its answer."""
+    session_id = await start_session(page, site.workspace.repo, "")
+    await expect(page.locator("#connection")).to_contain_text("live")
+    await page.wait_for_function("window.betcode.stats.caughtUp")
+    run = await betcode(
+        site.config.socket_path,
+        site.workspace.repo,
+        "run",
+        "--session",
+        session_id,
+        'SCN:plain {"text": "from the terminal"} hi',
+    )
+    assert run.code == 0, run.err
+    assert "holds the input lock" not in run.err
+    await expect(page.locator(".assistant").last).to_have_text("from the terminal")
+    await expect(page.locator("#lock-banner")).to_be_hidden()  # the run has gone again

@@ -154,6 +154,7 @@ function showSignIn(message: string): void {
   }
   byId("signed-out-reason").textContent = message;
   byId("sign-in").hidden = false;
+  document.body.classList.add("signed-out");
 }
 
 async function pairDevice(pairing: Pairing): Promise<boolean> {
