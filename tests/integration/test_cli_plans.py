@@ -16,19 +16,12 @@ from harness.cli_process import betcode, finish, spawn
 from harness.daemon import Client, InProcessDaemon
 from harness.environment import Workspace
 from test_cli_run import stderr_until
-
-from betcode.v1 import agent_pb2
+from test_cli_subagents import parent_id
 
 pytestmark = pytest.mark.real_cli
 
 STARTED = re.compile(r"^plan (\S+) started")
-
-
-async def parent_id(clients: Callable[[str], Client], workspace: Workspace) -> str:
-    parent = clients("parent")
-    parent.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
-    await parent.wait_for("session_info")
-    return parent.session_id
+SLOW_PROMPT = 'SCN:slow {"words": 60, "delay": 0.05} working'  # a step of about 3 s
 
 
 async def first_step_running(socket: Path, repo: Path) -> None:
@@ -103,8 +96,7 @@ async def test_ctrl_c_while_watching_leaves_the_plan_running_and_says_how_to_wat
 ) -> None:
     socket, repo = daemon.socket, workspace.repo
     parent = await parent_id(clients, workspace)
-    slow = 'SCN:slow {"words": 60, "delay": 0.05} working'
-    plan = write_plan(tmp_path / "slow.json", [{"id": "slow", "prompt": slow}])
+    plan = write_plan(tmp_path / "slow.json", [{"id": "slow", "prompt": SLOW_PROMPT}])
     watching = await spawn(socket, repo, "orchestrate", str(plan), "--parent", parent, "--watch")
     plan_id = await stderr_until(watching, STARTED)
     watching.send_signal(signal.SIGINT)
@@ -142,11 +134,10 @@ async def test_cancel_stops_a_plan_and_retry_runs_what_is_left(
 ) -> None:
     socket, repo = daemon.socket, workspace.repo
     parent = await parent_id(clients, workspace)
-    slow = 'SCN:slow {"words": 60, "delay": 0.05} working'
     plan = write_plan(
         tmp_path / "two.json",
         [
-            {"id": "first", "prompt": slow},
+            {"id": "first", "prompt": SLOW_PROMPT},
             {
                 "id": "second",
                 "prompt": 'SCN:plain {"text": "second done"}',
