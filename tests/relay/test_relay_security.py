@@ -31,6 +31,8 @@ from betcode.relay.accounts import Accounts
 from betcode.relay.auth_service import Registration
 from betcode.relay.server import Relay
 from betcode.relay.tokens import ALGORITHM, AUDIENCE, ISSUER
+from betcode.remote.e2e import DaemonIdentity
+from betcode.remote.machine_proof import proof_metadata
 from betcode.remote.pki import (
     Authority,
     cert_pem,
@@ -312,3 +314,81 @@ async def test_login_attempts_are_limited_per_address(setup: Setup) -> None:
         await auth.Login(right)
     assert limited.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert int(dict(limited.value.trailing_metadata() or ())["retry-after-ms"]) > 0
+
+
+async def proof_outcome(setup: Setup, metadata: tuple[tuple[str, str], ...]) -> str:
+    """TunnelService.Register on the clients' port (TLS without client certificates), with
+    the machine's proof in its metadata."""
+    stub = tunnel_pb2_grpc.TunnelServiceStub(setup.channel)
+    try:
+        await stub.Register(tunnel_pb2.TunnelRegisterRequest(), metadata=metadata, timeout=10)
+    except grpc.aio.AioRpcError as error:
+        name: str = error.code().name
+        return name
+    return "OK"
+
+
+async def test_one_address_machine_proofs_on_the_clients_port(setup: Setup, tmp_path: Path) -> None:
+    """A daemon may dial the clients' port (one address for both): it proves its certificate
+    in metadata. What is refused there, and a real tunnel through it."""
+    alice = await register(setup.channel, "alice")
+    identity = MachineIdentity(tmp_path / "certs")
+    await register_machine(setup.channel, alice, "box", identity)
+    key, cert = identity.private_key(), identity.certificate()
+    authority = setup.relay.options.files.authority()
+    foreign = Authority.create()
+    stranger = new_key()
+    expired_key = new_key()
+    expired = authority.machine_certificate(
+        certificate_request(expired_key, "box"), "box", lifetime=-datetime.timedelta(seconds=1)
+    )
+    genuine = proof_metadata(key, cert)
+    table = {
+        "genuine": await proof_outcome(setup, genuine),
+        "none": await proof_outcome(setup, ()),
+        "another key's signature": await proof_outcome(
+            setup, (genuine[0], proof_metadata(stranger, cert)[1])
+        ),
+        "stale": await proof_outcome(setup, proof_metadata(key, cert, now=time.time() - 600)),
+        "foreign CA": await proof_outcome(
+            setup,
+            proof_metadata(
+                stranger,
+                foreign.machine_certificate(certificate_request(stranger, "box"), "box"),
+            ),
+        ),
+        "expired": await proof_outcome(setup, proof_metadata(expired_key, expired)),
+        "garbage": await proof_outcome(
+            setup, (("x-betcode-machine-cert", "%%%"), ("x-betcode-machine-proof", "1.x"))
+        ),
+    }
+    assert table == {
+        "genuine": "OK",
+        **{name: "UNAUTHENTICATED" for name in table if name != "genuine"},
+    }
+    # Replaced: the old certificate's proof is refused once the machine registered again.
+    await register_machine(setup.channel, alice, "box", identity)
+    assert await proof_outcome(setup, genuine) == "UNAUTHENTICATED"
+
+    # A real daemon tunnel on the clients' port: ExchangeKeys is answered through it.
+    tunnel = TunnelClient(
+        TunnelSettings(
+            relay_urls=[f"https://127.0.0.1:{setup.relay.port}"],
+            identity=identity,
+            local_target=f"unix:{tmp_path / 'no-daemon.sock'}",
+            backoff=Backoff(initial=0.1, maximum=0.5),
+            e2e=DaemonIdentity.load_or_create(identity.e2e_key_file),
+        )
+    )
+    task = asyncio.create_task(tunnel.run())
+    try:
+        await asyncio.wait_for(tunnel.connected.wait(), 30)
+        answer = await agent_pb2_grpc.AgentServiceStub(setup.channel).ExchangeKeys(
+            tunnel_pb2.KeyExchangeRequest(machine_id="box"),
+            metadata=(*bearer(alice.access), ("x-machine-id", "box")),
+            timeout=30,
+        )
+        assert len(answer.daemon_ephemeral_pubkey) == 32
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

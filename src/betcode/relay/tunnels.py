@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import functools
 import logging
 import time
@@ -34,6 +33,7 @@ from betcode.relay.routing import (
     machine_subject,
 )
 from betcode.remote import frames
+from betcode.remote.machine_proof import ProofRefused, check_issued, proven_certificate
 from betcode.remote.notify_params import NOTIFY_PARAM
 from betcode.remote.pki import Authority, cert_pem, common_name, serial_hex
 from betcode.v1 import tunnel_pb2, tunnel_pb2_grpc
@@ -57,21 +57,19 @@ class TunnelRefused(Exception):
 def verified_machine_certificate(
     context: grpc.aio.ServicerContext, ca: x509.Certificate
 ) -> x509.Certificate:
-    """The caller's client certificate (TLS verified it against the CA on the tunnel port);
-    checked again here so that a call reaching TunnelService on the clients' port, which asks
-    for no certificate, is refused too."""
+    """The caller's machine certificate: its TLS client certificate (the tunnel port's TLS
+    verified it against the CA; checked again here), or on the clients' port, which asks for
+    none, the certificate it proved holding the key of in its metadata (remote/machine_proof)."""
     auth = context.auth_context() or {}
     pems = auth.get("x509_pem_cert") or []
-    if not pems:
-        raise TunnelRefused("no client certificate: run `betcode machine register` first")
-    cert = x509.load_pem_x509_certificate(pems[0])
     try:
-        cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, Exception) as error:
-        raise TunnelRefused(f"the certificate is not issued by this relay ({error})") from None
-    now = datetime.datetime.now(datetime.UTC)
-    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
-        raise TunnelRefused("the machine certificate has expired; register the machine again")
+        if not pems:
+            metadata = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+            return proven_certificate(metadata, ca)
+        cert = x509.load_pem_x509_certificate(pems[0])
+        check_issued(cert, ca)
+    except ProofRefused as error:
+        raise TunnelRefused(str(error)) from None
     return cert
 
 

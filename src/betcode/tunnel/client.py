@@ -30,6 +30,7 @@ from betcode.remote.e2e import (
     UnknownSession,
 )
 from betcode.remote.frames import relay_target
+from betcode.remote.machine_proof import proof_metadata
 from betcode.sessions.attention import AttentionLog
 from betcode.tunnel.attention import Announcer
 from betcode.tunnel.identity import MachineIdentity
@@ -139,6 +140,12 @@ class TunnelClient:
             certificate_chain=identity.cert_file.read_bytes(),
         )
 
+    def _proof(self) -> tuple[tuple[str, str], ...]:
+        """The machine's certificate and a fresh signature: what the relay checks when the
+        daemon dials the clients' port (one address), where TLS asks for no certificate."""
+        identity = self.settings.identity
+        return proof_metadata(identity.private_key(), identity.certificate())
+
     async def _session(self, url: str) -> None:
         identity = self.settings.identity
         channel = grpc.aio.secure_channel(
@@ -152,7 +159,7 @@ class TunnelClient:
         try:
             stub = tunnel_pb2_grpc.TunnelServiceStub(channel)
             machine_id = identity.machine_id()
-            call = stub.OpenTunnel()
+            call = stub.OpenTunnel(metadata=self._proof())
             registered = await stub.Register(
                 tunnel_pb2.TunnelRegisterRequest(
                     machine_id=machine_id,
@@ -160,6 +167,7 @@ class TunnelClient:
                     identity_pubkey=self.settings.e2e.public if self.settings.e2e else b"",
                 ),
                 timeout=self.settings.heartbeat_timeout,
+                metadata=self._proof(),
             )
             if not registered.accepted:
                 raise OSError(f"relay {url} did not accept machine {machine_id}")
@@ -204,7 +212,9 @@ class TunnelClient:
                 machine_id=machine_id, active_sessions=len(self._calls)
             )
             beat.timestamp.GetCurrentTime()
-            await stub.Heartbeat(beat, timeout=self.settings.heartbeat_timeout)
+            await stub.Heartbeat(
+                beat, timeout=self.settings.heartbeat_timeout, metadata=self._proof()
+            )
 
     async def _watch_attention(self) -> None:
         """What needs a human goes to the relay as control frames (tunnel/attention.py)."""
