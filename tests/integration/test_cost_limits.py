@@ -21,8 +21,10 @@ from harness.daemon import (
     running_daemon,
 )
 from harness.environment import Workspace
+from test_daemon_startup import start_foreground, too_old_claude
 
 from betcode.config.settings import DaemonSettings, LimitSettings
+from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.permissions.cost_requests import COST_LIMIT_NOT_SENT, COST_LIMIT_TOOL
 from betcode.v1 import agent_pb2, common_pb2
@@ -273,3 +275,20 @@ async def test_the_spend_and_the_waiting_request_survive_a_daemon_restart(
         await after.close()
     finally:
         await asyncio.to_thread(daemon.stop)
+
+
+@pytest.mark.parametrize(
+    ("flag", "refusal"),
+    [
+        ("limits.session_cost_usd=-1", "-1 is out of range (allowed 0 to 100000)"),
+        ("limits.daily_cost_usd=much", '"much" is not a number'),
+        ("limits.max_running_turns=1.5", "1.5 is not a whole number"),
+        ("limits.session_rss_mb=-5", "-5 is out of range"),
+    ],
+)
+def test_bad_limit_settings_exit_65(tmp_path: Path, flag: str, refusal: str) -> None:
+    done = start_foreground(tmp_path, too_old_claude(tmp_path), "--set", flag)
+    assert done.returncode == EXIT_CONFIG_INVALID, done.stderr
+    assert f"command line: daemon.{flag.split('=')[0]}" in done.stderr
+    assert refusal in done.stderr
+    assert not (tmp_path / "data").exists()  # refused before anything started
