@@ -19,7 +19,7 @@ if (tests) {
   });
 } else {
   const result = await build({
-    entryPoints: { app: `${here}src/main.ts` },
+    entryPoints: { app: `${here}src/main.ts`, relay: `${here}src/relay.ts` },
     outdir: `${here}../src/betcode/web/static`,
     bundle: true,
     minify: true,

@@ -8,6 +8,7 @@ import { chacha20poly1305 } from "@noble/ciphers/chacha.js";
 import { x25519 } from "@noble/curves/ed25519.js";
 import { hkdf } from "@noble/hashes/hkdf.js";
 import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesOf, concat, decodeMessage, encodeMessage } from "./proto";
 
 export const VERSION = "2";
 const KEY_BYTES = 32;
@@ -37,16 +38,6 @@ export class KeyChanged extends E2EError {
   }
 }
 
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
-
 function u64(value: number): Uint8Array {
   const out = new Uint8Array(8);
   new DataView(out.buffer).setBigUint64(0, BigInt(value));
@@ -73,47 +64,23 @@ function checkKey(key: Uint8Array, what: string): Uint8Array {
   return key;
 }
 
-// ---- EncryptedPayload {bytes ciphertext = 1; bytes nonce = 2;}, protobuf's wire format ----
-
-function varint(value: number): Uint8Array {
-  const out: number[] = [];
-  while (value > 0x7f) {
-    out.push((value & 0x7f) | 0x80);
-    value = Math.floor(value / 128);
-  }
-  out.push(value);
-  return Uint8Array.from(out);
-}
-
-function bytesField(field: number, value: Uint8Array): Uint8Array {
-  return value.length ? concat(varint((field << 3) | 2), varint(value.length), value) : new Uint8Array();
-}
+// ---- EncryptedPayload {bytes ciphertext = 1; bytes nonce = 2;} ----
 
 export function encodePayload(ciphertext: Uint8Array, nonce: Uint8Array): Uint8Array {
-  return concat(bytesField(1, ciphertext), bytesField(2, nonce));
+  return encodeMessage([
+    [1, ciphertext],
+    [2, nonce],
+  ]);
 }
 
 export function decodePayload(data: Uint8Array): { ciphertext: Uint8Array; nonce: Uint8Array } {
-  const fields = new Map<number, Uint8Array>();
-  let at = 0;
-  const read = (): number => {
-    let value = 0;
-    for (let shift = 1; ; shift *= 128) {
-      if (at >= data.length) throw new E2EError("a truncated message");
-      const byte = data[at++];
-      value += (byte & 0x7f) * shift;
-      if (byte < 0x80) return value;
-    }
-  };
-  while (at < data.length) {
-    const key = read();
-    if ((key & 7) !== 2) throw new E2EError("an unexpected field in an encrypted message");
-    const length = read();
-    if (at + length > data.length) throw new E2EError("a truncated message");
-    fields.set(key >>> 3, data.subarray(at, at + length));
-    at += length;
+  let fields;
+  try {
+    fields = decodeMessage(data);
+  } catch (error) {
+    throw new E2EError(`an encrypted message does not parse: ${(error as Error).message}`);
   }
-  return { ciphertext: fields.get(1) ?? new Uint8Array(), nonce: fields.get(2) ?? new Uint8Array() };
+  return { ciphertext: bytesOf(fields, 1), nonce: bytesOf(fields, 2) };
 }
 
 // ---- sessions and calls ----

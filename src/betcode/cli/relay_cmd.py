@@ -65,6 +65,10 @@ def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
     show_default=True,
     help="HOST:PORT daemons dial (mTLS with their machine certificate).",
 )
+@click.option(
+    "--web-listen",
+    help="HOST:PORT of the web front: the web client's relay page for browsers (TLS).",
+)
 @click.option("--tls-cert", type=click.Path(path_type=Path, exists=True), help="Server cert.")
 @click.option("--tls-key", type=click.Path(path_type=Path, exists=True), help="Its key.")
 @click.option(
@@ -138,6 +142,7 @@ def start(
     relay_dir: Path | None,
     listen: str,
     tunnel_listen: str,
+    web_listen: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
     nats_urls: tuple[str, ...],
@@ -168,6 +173,7 @@ def start(
         files,
         listen=listen,
         tunnel_listen=tunnel_listen,
+        web_listen=web_listen,
         nats_urls=nats_urls,
         nats_credentials_file=nats_creds,
         nats_ca=nats_ca,

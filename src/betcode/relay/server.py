@@ -28,6 +28,7 @@ from betcode.relay.notify_limits import SharedLimits
 from betcode.relay.routing import Router
 from betcode.relay.tokens import ACCESS_TTL_SECONDS, TokenIssuer
 from betcode.relay.tunnels import TunnelService, TunnelTiming
+from betcode.relay.web import RelayWeb
 from betcode.v1 import auth_pb2_grpc, machine_pb2_grpc, tunnel_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class RelayOptions:
     registration: Registration = Registration.INVITE
     access_token_seconds: int = ACCESS_TTL_SECONDS
     machines_per_user: int = DEFAULT_MACHINES_PER_USER
+    web_listen: str | None = None  # the web front for browsers (relay/web.py)
 
 
 class Relay:
@@ -69,6 +71,7 @@ class Relay:
         self.notifications: Notifications | None = None
         self.port = 0
         self.tunnel_port = 0
+        self.web: RelayWeb | None = None
 
     async def start(self) -> None:
         files = self.options.files
@@ -150,12 +153,19 @@ class Relay:
         machines.tunnel_port = self.tunnel_port
         await self.server.start()
         log.info("relay %s listening on port %d", self.options.relay_id, self.port)
+        if self.options.web_listen:
+            root = None if self.options.tls else files.ca_cert.read_bytes()
+            self.web = RelayWeb(self.options.web_listen, cert_file, key_file, root)
+            await self.web.start(self.port)
+            log.info("relay web front on port %d", self.web.port)
 
     async def stop(self, grace: float = 2.0) -> None:
         if self.tunnels is not None:
             # DRAIN: the daemons move to another relay now, not after their next timeout.
             await self.tunnels.drain()
             await asyncio.sleep(min(grace, 0.5))
+        if self.web is not None:
+            await self.web.stop()
         if self.server is not None:
             await self.server.stop(grace)
         if self.router is not None:
@@ -185,6 +195,9 @@ async def run_relay(options: RelayOptions) -> int:
             f" (daemons: {tunnel_host}:{relay.tunnel_port})",
             flush=True,
         )
+        if relay.web is not None and options.web_listen:
+            web_host = options.web_listen.rsplit(":", 1)[0]
+            print(f"web front on https://{web_host}:{relay.web.port}", flush=True)
         await stopping.wait()
     finally:
         await relay.stop()

@@ -1,0 +1,276 @@
+"""The relay's web front (`relay start --web-listen`): the web client's relay page for browsers,
+and the calls it makes, as a browser can make them (HTTP and WebSockets, no gRPC).
+
+- `GET /` and `/static/relay.js`: the page (bundled from web-client/src/relay.ts with the web
+  client). Nothing in it is secret.
+- `POST /relay/api/login` `{"username", "password"}`: the relay account's login (AuthService),
+  answered `{"access_token", "user_id", "expires_in_secs"}`; 10 attempts a minute per browser
+  address, as for gRPC clients.
+- `GET /relay/api/machines`: the caller's machines and their state (MachineService).
+- `GET /relay/api/machines/{id}/call` upgraded to a WebSocket: one call to the machine, carried
+  as it comes. The first message is JSON `{"method", "e2e", "token", "client_id"}` (the full
+  method name, the `x-betcode-e2e` value, the access token, the client id `web-...`), then
+  each binary message is one request message, and the text `end` half-closes. The answer:
+  one binary message per response message, then JSON `{"code", "message"}` (a gRPC status
+  name). The front does not look inside: the messages are the end-to-end scheme's
+  `EncryptedPayload`s, sealed and opened in the browser (web-client/src/e2e.ts), so the relay
+  and NATS carry only ciphertext for a browser too.
+
+The front is a client of this relay's own gRPC port (TLS on loopback): the calls take exactly
+the path, checks, audit and offline buffering of every other client's. Credentials are the
+relay's access token as `Authorization: Bearer` (a WebSocket, whose browser API sets no
+header: in its first message), never a cookie.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import grpc
+from aiohttp import WSMsgType, web
+from cryptography import x509
+
+from betcode.relay.auth_service import ATTEMPTS_PER_MINUTE, AttemptLimiter
+from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+STATIC = resources.files("betcode.web") / "static"
+PAGE = {"relay.html": "text/html", "relay.js": "text/javascript", "app.css": "text/css"}
+BEARER = "Bearer "
+CALL_SUBPROTOCOL = "betcode"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+METADATA_VALUE = re.compile(r"[\x21-\x7e]{0,4096}")
+CLIENT_ID = re.compile(r"web-[A-Za-z0-9._-]{1,80}")
+CHANNEL_KEY = web.AppKey("channel", grpc.aio.Channel)
+LIMITER_KEY = web.AppKey("limiter", AttemptLimiter)
+FILES_KEY = web.AppKey("files", dict[str, bytes])
+
+
+def _refusal(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+def _grpc_refusal(error: grpc.aio.AioRpcError) -> web.Response:
+    status = {
+        grpc.StatusCode.UNAUTHENTICATED: 401,
+        grpc.StatusCode.PERMISSION_DENIED: 403,
+        grpc.StatusCode.NOT_FOUND: 404,
+        grpc.StatusCode.INVALID_ARGUMENT: 400,
+        grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+        grpc.StatusCode.UNAVAILABLE: 503,
+    }.get(error.code(), 502)
+    return _refusal(status, error.code().name, error.details() or error.code().name)
+
+
+def _token(request: web.Request) -> str:
+    return request.headers.get("Authorization", "").removeprefix(BEARER).strip()
+
+
+async def _page(request: web.Request) -> web.Response:
+    name = request.match_info.get("name", "relay.html")
+    files = request.app[FILES_KEY]
+    if name not in files:
+        raise web.HTTPNotFound()
+    return web.Response(body=files[name], content_type=PAGE[name])
+
+
+async def _login(request: web.Request) -> web.Response:
+    peer = request.remote or "unknown"
+    wait = request.app[LIMITER_KEY].allow(peer)
+    if wait:
+        return _refusal(429, "RESOURCE_EXHAUSTED", f"too many attempts; try again in {wait:.0f} s")
+    try:
+        body = await request.json()
+        login = auth_pb2.LoginRequest(
+            username=str(body["username"]), password=str(body["password"])
+        )
+    except (ValueError, KeyError, TypeError):
+        return _refusal(400, "INVALID_ARGUMENT", 'send {"username", "password"}')
+    try:
+        reply = await auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY]).Login(login)
+    except grpc.aio.AioRpcError as error:
+        return _grpc_refusal(error)
+    return web.json_response(
+        {
+            "access_token": reply.access_token,
+            "user_id": reply.user_id,
+            "expires_in_secs": reply.expires_in_secs,
+        }
+    )
+
+
+async def _machines(request: web.Request) -> web.Response:
+    stub = machine_pb2_grpc.MachineServiceStub(request.app[CHANNEL_KEY])
+    try:
+        reply = await stub.ListMachines(
+            machine_pb2.ListMachinesRequest(),
+            metadata=(("authorization", f"Bearer {_token(request)}"),),
+        )
+    except grpc.aio.AioRpcError as error:
+        return _grpc_refusal(error)
+    machines = [
+        {
+            "machine_id": m.machine_id,
+            "name": m.name,
+            "status": machine_pb2.MachineStatus.Name(m.status),
+            "last_seen": m.last_seen.seconds if m.HasField("last_seen") else None,
+        }
+        for m in reply.machines
+    ]
+    return web.json_response({"machines": machines})
+
+
+async def _call(request: web.Request) -> web.StreamResponse:
+    """One gRPC call to the machine, its messages carried both ways untouched."""
+    socket_ = web.WebSocketResponse(protocols=(CALL_SUBPROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
+    await socket_.prepare(request)
+    opening = await socket_.receive()
+    try:
+        head: dict[str, Any] = json.loads(opening.data) if opening.type is WSMsgType.TEXT else {}
+        method = str(head["method"]).lstrip("/")
+    except (ValueError, KeyError, TypeError):
+        await _finish(socket_, "INVALID_ARGUMENT", 'the first message is {"method", "token", ...}')
+        return socket_
+    if not method.startswith("betcode.v1."):
+        await _finish(socket_, "INVALID_ARGUMENT", f"not a BetCode method: {method!r}")
+        return socket_
+    token, header, client = (str(head.get(k) or "") for k in ("token", "e2e", "client_id"))
+    machine_id = request.match_info["machine_id"]
+    if not all(METADATA_VALUE.fullmatch(value) for value in (token, header, machine_id)):
+        await _finish(socket_, "INVALID_ARGUMENT", "the token, e2e and machine are printable ASCII")
+        return socket_
+    metadata = [
+        ("authorization", f"Bearer {token}"),
+        ("x-machine-id", machine_id),
+        ("x-client-id", client if CLIENT_ID.fullmatch(client) else "web-relay"),
+    ]
+    if header:
+        metadata.append(("x-betcode-e2e", header))
+    carry = request.app[CHANNEL_KEY].stream_stream(f"/{method}")
+
+    async def requests() -> AsyncIterator[bytes]:
+        async for message in socket_:
+            if message.type is WSMsgType.BINARY:
+                yield bytes(message.data)
+            elif message.type is WSMsgType.TEXT and message.data == "end":
+                return
+            else:
+                break
+
+    call = carry(requests(), metadata=tuple(metadata))
+    try:
+        async for answer in call:
+            await socket_.send_bytes(answer)
+        await _finish(socket_, "OK", "")
+    except grpc.aio.AioRpcError as error:
+        await _finish(socket_, error.code().name, error.details() or "")
+    finally:
+        call.cancel()
+    return socket_
+
+
+async def _finish(socket_: web.WebSocketResponse, code: str, message: str) -> None:
+    with contextlib.suppress(ConnectionError):
+        await socket_.send_str(json.dumps({"code": code, "message": message}))
+        await socket_.close()
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for key, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(key, value)
+
+
+def page_files() -> dict[str, bytes]:
+    """The relay page and its bundle; a relay started from a source tree without the bundle
+    says so at `/`."""
+    files = {name: (STATIC / name).read_bytes() for name in PAGE if (STATIC / name).is_file()}
+    if "relay.js" not in files:
+        log.error("relay web front: the web client is not built (run scripts/setup)")
+        files["relay.html"] = b"<!doctype html><title>BetCode relay</title><p>Not built."
+    return files
+
+
+def certificate_name(cert_pem: bytes) -> str:
+    """The first name the certificate is for: what the front's own TLS connection to the
+    relay's port checks (it connects to loopback, whatever name the relay is reached by)."""
+    certificate = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return "localhost"
+    for name in names:
+        if isinstance(name, x509.DNSName):
+            return str(name.value)
+        if isinstance(name, x509.IPAddress):
+            return str(name.value)
+    return "localhost"
+
+
+class RelayWeb:
+    """The front's server: `start` binds `listen` with the relay's TLS pair and talks to the
+    relay's own client port (`root`: the CA to check it by; None: the system's); `stop` closes
+    both."""
+
+    def __init__(self, listen: str, cert_file: Path, key_file: Path, root: bytes | None) -> None:
+        self._listen = listen
+        self._cert_file = cert_file
+        self._key_file = key_file
+        self._root = root
+        self._runner: web.AppRunner | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self.port = 0
+
+    async def start(self, relay_port: int) -> None:
+        self._channel = grpc.aio.secure_channel(
+            f"127.0.0.1:{relay_port}",
+            grpc.ssl_channel_credentials(root_certificates=self._root),
+            options=[
+                ("grpc.ssl_target_name_override", certificate_name(self._cert_file.read_bytes())),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        app = web.Application()
+        app[CHANNEL_KEY] = self._channel
+        app[LIMITER_KEY] = AttemptLimiter(ATTEMPTS_PER_MINUTE)
+        app[FILES_KEY] = page_files()
+        app.router.add_routes(
+            [
+                web.get("/", _page),
+                web.get("/static/{name}", _page),
+                web.post("/relay/api/login", _login),
+                web.get("/relay/api/machines", _machines),
+                web.get("/relay/api/machines/{machine_id}/call", _call),
+            ]
+        )
+        app.on_response_prepare.append(_security_headers)
+        host, _, port = self._listen.rpartition(":")
+        listener = socket.create_server((host or "127.0.0.1", int(port)))
+        self.port = listener.getsockname()[1]
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self._cert_file, self._key_file)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.SockSite(self._runner, listener, ssl_context=context).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._channel is not None:
+            await self._channel.close()

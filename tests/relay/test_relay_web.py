@@ -1,0 +1,175 @@
+"""The relay's web front (`relay start --web-listen`) with a real relay (its own nats-server), a
+real daemon on the tunnel and the pinned real CLI: a relay account's login, the machines with
+their state, and calls carried to the machine as the browser makes them, end-to-end encrypted
+with the browser's keys (here the Python implementation, which web-client/src/e2e.ts matches
+byte for byte): NATS sees no plaintext. In Chromium at phone size: login, the machine listed
+online, opened with its fingerprint shown and its sessions listed; a changed key refused."""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from harness.browser import chromium, require_chromium
+from harness.environment import Workspace
+from harness.relay import MACHINE, Rig, rig_fixture, waiting_permission
+
+from betcode.relay.buffer import BufferSettings
+from betcode.remote import e2e
+from betcode.tunnel.identity import MachineIdentity
+from betcode.v1 import agent_pb2, tunnel_pb2
+
+pytestmark = pytest.mark.real_cli
+playwright_api = require_chromium("the relay web front's browser test")
+expect = playwright_api.expect
+
+PHONE = {"width": 390, "height": 844}
+EXCHANGE = "betcode.v1.AgentService/ExchangeKeys"
+LIST = "betcode.v1.AgentService/ListSessions"
+
+rig = pytest.fixture(rig_fixture(BufferSettings(), web_listen="127.0.0.1:0"))
+
+
+def web_url(rig: Rig) -> str:
+    assert rig.relay.web is not None
+    return f"https://127.0.0.1:{rig.relay.web.port}"
+
+
+@pytest.fixture
+async def http(rig: Rig) -> AsyncIterator[aiohttp.ClientSession]:
+    trusted = ssl.create_default_context(cafile=str(rig.relay.options.files.ca_cert))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trusted)) as session:
+        yield session
+
+
+def daemon_identity(rig: Rig) -> bytes:
+    key_file = MachineIdentity(rig.config.config_dir / "certs").e2e_key_file
+    return e2e.DaemonIdentity.load_or_create(key_file).public
+
+
+async def relay_call(
+    http: aiohttp.ClientSession,
+    rig: Rig,
+    token: str,
+    method: str,
+    messages: list[bytes],
+    header: str = "",
+) -> tuple[list[bytes], dict[str, str]]:
+    """One call through the front's WebSocket, as web-client/src/relay.ts makes it."""
+    url = f"{web_url(rig)}/relay/api/machines/{MACHINE}/call"
+    answers: list[bytes] = []
+    async with http.ws_connect(url, protocols=("betcode",)) as socket:
+        await socket.send_str(json.dumps({"method": method, "e2e": header, "token": token}))
+        for message in messages:
+            await socket.send_bytes(message)
+        await socket.send_str("end")
+        async for frame in socket:
+            if frame.type is aiohttp.WSMsgType.BINARY:
+                answers.append(frame.data)
+            else:
+                return answers, json.loads(frame.data)
+    raise AssertionError("the call ended without a status")
+
+
+async def login(http: aiohttp.ClientSession, rig: Rig, password: str = "pw-123456") -> Any:
+    body = {"username": "alice", "password": password}
+    async with http.post(f"{web_url(rig)}/relay/api/login", json=body) as response:
+        return response.status, await response.json()
+
+
+async def test_login_machines_and_an_encrypted_call_carried_as_ciphertext(
+    rig: Rig, http: aiohttp.ClientSession, workspace: Workspace
+) -> None:
+    await rig.start_daemon()
+    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
+    session_id, _ = await waiting_permission(rig, start)
+
+    async with http.get(web_url(rig) + "/") as page:
+        assert page.status == 200
+        assert "/static/relay.js" in await page.text()
+    status, refused = await login(http, rig, "wrong-password")
+    assert status == 401, refused
+    status, logged_in = await login(http, rig)
+    assert status == 200, logged_in
+    token = logged_in["access_token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    async with http.get(f"{web_url(rig)}/relay/api/machines", headers=headers) as listed:
+        machines = (await listed.json())["machines"]
+    assert [(m["machine_id"], m["status"]) for m in machines] == [
+        (MACHINE, "MACHINE_STATUS_ONLINE")
+    ]
+
+    seen: list[bytes] = []
+
+    async def spy(msg: Any) -> None:
+        seen.append(msg.data)
+
+    assert rig.relay.nc is not None
+    subscription = await rig.relay.nc.subscribe(">", cb=spy)
+    handshake = e2e.ClientHandshake()
+    request = handshake.request(MACHINE).SerializeToString()
+    [answer], end = await relay_call(http, rig, token, EXCHANGE, [request])
+    assert end["code"] == "OK"
+    exchanged = tunnel_pb2.KeyExchangeResponse.FromString(answer)
+    assert exchanged.daemon_identity_pubkey == daemon_identity(rig)
+    session = handshake.complete(
+        exchanged.daemon_ephemeral_pubkey, exchanged.daemon_identity_pubkey
+    )
+    header, cipher = session.next_call(LIST)
+    [sealed], end = await relay_call(http, rig, token, LIST, [cipher.seal(b"")], header)
+    assert end["code"] == "OK", end
+    sessions = agent_pb2.ListSessionsResponse.FromString(cipher.open(sealed)).sessions
+    assert [s.id for s in sessions] == [session_id]
+    await subscription.unsubscribe()
+    carried = b"".join(seen)
+    assert seen
+    assert session_id.encode() not in carried
+    assert str(workspace.repo).encode() not in carried
+
+    # Unencrypted, the daemon refuses it; without a token, the relay does.
+    _, end = await relay_call(http, rig, token, LIST, [b""])
+    assert end["code"] == "UNAUTHENTICATED"
+    _, end = await relay_call(http, rig, "not-a-token", LIST, [b""])
+    assert end["code"] == "UNAUTHENTICATED"
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    async with chromium(playwright_api) as launched:
+        yield launched
+
+
+async def test_a_phone_logs_in_opens_the_machine_and_refuses_a_changed_key(
+    rig: Rig, browser: Any, workspace: Workspace, tmp_path: Path
+) -> None:
+    await rig.start_daemon()
+    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
+    await waiting_permission(rig, start)
+    context = await browser.new_context(
+        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
+    )
+    page = await context.new_page()
+    await page.goto(web_url(rig) + "/")
+    await page.get_by_label("Username").fill("alice")
+    await page.get_by_label("Password").fill("pw-123456")
+    await page.get_by_role("button", name="Sign in").click()
+    machine = page.locator("#machine-list li", has_text=MACHINE)
+    await expect(machine).to_contain_text("online")
+    await machine.get_by_role("button").click()
+    await expect(page.locator("#fingerprint")).to_have_text(e2e.fingerprint(daemon_identity(rig)))
+    await expect(page.locator("#machine-sessions")).to_contain_text(str(workspace.repo))
+    await page.screenshot(path=str(tmp_path / "relay-phone.png"))
+
+    # Another key pinned for the machine (as if its key had changed since): refused.
+    await page.evaluate(f"localStorage.setItem('betcode-pin:{MACHINE}', '{'07' * 32}')")
+    await page.get_by_role("button", name="← Machines").click()
+    await machine.get_by_role("button").click()
+    await expect(page.locator("#machine-error")).to_contain_text("Refused")
+    await expect(page.locator("#machine-error")).to_contain_text("another identity key")
+    await expect(page.locator("#machine-sessions")).to_be_empty()
+    await context.close()

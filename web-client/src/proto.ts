@@ -1,0 +1,88 @@
+// The few protobuf messages the relay page reads and writes by hand (betcode.v1; docs/RELAY.md):
+// length-delimited and varint fields of protobuf's wire format, nothing more.
+export class ProtoError extends Error {}
+
+export function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+function varint(value: number): Uint8Array {
+  const out: number[] = [];
+  while (value > 0x7f) {
+    out.push((value & 0x7f) | 0x80);
+    value = Math.floor(value / 128);
+  }
+  out.push(value);
+  return Uint8Array.from(out);
+}
+
+/** A message of bytes and string fields (empty ones left out, as protobuf does). */
+export function encodeMessage(fields: [number, Uint8Array | string][]): Uint8Array {
+  const parts: Uint8Array[] = [];
+  for (const [field, raw] of fields) {
+    const value = typeof raw === "string" ? new TextEncoder().encode(raw) : raw;
+    if (value.length) parts.push(varint((field << 3) | 2), varint(value.length), value);
+  }
+  return concat(...parts);
+}
+
+export interface Field {
+  field: number;
+  bytes?: Uint8Array; // length-delimited
+  number?: number; // varint
+}
+
+/** Every field of a message, in order (repeated ones repeat); fixed-width ones are skipped. */
+export function decodeMessage(data: Uint8Array): Field[] {
+  const fields: Field[] = [];
+  let at = 0;
+  const read = (): number => {
+    let value = 0;
+    for (let shift = 1; ; shift *= 128) {
+      if (at >= data.length) throw new ProtoError("a truncated message");
+      const byte = data[at++];
+      value += (byte & 0x7f) * shift;
+      if (byte < 0x80) return value;
+    }
+  };
+  while (at < data.length) {
+    const key = read();
+    const field = Math.floor(key / 8);
+    switch (key & 7) {
+      case 0:
+        fields.push({ field, number: read() });
+        break;
+      case 1:
+        at += 8;
+        break;
+      case 5:
+        at += 4;
+        break;
+      case 2: {
+        const length = read();
+        if (at + length > data.length) throw new ProtoError("a truncated message");
+        fields.push({ field, bytes: data.subarray(at, at + length) });
+        at += length;
+        break;
+      }
+      default:
+        throw new ProtoError("an unknown wire type");
+    }
+    if (at > data.length) throw new ProtoError("a truncated message");
+  }
+  return fields;
+}
+
+export function bytesOf(fields: Field[], field: number): Uint8Array {
+  return fields.find((f) => f.field === field)?.bytes ?? new Uint8Array();
+}
+
+export function textOf(fields: Field[], field: number): string {
+  return new TextDecoder().decode(bytesOf(fields, field));
+}
