@@ -143,8 +143,12 @@ class RawClient:
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
 
     @classmethod
-    async def connect(cls, socket_path: Path) -> RawClient:
-        client = cls(*await asyncio.open_unix_connection(socket_path))
+    async def connect(cls, place: Path | tuple[str, int]) -> RawClient:
+        """Connects to a Unix socket path or a (host, TCP port) and sends the preface."""
+        if isinstance(place, Path):
+            client = cls(*await asyncio.open_unix_connection(place))
+        else:
+            client = cls(*await asyncio.open_connection(*place))
         client.h2.initiate_connection()
         await client.flush()
         return client

@@ -55,3 +55,28 @@ async def test_the_connection_cap_comes_from_the_settings(socket_path: Path) -> 
         refused.close()
     finally:
         await daemon.stop(grace_s=0)
+
+
+async def test_rapid_reset_over_loopback_tcp_gets_goaway_and_the_socket_is_served(
+    socket_path: Path,
+) -> None:
+    daemon = make_daemon()
+    await daemon.start(socket_path, listen="127.0.0.1:0")
+    try:
+        assert daemon.tcp_port is not None
+        client = await RawClient.connect(("127.0.0.1", daemon.tcp_port))
+        stream_id = 0
+        # HEADERS + RST_STREAM pairs, more than one window's budget, on a path the daemon does
+        # not serve: h2 has taken a stream's reset before the daemon answers its HEADERS.
+        for _ in range(1500):
+            stream_id = client.open_stream()
+            client.h2.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
+        await client.flush()
+        goaway = await client.goaway()
+        assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+        assert goaway.last_stream_id is not None
+        assert goaway.last_stream_id < stream_id  # the streams after it were never taken up
+        assert await health_of(socket_path) == SERVING
+        client.close()
+    finally:
+        await daemon.stop(grace_s=0)

@@ -48,6 +48,9 @@ CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024
 MAX_HEADER_LIST_BYTES = 16 * 1024
 LINGER_SECONDS = 2.0  # after GOAWAY, how long what the client still sends is read and dropped
 _PING_DATA = b"betcode!"
+# What h2 raises for a stream it no longer has: reset by the client (perhaps in the same read
+# as its HEADERS, h2 having taken every frame before the connection sees the first event).
+_STREAM_GONE = (h2.exceptions.NoSuchStreamError, h2.exceptions.StreamIDTooLowError)
 # h2's own ceiling on a client's concurrent streams (see _AnnouncedSettings).
 _H2_STREAM_CEILING = 2**31 - 1
 
@@ -290,7 +293,8 @@ class GrpcConnection(asyncio.Protocol):
             else:
                 self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         elif isinstance(event, h2.events.RequestReceived):
-            self._open_call(event.stream_id, event.headers, now)
+            with contextlib.suppress(*_STREAM_GONE):  # nothing to answer then
+                self._open_call(event.stream_id, event.headers, now)
         elif isinstance(event, h2.events.StreamEnded):
             if (call := self._calls.get(event.stream_id)) is not None:
                 call.end_of_requests()
@@ -395,7 +399,7 @@ class GrpcConnection(asyncio.Protocol):
             return
         try:
             self._h2.send_headers(stream_id, headers, end_stream=end_stream)
-        except h2.exceptions.StreamClosedError:
+        except _STREAM_GONE:
             return  # reset by the client meanwhile
         self._schedule_flush()
 
@@ -416,7 +420,7 @@ class GrpcConnection(asyncio.Protocol):
     def call_done(self, call: ServerCall) -> None:
         if self._forget(call) and not call.requests_ended and not self._ended:
             # The status is sent; a client still sending requests is told to stop.
-            with contextlib.suppress(h2.exceptions.StreamClosedError):
+            with contextlib.suppress(*_STREAM_GONE):
                 self._h2.reset_stream(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
             self._schedule_flush()
         self._note_idle()
@@ -469,7 +473,7 @@ class GrpcConnection(asyncio.Protocol):
             if not outbound and call.trailers is not None:
                 self._h2.send_headers(stream_id, call.trailers, end_stream=True)
                 call.closed = True
-        except h2.exceptions.StreamClosedError:
+        except _STREAM_GONE:
             call.peer_gone()
         if len(outbound) < LOW_WATER_BYTES:
             call.drained.set()
