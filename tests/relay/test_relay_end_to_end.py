@@ -121,3 +121,11 @@ async def test_run_yes_through_the_active_machine(world: World) -> None:
     done = await client.run("--machine", MACHINE, "run", "--yes", BASH_PROMPT)
     assert done.code == 0, done.err
     assert "hello-from-bash" in done.out
+
+
+async def test_a_client_given_the_daemon_port_is_told_what_is_wrong(world: World) -> None:
+    """The relay's daemon-only port wants a machine certificate: TLS ends at once. The client
+    says which address it needs instead of a bare connection error."""
+    wrong = await world.client.run("auth", "login", "-u", "alice", relay_url=world.relay.tunnel_url)
+    assert wrong.code == 2
+    assert "the address `betcode relay start` printed for clients" in wrong.err

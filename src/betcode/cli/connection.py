@@ -24,6 +24,7 @@ from betcode.cli.relay_login import (
     access_token,
     relay_channel,
     relay_choice,
+    relay_unreachable,
 )
 from betcode.config.dirs import config_dir, default_socket_path
 from betcode.core.errors import error_code_of, error_details_of
@@ -157,6 +158,9 @@ def daemon_error(error: grpc.aio.AioRpcError, address: DaemonAddress) -> DaemonE
                 code=app_code,
                 details=details,
             )
+    unreached = status == grpc.StatusCode.UNAVAILABLE and "failed to connect" in message
+    if unreached and address.relay is not None:
+        return DaemonUnavailable(relay_unreachable(address.relay, message), code=app_code)
     if status == grpc.StatusCode.UNAVAILABLE:
         return DaemonUnavailable(
             f"the BetCode daemon at {address.where} is not answering ({message}); "

@@ -13,7 +13,7 @@ import grpc
 import grpc.aio
 
 from betcode.cli.connection import EXIT_CODE_OF_STATUS
-from betcode.cli.relay_login import RelayChoice, relay_channel, relay_choice
+from betcode.cli.relay_login import RelayChoice, relay_channel, relay_choice, relay_unreachable
 
 T = TypeVar("T")
 
@@ -33,6 +33,9 @@ def call_relay(choice: RelayChoice, action: Callable[[grpc.aio.Channel], Awaitab
     try:
         return asyncio.run(run())
     except grpc.aio.AioRpcError as error:
-        click.echo(f"error: {error.details() or error.code().name}", err=True)
+        details = error.details() or error.code().name
+        if error.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in details:
+            details = relay_unreachable(choice, details)
+        click.echo(f"error: {details}", err=True)
         code = 2 if error.code() == grpc.StatusCode.UNAVAILABLE else 7
         sys.exit(EXIT_CODE_OF_STATUS.get(error.code(), code))

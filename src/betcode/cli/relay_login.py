@@ -133,6 +133,16 @@ def machine_directory(
     return value
 
 
+def relay_unreachable(choice: RelayChoice, details: str) -> str:
+    """What to tell a user whose relay connection failed before any call got through: most
+    often a wrong address, such as the relay's daemon-only port (it wants a machine
+    certificate, so TLS ends before anything is said)."""
+    return (
+        f"cannot reach the relay at {choice.url} ({details}): is it running, and is this the "
+        "address `betcode relay start` printed for clients (not its daemon-only port)?"
+    )
+
+
 def relay_channel(choice: RelayChoice) -> grpc.aio.Channel:
     root = choice.ca_file.read_bytes() if choice.ca_file else None
     return grpc.aio.secure_channel(

@@ -26,6 +26,7 @@ import hashlib
 import itertools
 import json
 import os
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -302,6 +303,9 @@ class DaemonIdentity:
         self.public = raw_public(key.public_key())
         self.fingerprint = fingerprint(self.public)
         self._online: OrderedDict[bytes, _Online] = OrderedDict()
+        # open_call may run in a worker thread (a sealed call writes its record) while the
+        # event loop answers an ExchangeKeys: the sessions are changed under this lock.
+        self._lock = threading.Lock()
         self._replay_file = replay_file
         self._sealed: dict[str, _Sealed] = self._load_sealed()
 
@@ -342,9 +346,10 @@ class DaemonIdentity:
                 daemon_ephemeral,
                 self.public,
             )
-            self._online[daemon_ephemeral] = _Online(keys)
-            while len(self._online) > CACHED_SESSIONS:
-                self._online.popitem(last=False)  # its keys go with it: no replay afterwards
+            with self._lock:
+                self._online[daemon_ephemeral] = _Online(keys)
+                while len(self._online) > CACHED_SESSIONS:
+                    self._online.popitem(last=False)  # its keys go with it: no replay after
         response = tunnel_pb2.KeyExchangeResponse(
             daemon_identity_pubkey=self.public,
             daemon_fingerprint=self.fingerprint,
@@ -356,7 +361,9 @@ class DaemonIdentity:
         """The cipher of a relayed call whose ``x-betcode-e2e`` header is ``value``; refuses a
         call number this session has had (E2EError), an unknown session (UnknownSession)."""
         header = Header.parse(value)
-        if header.daemon_ephemeral:
+        with self._lock:
+            if not header.daemon_ephemeral:
+                return self._open_sealed(header, method, time.time() if now is None else now)
             session = self._online.get(header.daemon_ephemeral)
             if session is None:
                 raise UnknownSession(f"{UNKNOWN_SESSION} (restarted?): exchange keys again")
@@ -364,7 +371,6 @@ class DaemonIdentity:
                 raise E2EError(f"call {header.call} of this session was already made (replay)")
             self._online.move_to_end(header.daemon_ephemeral)
             return CallCipher(session.keys, header.call, method, daemon_side=True)
-        return self._open_sealed(header, method, time.time() if now is None else now)
 
     def _open_sealed(self, header: Header, method: str, now: float) -> CallCipher:
         age = now - header.created
