@@ -331,6 +331,7 @@ async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
         await expect(page.locator(".assistant").last).to_contain_text("word3 ")
         await page.get_by_role("button", name="Interrupt").click()
         await expect(page.locator("#connection")).to_have_text("live · idle")
+        await expect(page.locator(".turn-end").last).to_have_text("turn interrupted")
         assert "word200" not in await page.locator(".assistant").last.inner_text()
         holders = [e.input_lock.holder_client_id for e in terminal.of_kind("input_lock")]
         assert holders[-1] == await page.evaluate("window.betcode.clientId")

@@ -363,7 +363,10 @@ export class SessionStream {
       this.requestCard(request.request_id, parent, el("strong", { text: `Permission: ${request.tool_name}` }),
         el("div", { class: "summary", text: toolSummary(request.tool_name, request.input) }),
         request.decision_reason ? el("div", { class: "note", text: request.decision_reason }) : null,
-        inputView(request as { tool_name: string; input: Record<string, unknown> }));
+        // The bar below shows it in full while it waits: here it is folded, one tap away.
+        el("details", { class: "request-input" }, el("summary", { text: "What it will do" }),
+          inputView(request as { tool_name: string; input: Record<string, unknown> })),
+        el("div", { class: "waiting-note note", text: "Waiting for an answer: see the bar above the message box" }));
       waiting.add({
         request_id: request.request_id,
         session_id: this.sessionId,
@@ -393,6 +396,7 @@ export class SessionStream {
       const card = this.cards.get(resolved.request_id);
       if (!card) return;
       card.classList.add("settled");
+      card.querySelector(".waiting-note")?.remove();
       const by: string = resolved.decided_by_client_id === clientId ? "this page" : resolved.decided_by_client_id || "";
       card.append(el("div", { class: "outcome", role: "status", text: outcomeText(resolved.outcome, by, resolved.message || "") }));
     },
