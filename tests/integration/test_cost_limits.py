@@ -46,6 +46,16 @@ def limited_daemon(
     return running_daemon(config)
 
 
+def limited_daemon_process(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace, limit: str
+) -> DaemonProcess:
+    """A daemon process (for restarts) started with `--set limit`."""
+    root = tmp_path / "daemon"
+    root.mkdir()
+    environ = daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url))
+    return DaemonProcess(root, environ, args=("--set", limit))
+
+
 @pytest.fixture
 async def capped(
     tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
@@ -235,12 +245,8 @@ async def test_a_session_s_own_cap_and_bad_values(
 async def test_the_spend_and_the_waiting_request_survive_a_daemon_restart(
     tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
 ) -> None:
-    root = tmp_path / "daemon"
-    root.mkdir()
-    daemon = DaemonProcess(
-        root,
-        daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url)),
-        args=("--set", f"limits.session_cost_usd={TINY_USD}"),
+    daemon = limited_daemon_process(
+        tmp_path, claude_bin, mock_api, workspace, f"limits.session_cost_usd={TINY_USD}"
     )
     await asyncio.to_thread(daemon.start)
     try:

@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 from harness.daemon import (
     Client,
-    DaemonProcess,
     daemon_config,
-    daemon_process_env,
     running_daemon,
 )
 from harness.environment import Workspace
-from test_cost_limits import sent_to_model, user_inputs
+from test_cost_limits import limited_daemon_process, sent_to_model, user_inputs
 
 from betcode.config.settings import DaemonSettings, LimitSettings
 from betcode.devtools.mock_anthropic import MockAnthropic
@@ -110,12 +108,8 @@ async def test_one_turn_at_a_time_in_order_with_positions_and_a_cancel(
 async def test_a_queued_message_waits_again_after_a_daemon_restart(
     tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
 ) -> None:
-    root = tmp_path / "daemon"
-    root.mkdir()
-    daemon = DaemonProcess(
-        root,
-        daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url)),
-        args=("--set", "limits.max_running_turns=1"),
+    daemon = limited_daemon_process(
+        tmp_path, claude_bin, mock_api, workspace, "limits.max_running_turns=1"
     )
     await asyncio.to_thread(daemon.start)
     try:
