@@ -371,11 +371,13 @@ def rig_fixture(
 BASH_PROMPT = "SCN:tool_bash run it"
 
 
-async def waiting_permission(rig: Rig, start: agent_pb2.StartConversation) -> tuple[str, str]:
+async def waiting_permission(
+    rig: Rig, start: agent_pb2.StartConversation, prompt: str = BASH_PROMPT
+) -> tuple[str, str]:
     """Starts a turn whose tool call waits for approval; its session and request ids."""
     requests = [
         agent_pb2.AgentRequest(start=start),
-        agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=BASH_PROMPT)),
+        agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=prompt)),
     ]
     call = rig.agent.Converse(iter(requests), metadata=rig.metadata)
     async for event in call:

@@ -3,7 +3,9 @@ real daemon on the tunnel and the pinned real CLI: a relay account's login, the 
 their state, and calls carried to the machine as the browser makes them, end-to-end encrypted
 with the browser's keys (here the Python implementation, which web-client/src/e2e.ts matches
 byte for byte): NATS sees no plaintext. In Chromium at phone size: login, the machine listed
-online, opened with its fingerprint shown and its sessions listed; a changed key refused."""
+online, opened with its fingerprint shown and its sessions listed; a changed key refused; a
+real-CLI tool call allowed from the page runs exactly once, while no NATS message and no relay
+file holds the command."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import aiohttp
 import pytest
 from harness.browser import chromium, require_chromium
 from harness.environment import Workspace
-from harness.relay import MACHINE, Rig, rig_fixture, waiting_permission
+from harness.relay import MACHINE, Rig, rig_fixture, stored_text, until, waiting_permission
 
 from betcode.relay.buffer import BufferSettings
 from betcode.remote import e2e
@@ -29,6 +31,7 @@ playwright_api = require_chromium("the relay web front's browser test")
 expect = playwright_api.expect
 
 PHONE = {"width": 390, "height": 844}
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 EXCHANGE = "betcode.v1.AgentService/ExchangeKeys"
 LIST = "betcode.v1.AgentService/ListSessions"
 
@@ -145,7 +148,7 @@ async def browser() -> AsyncIterator[Any]:
 
 
 async def test_a_phone_logs_in_opens_the_machine_and_refuses_a_changed_key(
-    rig: Rig, browser: Any, workspace: Workspace, tmp_path: Path
+    rig: Rig, browser: Any, workspace: Workspace
 ) -> None:
     await rig.start_daemon()
     start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
@@ -163,7 +166,8 @@ async def test_a_phone_logs_in_opens_the_machine_and_refuses_a_changed_key(
     await machine.get_by_role("button").click()
     await expect(page.locator("#fingerprint")).to_have_text(e2e.fingerprint(daemon_identity(rig)))
     await expect(page.locator("#machine-sessions")).to_contain_text(str(workspace.repo))
-    await page.screenshot(path=str(tmp_path / "relay-phone.png"))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / "relay-phone.png"), full_page=True)
 
     # Another key pinned for the machine (as if its key had changed since): refused.
     await page.evaluate(f"localStorage.setItem('betcode-pin:{MACHINE}', '{'07' * 32}')")
@@ -173,3 +177,57 @@ async def test_a_phone_logs_in_opens_the_machine_and_refuses_a_changed_key(
     await expect(page.locator("#machine-error")).to_contain_text("another identity key")
     await expect(page.locator("#machine-sessions")).to_be_empty()
     await context.close()
+
+
+SECRET = "phone-secret-5150"
+
+
+def files_under(root: Path) -> list[Path]:
+    return [path for path in root.rglob("*") if path.is_file()]
+
+
+async def test_a_phone_allows_a_real_cli_tool_call_once_and_the_relay_sees_no_plaintext(
+    rig: Rig, browser: Any, workspace: Workspace
+) -> None:
+    await rig.start_daemon()
+    seen: list[bytes] = []
+
+    async def spy(msg: Any) -> None:
+        seen.append(msg.data)
+        seen.extend(str(value).encode() for value in (msg.headers or {}).values())
+
+    assert rig.relay.nc is not None
+    subscription = await rig.relay.nc.subscribe(">", cb=spy)
+    marker = workspace.repo / "ran.txt"
+    command = json.dumps({"command": f"echo {SECRET} >> {marker.name}"})
+    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
+    session_id, _ = await waiting_permission(rig, start, f"SCN:tool_bash {command} run it")
+
+    context = await browser.new_context(
+        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
+    )
+    page = await context.new_page()
+    await page.goto(web_url(rig) + "/")
+    await page.get_by_label("Username").fill("alice")
+    await page.get_by_label("Password").fill("pw-123456")
+    await page.get_by_role("button", name="Sign in").click()
+    await page.locator("#machine-list li", has_text=MACHINE).get_by_role("button").click()
+    waiting = page.locator("#machine-waiting li", has_text="Bash")
+    await expect(waiting).to_contain_text(SECRET)  # opened in the page, from ciphertext
+    await waiting.get_by_role("button", name="Allow once").click()
+    await expect(page.locator("#machine-outcome")).to_have_text("Bash: allowed")
+    await expect(page.locator("#machine-waiting")).to_contain_text("Nothing waits")
+    await context.close()
+
+    async def turn_ended() -> bool:
+        return "turn_complete" in await stored_text(rig, session_id)
+
+    await until(turn_ended)
+    assert marker.read_text().splitlines() == [SECRET]  # the tool ran exactly once
+    await subscription.unsubscribe()
+    assert seen
+    carried = b"".join(seen)
+    assert SECRET.encode() not in carried
+    assert session_id.encode() not in carried
+    for path in files_under(rig.relay.options.files.root):
+        assert SECRET.encode() not in path.read_bytes(), path

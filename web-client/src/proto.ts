@@ -22,10 +22,15 @@ function varint(value: number): Uint8Array {
   return Uint8Array.from(out);
 }
 
-/** A message of bytes and string fields (empty ones left out, as protobuf does). */
-export function encodeMessage(fields: [number, Uint8Array | string][]): Uint8Array {
+/** A message of bytes, string and unsigned integer fields (empty ones and zeros left out, as
+ * protobuf does). */
+export function encodeMessage(fields: [number, Uint8Array | string | number][]): Uint8Array {
   const parts: Uint8Array[] = [];
   for (const [field, raw] of fields) {
+    if (typeof raw === "number") {
+      if (raw) parts.push(varint(field << 3), varint(raw));
+      continue;
+    }
     const value = typeof raw === "string" ? new TextEncoder().encode(raw) : raw;
     if (value.length) parts.push(varint((field << 3) | 2), varint(value.length), value);
   }
@@ -85,4 +90,17 @@ export function bytesOf(fields: Field[], field: number): Uint8Array {
 
 export function textOf(fields: Field[], field: number): string {
   return new TextDecoder().decode(bytesOf(fields, field));
+}
+
+/** The string values of a google.protobuf.Struct (map<string, Value> fields = 1; a Value's
+ * string_value is its field 3); other kinds of value are left out. */
+export function structStrings(data: Uint8Array): Map<string, string> {
+  const strings = new Map<string, string>();
+  for (const entry of decodeMessage(data)) {
+    if (entry.field !== 1 || !entry.bytes) continue;
+    const pair = decodeMessage(entry.bytes);
+    const value = decodeMessage(bytesOf(pair, 2));
+    if (value.some((f) => f.field === 3)) strings.set(textOf(pair, 1), textOf(value, 3));
+  }
+  return strings;
 }

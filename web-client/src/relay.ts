@@ -1,11 +1,12 @@
 // The web client's relay page (served by `relay start --web-listen`; betcode/relay/web.py): a
 // relay account's login, its machines with their state, and a machine opened end to end: the
 // key exchange through the relay, the machine's identity key pinned (its fingerprint shown for
-// checking, a changed key refused), and its sessions listed by a call the browser seals itself.
+// checking, a changed key refused), its sessions and waiting approvals listed and answered by
+// calls the browser seals itself.
 // The relay carries only ciphertext (docs/RELAY.md "In the browser").
 import { byId, el, newId } from "./dom";
 import { ClientHandshake, KeyChanged, checkPinned, type ClientSession } from "./e2e";
-import { bytesOf, decodeMessage, encodeMessage, textOf } from "./proto";
+import { bytesOf, decodeMessage, encodeMessage, structStrings, textOf, type Field } from "./proto";
 
 const TOKEN = "betcode-relay-token";
 const AGENT = "betcode.v1.AgentService";
@@ -73,16 +74,70 @@ async function openSession(machineId: string): Promise<{ session: ClientSession;
   return { session: handshake.complete(bytesOf(fields, 3), identity), fingerprint };
 }
 
-async function listSessions(machineId: string, session: ClientSession): Promise<string[][]> {
-  const method = `${AGENT}/ListSessions`;
+/** One end-to-end encrypted unary call: the request sealed here, the answer opened here. */
+async function sealedCall(machineId: string, session: ClientSession, name: string, request: Uint8Array): Promise<Field[]> {
+  const method = `${AGENT}/${name}`;
   const { header, cipher } = session.nextCall(method);
-  const [sealed] = await call(machineId, method, header, [cipher.seal(new Uint8Array())]);
+  const [sealed] = await call(machineId, method, header, [cipher.seal(request)]);
   if (!sealed) throw new RelayError("the machine did not answer");
-  const listed = decodeMessage(cipher.open(sealed)).filter((f) => f.field === 1 && f.bytes);
-  return listed.map((f) => {
-    const summary = decodeMessage(f.bytes as Uint8Array);
-    return [textOf(summary, 1), textOf(summary, 3), textOf(summary, 5)];
-  });
+  return decodeMessage(cipher.open(sealed));
+}
+
+function repeated(fields: Field[], field: number): Field[][] {
+  return fields.filter((f) => f.field === field && f.bytes).map((f) => decodeMessage(f.bytes as Uint8Array));
+}
+
+const ALLOW_ONCE = 1;
+const DENY = 3;
+
+async function showMachineState(machine: Machine, session: ClientSession): Promise<void> {
+  const id = machine.machine_id;
+  const sessions = repeated(await sealedCall(id, session, "ListSessions", new Uint8Array()), 1);
+  const list = byId("machine-sessions");
+  list.replaceChildren();
+  if (!sessions.length) list.append(el("li", { class: "meta", text: "No sessions yet." }));
+  for (const summary of sessions) {
+    const [sessionId, directory, status] = [textOf(summary, 1), textOf(summary, 3), textOf(summary, 5)];
+    list.append(el("li", {}, el("strong", { text: directory || sessionId }), " ", el("span", { class: "meta", text: status })));
+  }
+  const pending = repeated(await sealedCall(id, session, "ListPendingPermissions", new Uint8Array()), 1);
+  const waiting = byId("machine-waiting");
+  waiting.replaceChildren();
+  if (!pending.length) waiting.append(el("li", { class: "meta", text: "Nothing waits for an answer." }));
+  for (const request of pending) {
+    const [requestId, sessionId, tool, description] = [1, 2, 3, 4].map((n) => textOf(request, n));
+    const input = structStrings(bytesOf(request, 5));
+    const action = input.get("command") ?? input.get("file_path") ?? input.get("url") ?? "";
+    const answer = (decision: number) => void answerOne(decision).catch((failure: Error) => {
+      byId("machine-error").textContent = failure.message;
+    });
+    const answerOne = async (decision: number) => {
+      const reply = await sealedCall(
+        id,
+        session,
+        "AnswerPermission",
+        encodeMessage([
+          [1, sessionId],
+          [2, requestId],
+          [3, decision],
+        ]),
+      );
+      byId("machine-outcome").textContent = `${tool}: ${textOf(reply, 3) || "answered"}`;
+      await showMachineState(machine, session);
+    };
+    waiting.append(
+      el(
+        "li",
+        { class: "approval" },
+        el("strong", { text: tool }),
+        " ",
+        el("span", { text: description }),
+        action ? el("pre", { class: "action", text: action }) : null,
+        el("button", { type: "button", class: "primary", text: "Allow once", onclick: () => answer(ALLOW_ONCE) }),
+        el("button", { type: "button", text: "Deny", onclick: () => answer(DENY) }),
+      ),
+    );
+  }
 }
 
 function show(view: "login" | "machines" | "machine"): void {
@@ -94,18 +149,15 @@ async function openMachine(machine: Machine): Promise<void> {
   byId("machine-name").textContent = machine.name || machine.machine_id;
   const fingerprint = byId("fingerprint");
   const error = byId("machine-error");
-  const list = byId("machine-sessions");
   fingerprint.textContent = "";
   error.textContent = "";
-  list.replaceChildren();
+  byId("machine-outcome").textContent = "";
+  byId("machine-sessions").replaceChildren();
+  byId("machine-waiting").replaceChildren();
   try {
     const opened = await openSession(machine.machine_id);
     fingerprint.textContent = opened.fingerprint;
-    const sessions = await listSessions(machine.machine_id, opened.session);
-    if (!sessions.length) list.append(el("li", { class: "meta", text: "No sessions yet." }));
-    for (const [id, directory, status] of sessions) {
-      list.append(el("li", {}, el("strong", { text: directory || id }), " ", el("span", { class: "meta", text: status })));
-    }
+    await showMachineState(machine, opened.session);
   } catch (failure) {
     error.textContent =
       failure instanceof KeyChanged ? `Refused: ${failure.message}` : (failure as Error).message;
