@@ -14,7 +14,7 @@ from harness.environment import Workspace
 from harness.restarts import Restarts
 
 from betcode.devtools.mock_anthropic import MockAnthropic
-from betcode.v1 import agent_pb2
+from betcode.v1 import agent_pb2, common_pb2
 
 WORDS = "word1 word2 word3"
 
@@ -53,10 +53,15 @@ async def test_a_restart_after_the_last_delta_shows_and_stores_the_answer_once(
     observer.resume(session_id, from_sequence=0)
     await observer.wait_for("turn_complete", within_s=60)
     await writer.wait_for("turn_complete", within_s=30)
+    # The turn's last event is the IDLE after turn_complete: both views are compared once each
+    # has it (the observer may otherwise hold it while the writer does not yet).
+    idle = common_pb2.AGENT_STATUS_IDLE
+    last = (await observer.wait_for_status(idle, after=seen)).sequence
+    await writer.wait_for_sequence(last)
 
     assert streamed_text(observer) == WORDS  # once, not twice
     completes = [e.text_delta for e in observer.of_kind("text_delta") if e.text_delta.is_complete]
     assert [c.text for c in completes] == [""]  # the block's end, carrying no text again
     assert observer.sequences == list(range(1, len(observer.sequences) + 1))
-    live_after = [e for e in writer.events if e.sequence > seen]
-    assert live_after == [e for e in observer.events if e.sequence > seen]
+    live_after = [e for e in writer.events if seen < e.sequence <= last]
+    assert live_after == [e for e in observer.events if seen < e.sequence <= last]
