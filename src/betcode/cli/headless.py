@@ -30,7 +30,7 @@ from betcode.cli.exit_codes import (
     exit_code_of_error,
     retry_after_seconds,
 )
-from betcode.permissions.cost_requests import COST_LIMIT_TOOL
+from betcode.permissions.cost_requests import COST_LIMIT_NOT_SENT, COST_LIMIT_TOOL
 from betcode.permissions.engine import Behavior, RuleSet, evaluate
 from betcode.permissions.rules import RuleList, RuleSource, parse_rule
 from betcode.v1 import agent_pb2
@@ -129,7 +129,7 @@ class TurnFollower:
             elif kind == "error" and event.sequence == 0:
                 self._fail(event.error)  # our start or message was refused
                 return []
-            else:
+            elif not self._about_our_held_message(event):
                 return []
         if self.streams.output == "stream-json":
             data = json_format.MessageToDict(event, preserving_proto_field_name=True)
@@ -137,6 +137,20 @@ class TurnFollower:
         handler = getattr(self, f"_on_{kind}", None)
         result = handler(event) if handler is not None else None
         return result if isinstance(result, list) else []
+
+    def _about_our_held_message(self, event: agent_pb2.AgentEvent) -> bool:
+        """A message past a cost cap is held before it is echoed: the cost request holding it,
+        its answer and the daemon's word that the message was not sent are the run's own."""
+        kind = event.WhichOneof("event")
+        if kind == "permission_request":
+            request = event.permission_request
+            return (
+                request.tool_name == COST_LIMIT_TOOL
+                and request.input.fields["message"].string_value == self.prompt
+            )
+        if kind == "permission_resolved":
+            return event.permission_resolved.request_id in self.tools
+        return kind == "error" and event.error.code == COST_LIMIT_NOT_SENT and bool(self.tools)
 
     def catch_up(self, history: Sequence[agent_pb2.AgentEvent]) -> None:
         """Takes a batch of the session's history before our message (not shown), keeping the
@@ -195,7 +209,8 @@ class TurnFollower:
             return []  # re-sent after a reconnect: already handled
         self.tools[request.request_id] = request.tool_name
         self.tool_use_ids[request.request_id] = request.tool_use_id
-        what = f"{request.tool_name}: {_shown_input(request.input)}"
+        shown = request.description if request.tool_name == COST_LIMIT_TOOL else None
+        what = f"{request.tool_name}: {shown or _shown_input(request.input)}"
         reason = self.approver.reason(request)
         if reason is not None:
             self.streams.note(f"approved ({reason}) {what}")
@@ -259,6 +274,10 @@ class TurnFollower:
 
     def _on_error(self, event: agent_pb2.AgentEvent) -> None:
         error = event.error
+        if error.code == COST_LIMIT_NOT_SENT:  # the denial (exit 3) is counted already
+            self.streams.note(f"{error.code}: {error.message}")
+            self.done = True
+            return
         if error.code in QUIET_ERROR_CODES or (
             event.sequence == 0 and error.code in STALE_ANSWER_CODES
         ):

@@ -11,7 +11,7 @@ from google.protobuf.struct_pb2 import Struct
 
 from betcode.cli.exit_codes import ExitCode, exit_code_of_error, retry_after_seconds
 from betcode.cli.headless import Approver, Streams, TurnFollower, parse_allow_rules
-from betcode.permissions.cost_requests import COST_LIMIT_TOOL
+from betcode.permissions.cost_requests import COST_LIMIT_NOT_SENT, COST_LIMIT_TOOL
 from betcode.permissions.rules import InvalidRule
 from betcode.storage.reconcile import INTERRUPTED_CODE
 from betcode.v1 import agent_pb2
@@ -255,6 +255,34 @@ def test_a_cost_request_is_never_approved_even_with_yes() -> None:
     asked = request("cost-1", COST_LIMIT_TOOL, message="go on", limit_usd=1.0)
     assert feed(run, echo(), asked) == []
     assert list(run.waiting) == ["cost-1"]
+
+
+def test_a_cost_request_holding_the_runs_message_waits_with_a_hint() -> None:
+    # The daemon holds a message past a cost cap before echoing it: the request comes first.
+    run = follower()
+    asked = request("cost-1", COST_LIMIT_TOOL, message=PROMPT, limit_usd=1.0)
+    asked.permission_request.description = "spent $1.20 of its $1.00 limit; allow another?"
+    feed(run, asked)
+    assert list(run.waiting) == ["cost-1"]
+    assert f"{COST_LIMIT_TOOL}: spent $1.20 of its $1.00 limit; allow another?\n" in err(run)
+    assert "betcode permissions allow cost-1" in err(run)
+    feed(run, resolved("cost-1", "allowed"), echo(), text("sent", complete=True), COMPLETE)
+    assert (run.done, out(run), run.exit_code()) == (True, "sent", ExitCode.OK)
+
+
+def test_a_denied_cost_request_ends_the_run_with_exit_3() -> None:
+    run = follower()
+    feed(run, request("cost-1", COST_LIMIT_TOOL, message=PROMPT, limit_usd=1.0))
+    feed(run, resolved("cost-1", "denied", "too much"), error(COST_LIMIT_NOT_SENT))
+    assert (run.done, run.exit_code()) == (True, ExitCode.PERMISSION_DENIED)
+    assert "COST_LIMIT_NOT_SENT happened" in err(run)
+
+
+def test_a_cost_request_for_another_message_is_not_the_runs() -> None:
+    run = follower()
+    feed(run, request("cost-1", COST_LIMIT_TOOL, message="someone else's", limit_usd=1.0))
+    feed(run, resolved("cost-1", "denied"), error(COST_LIMIT_NOT_SENT))
+    assert (run.waiting, run.done, err(run)) == ({}, False, "")
 
 
 def test_questions_are_never_approved_even_with_yes() -> None:
