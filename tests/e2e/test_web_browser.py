@@ -542,12 +542,16 @@ async def test_a_link_signs_in_one_browser_once_and_no_credential_leaves_the_ori
         await runner.cleanup()
 
 
+STEPS = 800  # a remark and a call (its result inside) each: 1,600 items, more than the page keeps
+
+
 async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
     browser: Any, tmp_path: Path, site: WebSite
 ) -> None:
-    """About 2,000 events: the page opens with the recent part (not the whole history), loads
-    earlier pages as the reader scrolls up, each event once; an Edit waiting meanwhile shows
-    its diff in the bar, at phone size and on a desktop."""
+    """About 4,000 events: while following, the page keeps at most 1,500 items; it opens with
+    the recent part (not the whole history), loads earlier pages as the reader scrolls up, each
+    event once; an Edit waiting meanwhile shows its diff in the bar, at phone size and on a
+    desktop."""
     edit = {
         "do": "permission",
         "tool_name": "Edit",
@@ -557,7 +561,7 @@ async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
             "new_string": "def size():\n    return 49\n",
         },
     }
-    fake = make_fake_claude(tmp_path / "fake", {"turns": [busy_turn(400), [edit]]})
+    fake = make_fake_claude(tmp_path / "fake", {"turns": [busy_turn(STEPS), [edit]]})
     http = HttpSettings(listen="127.0.0.1:0")
     config = replace(
         daemon_config(tmp_path / "daemon", fake, dict(os.environ)),
@@ -574,7 +578,9 @@ async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
         await start_session(page, site.workspace.repo, "work")
         await expect(page.locator(".turn-end")).to_have_text("turn complete")
         last = (await page_stats(page))["received"][-1]
-        assert last > 2000
+        assert last > 5 * STEPS
+        items = "document.querySelectorAll('#conversation > .item').length"
+        assert await page.evaluate(items) == 1500  # trimmed while following
         await page.reload()
         await expect(page.locator(".turn-end")).to_have_text("turn complete")
         stats = await page_stats(page)
@@ -588,7 +594,7 @@ async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
             await asyncio.sleep(0.1)
         await expect(page.locator(".tool", has_text="module_0.py ")).to_have_count(1)
         summaries = await page.locator(".tool .title").all_inner_texts()
-        assert summaries == [f"Bash: wc -l module_{step}.py" for step in range(400)]
+        assert summaries == [f"Bash: wc -l module_{step}.py" for step in range(STEPS)]
 
         await send(page, "edit it")
         bar = page.locator("#action-bar")

@@ -178,6 +178,10 @@ export class SessionStream {
     if (extra <= 0) return;
     for (let index = 0; index < extra; index += 1) items[index].remove();
     this.firstSeq = Number(items[extra].dataset.seq || this.firstSeq);
+    // What was trimmed is let go of entirely (a late result of a trimmed call shows alone).
+    for (const map of [this.tools, this.cards] as Map<string, HTMLElement>[]) {
+      for (const [key, node] of map) if (!node.isConnected) map.delete(key);
+    }
     this.showOlder();
   }
 
