@@ -124,3 +124,26 @@ async def test_after_too_many_wrong_codes_the_right_one_is_refused(
         "too many wrong pairing codes"
     )
     await expect(phone.get_by_role("heading", name="Sessions")).to_be_hidden()
+
+
+async def test_a_phone_revokes_another_device_whose_page_is_signed_out(
+    browser: Any, daemon: Daemon
+) -> None:
+    url = base_url(daemon)
+    laptop = await phone_page(browser, url)
+    await type_code(laptop, await new_code(daemon))
+    await expect(laptop.get_by_role("heading", name="Sessions")).to_be_visible()
+    phone = await phone_page(browser, url)
+    await type_code(phone, await new_code(daemon))
+    await expect(phone.get_by_role("heading", name="Sessions")).to_be_visible()
+
+    await phone.get_by_text("Signed-in devices").click()
+    devices = phone.locator("#device-list li")
+    await expect(devices).to_have_count(2)
+    await expect(devices.filter(has_text="this browser")).to_have_count(1)
+    phone.on("dialog", lambda dialog: dialog.accept())
+    await devices.filter(has_not_text="this browser").get_by_role("button", name="Revoke").click()
+    await expect(devices).to_have_count(1)
+    # The laptop's next request is refused: it shows the sign-in screen again.
+    await laptop.reload()
+    await expect(laptop.locator("#sign-in")).to_be_visible()

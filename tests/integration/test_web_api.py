@@ -126,8 +126,8 @@ async def test_a_link_signs_in_one_device_once_and_revoking_it_closes_its_stream
     owner = web_daemon.client("web-owner")
     try:
         session_id = await phone.create_session(str(workspace.repo))
-        # A device may not make links nor list or revoke devices: the owner's alone.
-        for method, path in (("POST", "/api/links"), ("GET", "/api/devices")):
+        # A device may not make links nor codes, nor rotate: the owner's alone.
+        for method, path in (("POST", "/api/links"), ("POST", "/api/pairing-codes")):
             status, body = await phone.call(method, path)
             assert (status, body["error"]["code"]) == (403, "OWNER_ONLY")
         # A link is good once, and only before it expires.

@@ -178,3 +178,32 @@ async def test_betcode_web_pair_prints_a_qr_code_of_the_link_and_the_code(site: 
     assert inner == wanted
     status, device = await site.pair(code)
     assert status == 201, device
+
+
+async def test_any_signed_in_device_lists_and_revokes_devices(site: Site) -> None:
+    status, phone = await site.pair(await site.new_code(), "phone")
+    assert status == 201
+    status, laptop = await site.pair(await site.new_code(), "laptop")
+    assert status == 201
+    from_laptop = WebClient(site.url, laptop["credential"], "web-laptop")
+    from_phone = WebClient(site.url, phone["credential"], "web-phone")
+    try:
+        status, listed = await from_laptop.call("GET", "/api/devices")
+        assert status == 200
+        assert [(d["name"], d["signed_in"]) for d in listed["devices"]] == [
+            ("phone", True),
+            ("laptop", True),
+        ]
+        status, body = await from_laptop.call("DELETE", f"/api/devices/{phone['device_id']}")
+        assert (status, body) == (200, {"revoked": True})
+        status, body = await from_phone.call("GET", "/api/devices")
+        assert status == 401  # the lost phone is out
+        # A device signs itself out too; rotating the token stays the owner's.
+        status, body = await from_laptop.call("POST", "/api/rotate")
+        assert (status, body["error"]["code"]) == (403, "OWNER_ONLY")
+        status, body = await from_laptop.call("DELETE", f"/api/devices/{laptop['device_id']}")
+        assert status == 200
+        assert (await from_laptop.call("GET", "/api/sessions"))[0] == 401
+    finally:
+        await from_laptop.close()
+        await from_phone.close()

@@ -5,6 +5,7 @@ import { api, ApiError, clientId, whenSignedOut, type SessionSummary } from "./a
 import { deviceName, keepDevice, storedDevice, takePairing, type Device, type Pairing } from "./credential";
 import { startActionBar, renderBar } from "./actionbar";
 import { byId, el } from "./dom";
+import { startDevices } from "./devices";
 import { completeFor, startCompleter } from "./completer";
 import { SessionStream, sessionCosts } from "./session";
 import { stats } from "./stats";
@@ -201,6 +202,7 @@ function showSignedIn(): void {
     setInterval(() => void refreshList(), LIST_REFRESH_MS);
     startActionBar();
     startCompleter();
+    startDevices();
   }
   route();
 }

@@ -10,8 +10,8 @@
    `bearer.CREDENTIAL`. Never a cookie: a cookie ignores ports, so every other web server on
    the same host would receive it. The page and its assets hold nothing secret and are
    served to anyone who passes 1 and 2 (the page then asks for a link); so is the exchange of
-   a one-time link or pairing code. The owner's endpoints (links, codes, devices) take the
-   access token only.
+   a one-time link or pairing code. The owner's endpoints (links, codes, rotation) take the
+   access token only; any signed-in client lists and revokes devices.
    Without a valid credential: 401 and a JSON error saying how to get a link.
 """
 
@@ -43,7 +43,9 @@ PUBLIC_PATHS = frozenset(
 )
 PUBLIC_PREFIXES = ("/static/", "/icons/")
 # The owner's endpoints: the access token only, never a device's credential.
-OWNER_PATHS = ("/api/links", "/api/pairing-codes", "/api/devices", "/api/rotate")
+# (The list of devices and revoking one are any signed-in client's: a lost phone is signed out
+# from the laptop at hand.)
+OWNER_PATHS = ("/api/links", "/api/pairing-codes", "/api/rotate")
 PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 
 

@@ -1,6 +1,7 @@
 """The endpoints of signing in (`devices`): a one-time link or pairing code exchanged for a
-device credential (anyone with the link or code), and the owner's: new links and codes, the list
-of devices, revocation, and the notice of a rotated access token."""
+device credential (anyone with the link or code); any signed-in client's: the list of devices
+and revocation; and the owner's: new links and codes, and the notice of a rotated access
+token."""
 
 from __future__ import annotations
 
