@@ -186,7 +186,7 @@ def files_under(root: Path) -> list[Path]:
     return [path for path in root.rglob("*") if path.is_file()]
 
 
-async def test_a_phone_allows_a_real_cli_tool_call_once_and_the_relay_sees_no_plaintext(
+async def test_a_phone_starts_a_session_allows_its_tool_once_and_the_relay_sees_no_plaintext(
     rig: Rig, browser: Any, workspace: Workspace
 ) -> None:
     await rig.start_daemon()
@@ -200,8 +200,6 @@ async def test_a_phone_allows_a_real_cli_tool_call_once_and_the_relay_sees_no_pl
     subscription = await rig.relay.nc.subscribe(">", cb=spy)
     marker = workspace.repo / "ran.txt"
     command = json.dumps({"command": f"echo {SECRET} >> {marker.name}"})
-    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
-    session_id, _ = await waiting_permission(rig, start, f"SCN:tool_bash {command} run it")
 
     context = await browser.new_context(
         viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
@@ -212,11 +210,18 @@ async def test_a_phone_allows_a_real_cli_tool_call_once_and_the_relay_sees_no_pl
     await page.get_by_label("Password").fill("pw-123456")
     await page.get_by_role("button", name="Sign in").click()
     await page.locator("#machine-list li", has_text=MACHINE).get_by_role("button").click()
+    await expect(page.locator("#machine-waiting")).to_contain_text("Nothing waits")
+    # The phone starts the session itself, in the machine's repository.
+    await page.get_by_label("Directory on the machine").fill(str(workspace.repo))
+    await page.get_by_label("First prompt").fill(f"SCN:tool_bash {command} run it")
+    await page.get_by_role("button", name="Start session").click()
     waiting = page.locator("#machine-waiting li", has_text="Bash")
     await expect(waiting).to_contain_text(SECRET)  # opened in the page, from ciphertext
     await waiting.get_by_role("button", name="Allow once").click()
     await expect(page.locator("#machine-outcome")).to_have_text("Bash: allowed")
     await expect(page.locator("#machine-waiting")).to_contain_text("Nothing waits")
+    listed = await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)
+    [session_id] = [s.id for s in listed.sessions]
     await context.close()
 
     async def turn_ended() -> bool:

@@ -37,8 +37,15 @@ async function json<T>(method: string, path: string, body?: unknown): Promise<T>
 }
 
 /** One call to the machine through the relay's WebSocket: the request messages out, the
- * response messages back (as the relay passed them, untouched). */
-function call(machineId: string, method: string, e2e: string, requests: Uint8Array[]): Promise<Uint8Array[]> {
+ * response messages back (as the relay passed them, untouched). `firstOnly`: the call is left
+ * at its first answer (a conversation goes on on the machine without its caller). */
+function call(
+  machineId: string,
+  method: string,
+  e2e: string,
+  requests: Uint8Array[],
+  firstOnly = false,
+): Promise<Uint8Array[]> {
   return new Promise((resolve, reject) => {
     const url = `wss://${location.host}/relay/api/machines/${encodeURIComponent(machineId)}/call`;
     const socket = new WebSocket(url, ["betcode"]);
@@ -50,7 +57,14 @@ function call(machineId: string, method: string, e2e: string, requests: Uint8Arr
       socket.send("end");
     };
     socket.onmessage = (event) => {
-      if (typeof event.data !== "string") return void answers.push(new Uint8Array(event.data as ArrayBuffer));
+      if (typeof event.data !== "string") {
+        answers.push(new Uint8Array(event.data as ArrayBuffer));
+        if (firstOnly) {
+          socket.close();
+          resolve(answers);
+        }
+        return;
+      }
       const status = JSON.parse(event.data) as { code: string; message: string };
       if (status.code === "OK") resolve(answers);
       else reject(new RelayError(`${status.code}: ${status.message}`));
@@ -144,8 +158,45 @@ function show(view: "login" | "machines" | "machine"): void {
   for (const name of ["login", "machines", "machine"]) byId(`relay-${name}`).hidden = name !== view;
 }
 
+/** A new session in a folder of the machine, its first message sent: Converse's `start` and
+ * `message` sealed, left at the daemon's first answer (the turn goes on there). */
+async function startSession(machineId: string, session: ClientSession, directory: string, prompt: string): Promise<void> {
+  const method = `${AGENT}/Converse`;
+  const { header, cipher } = session.nextCall(method);
+  const start = encodeMessage([[1, encodeMessage([[2, directory]])]]);
+  const message = encodeMessage([[2, encodeMessage([[1, prompt], [4, newId("phone-")]])]]);
+  const [first] = await call(machineId, method, header, [cipher.seal(start), cipher.seal(message)], true);
+  if (!first) throw new RelayError("the machine did not start the session");
+  cipher.open(first); // a refusal would not open
+}
+
+const REFRESH_MS = 2000;
+const opened: { machine: Machine | null; session: ClientSession | null; timer: number } = {
+  machine: null,
+  session: null,
+  timer: 0,
+};
+
+byId<HTMLFormElement>("new-session").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const form = new FormData(event.target as HTMLFormElement);
+  const { machine, session } = opened;
+  if (!machine || !session) return;
+  const error = byId("machine-error");
+  error.textContent = "";
+  startSession(machine.machine_id, session, String(form.get("directory")), String(form.get("prompt"))).then(
+    () => {
+      byId("machine-outcome").textContent = "Session started";
+      return showMachineState(machine, session);
+    },
+    (failure: Error) => void (error.textContent = failure.message),
+  );
+});
+
 async function openMachine(machine: Machine): Promise<void> {
   show("machine");
+  clearInterval(opened.timer);
+  opened.machine = opened.session = null;
   byId("machine-name").textContent = machine.name || machine.machine_id;
   const fingerprint = byId("fingerprint");
   const error = byId("machine-error");
@@ -155,9 +206,14 @@ async function openMachine(machine: Machine): Promise<void> {
   byId("machine-sessions").replaceChildren();
   byId("machine-waiting").replaceChildren();
   try {
-    const opened = await openSession(machine.machine_id);
-    fingerprint.textContent = opened.fingerprint;
-    await showMachineState(machine, opened.session);
+    const made = await openSession(machine.machine_id);
+    fingerprint.textContent = made.fingerprint;
+    Object.assign(opened, { machine, session: made.session });
+    await showMachineState(machine, made.session);
+    // What waits changes on the machine: listed again while the machine is open.
+    opened.timer = window.setInterval(() => {
+      if (opened.session) void showMachineState(machine, opened.session).catch(() => {});
+    }, REFRESH_MS);
   } catch (failure) {
     error.textContent =
       failure instanceof KeyChanged ? `Refused: ${failure.message}` : (failure as Error).message;
@@ -202,7 +258,10 @@ byId<HTMLFormElement>("login-form").addEventListener("submit", (event) => {
     (failure: Error) => void (byId("login-error").textContent = failure.message),
   );
 });
-byId("back").addEventListener("click", () => void showMachines());
+byId("back").addEventListener("click", () => {
+  clearInterval(opened.timer);
+  void showMachines();
+});
 
 if (token()) void showMachines();
 else show("login");

@@ -180,6 +180,8 @@ async def _call(request: web.Request) -> web.StreamResponse:
         await _finish(socket_, "OK", "")
     except grpc.aio.AioRpcError as error:
         await _finish(socket_, error.code().name, error.details() or "")
+    except ConnectionError:
+        pass  # the page left the call (a conversation goes on on the machine without it)
     finally:
         call.cancel()
     return socket_
