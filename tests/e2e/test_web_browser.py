@@ -147,6 +147,22 @@ async def fits_width(page: Any, width: int, buttons: tuple[str, ...] = ()) -> No
         assert box["x"] + box["width"] <= width, name
 
 
+async def small_touch_targets(page: Any) -> list[str]:
+    """Every visible control (buttons, links, fields, choices) smaller than 44 px either way."""
+    return list(
+        await page.evaluate(
+            """() => [...document.querySelectorAll(
+                    'button, a, input, textarea, summary, label.choice')]
+                .filter((node) => node.offsetParent !== null)
+                .filter((node) => !node.closest('.markdown'))
+                .map((node) => [node, node.getBoundingClientRect()])
+                .filter(([node, box]) => box.height < 44 || box.width < 44)
+                .map(([node, box]) => `${node.outerHTML.slice(0, 80)} ${box.width}x${box.height}`)
+            """
+        )
+    )
+
+
 async def screenshot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -183,6 +199,7 @@ async def test_approvals_and_a_question_answered_in_the_page_seen_by_a_grpc_clie
         await expect(card.get_by_role("button", name="Allow once")).to_be_visible()
         await expect(page).to_have_title("(1) BetCode")
         await fits_width(page, PHONE["width"], ("Allow once", "Allow for session", "Deny"))
+        assert await small_touch_targets(page) == []
         await screenshot(page, "phone-approval")
         await card.get_by_role("button", name="Allow once").click()
         await expect(page.locator(".tool .result").first).to_contain_text("42")
@@ -200,6 +217,7 @@ async def test_approvals_and_a_question_answered_in_the_page_seen_by_a_grpc_clie
         questions = card.locator("fieldset")
         await expect(questions).to_have_count(2)
         await fits_width(page, DESKTOP["width"], ("Submit answers",))
+        await bar_buttons_on_top(page, ("Submit answers",))
         await screenshot(page, "desktop-question")
         # Nothing picked: refused in the page, nothing sent.
         await card.get_by_role("button", name="Submit answers").click()
@@ -428,6 +446,7 @@ async def test_the_waiting_request_comes_first_rendered_and_never_covered(
         await expect(bar.locator(".rule")).to_contain_text("Bash(python3")
         names = ("Allow once", "Allow for session", "Deny")
         await bar_buttons_on_top(page, names)
+        assert await small_touch_targets(page) == []
         await screenshot(page, "phone-streaming-with-approval")
         # The reader scrolls up: the page stays there while output streams, offering a jump.
         log = page.locator("#conversation")

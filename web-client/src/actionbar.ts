@@ -26,7 +26,7 @@ export function pin(requestId: string): void {
 }
 
 function sessionLabel(sessionId: string): string {
-  return waiting.sessionNames.get(sessionId) || sessionId;
+  return waiting.sessionNames.get(sessionId) || waiting.sessionPreviews.get(sessionId) || sessionId;
 }
 
 export function inputView(request: Pick<Waiting, "tool_name" | "input">): HTMLElement {
@@ -171,6 +171,8 @@ export function renderBar(): void {
   } else {
     const rule = bar.querySelector(".rule");
     if (rule) rule.textContent = ruleText(request);
+    const where = bar.querySelector("a.where");
+    if (where) where.textContent = `in ${sessionLabel(request.session_id)}`; // the list came
   }
   renderBadge();
   if (!byId("inbox").hidden) renderInbox();

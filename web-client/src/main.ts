@@ -64,6 +64,7 @@ async function refreshList(): Promise<void> {
     const data = await api<{ sessions: SessionSummary[]; pending: number }>("GET", "/api/sessions");
     for (const s of data.sessions) {
       if (s.name) waiting.sessionNames.set(s.id, s.name);
+      if (s.last_message_preview) waiting.sessionPreviews.set(s.id, s.last_message_preview);
       sessionCosts.set(s.id, s.total_cost_usd || 0);
     }
     view.stream?.showCost();

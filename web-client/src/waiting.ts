@@ -14,6 +14,7 @@ class WaitingRequests {
   private refreshing: Promise<void> | null = null;
   private again = false;
   sessionNames = new Map<string, string>();
+  sessionPreviews = new Map<string, string>(); // an unnamed session's last message, to tell it by
 
   onChange(listener: Listener): void {
     this.listeners.push(listener);
