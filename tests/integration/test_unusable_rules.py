@@ -94,3 +94,4 @@ def test_config_check_names_a_settings_file_that_is_not_json(tmp_path: Path) -> 
     checked = betcode(tmp_path, "config", "check")
     assert checked.returncode == EXIT_CONFIG_INVALID
     assert "malformed JSON at line 1" in checked.stderr
+    assert checked.stderr.count("malformed JSON") == 1  # daemon settings and rules: one file

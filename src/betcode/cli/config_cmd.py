@@ -134,7 +134,8 @@ def check(cwd: Path | None) -> None:
     try:
         resolve_daemon_settings(directory, {})
     except ConfigError as error:
-        problems.insert(0, str(error))
+        if str(error) not in problems:  # settings.json holds rules too: said once
+            problems.insert(0, str(error))
     if not problems:
         click.echo("configuration OK: the settings are valid and every permission rule parses")
         return
