@@ -99,11 +99,13 @@ class IdKind(Generic[T]):
     def completions(self, items: Sequence[T], incomplete: str) -> list[CompletionItem]:
         """Ids and names starting with `incomplete`; an id's help is its name and back."""
         offered: list[CompletionItem] = []
+        names: set[str] = set()  # a session's name names each of its waiting requests
         for item in items:
             identifier, name = self.id_of(item), self.name_of(item)
             if identifier.startswith(incomplete):
                 offered.append(CompletionItem(identifier, help=name or None))
-            if name and name.startswith(incomplete) and " " not in name:
+            if name and name.startswith(incomplete) and " " not in name and name not in names:
+                names.add(name)
                 offered.append(CompletionItem(name, help=identifier))
         return offered
 
@@ -128,6 +130,20 @@ class IdKind(Generic[T]):
 
 async def _sessions(client: DaemonClient) -> Sequence[agent_pb2.SessionSummary]:
     return list((await client.list_sessions()).sessions)
+
+
+@dataclass(frozen=True)
+class WaitingRequest:
+    """A waiting request, named by the session that asks (its one request, when it has one)."""
+
+    row: agent_pb2.PendingPermission
+    session_name: str
+
+
+async def _waiting_requests(client: DaemonClient) -> Sequence[WaitingRequest]:
+    rows = await client.list_pending_permissions()
+    names = {session.id: session.name for session in await _sessions(client)}
+    return [WaitingRequest(row, names.get(row.session_id, "")) for row in rows]
 
 
 async def _subagents(client: DaemonClient) -> Sequence[subagent_pb2.SubagentInfo]:
@@ -157,12 +173,12 @@ async def _rescues(client: DaemonClient) -> Sequence[worktree_pb2.RescueInfo]:
 SESSIONS: IdKind[agent_pb2.SessionSummary] = IdKind(
     "session", "betcode sessions list", _sessions, lambda s: s.id, lambda s: s.name
 )
-REQUESTS: IdKind[agent_pb2.PendingPermission] = IdKind(
+REQUESTS: IdKind[WaitingRequest] = IdKind(
     "waiting request",
     "betcode permissions pending",
-    lambda client: client.list_pending_permissions(),
-    lambda r: r.request_id,
-    lambda _r: "",
+    _waiting_requests,
+    lambda r: r.row.request_id,
+    lambda r: r.session_name,
 )
 SUBAGENTS: IdKind[subagent_pb2.SubagentInfo] = IdKind(
     "subagent", "betcode subagent list", _subagents, lambda s: s.id, lambda s: s.name

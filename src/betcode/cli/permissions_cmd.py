@@ -79,7 +79,7 @@ def pending(as_json: bool, socket_path: str | None) -> None:
 )
 @socket_option
 def allow(request_id: str, session_wide: bool, socket_path: str | None) -> None:
-    """Allow the request REQUEST_ID (its id or a unique start of it)."""
+    """Allow the request REQUEST_ID (its id, a unique start of it, or its session's name)."""
     request_id, row = _pending_row(socket_path, request_id)
     if row is not None and row.is_question:
         _fail(
@@ -104,7 +104,7 @@ def allow(request_id: str, session_wide: bool, socket_path: str | None) -> None:
 @click.option("--message", default="", help="What claude is told (default: a generic denial).")
 @socket_option
 def deny(request_id: str, message: str, socket_path: str | None) -> None:
-    """Deny the request REQUEST_ID (its id or a unique start of it)."""
+    """Deny the request REQUEST_ID (its id, a unique start of it, or its session's name)."""
     request_id, _row = _pending_row(socket_path, request_id)
     request = agent_pb2.AnswerPermissionRequest(
         request_id=request_id, decision=Decision.PERMISSION_DECISION_DENY, message=message
@@ -194,7 +194,7 @@ def _pending_row(
 
     async def find(client: DaemonClient) -> tuple[str, agent_pb2.PendingPermission | None]:
         try:
-            row = REQUESTS.pick(reference, await client.list_pending_permissions())
+            row = (await REQUESTS.find(client, reference)).row
         except DaemonUnavailable:
             if client.address.relay is None:
                 raise

@@ -20,6 +20,7 @@ from betcode.cli.ids import (
     IdKind,
     NotFound,
     PrefixTooShort,
+    WaitingRequest,
     find_session,
 )
 from betcode.cli.sessions_cmd import table
@@ -27,6 +28,10 @@ from betcode.v1 import agent_pb2, subagent_pb2, worktree_pb2
 
 IDS = ("abc123-one", "abc456-two", "def789")
 NAMES = ("fix-login", "docs", "")
+
+
+def waiting(request_id: str, session_name: str) -> WaitingRequest:
+    return WaitingRequest(agent_pb2.PendingPermission(request_id=request_id), session_name)
 
 
 def items_of(kind: IdKind[Any]) -> list[Any]:
@@ -37,8 +42,8 @@ def items_of(kind: IdKind[Any]) -> list[Any]:
         return [subagent_pb2.SubagentInfo(id=i, name=n) for i, n in zip(IDS, NAMES, strict=True)]
     if kind is WORKTREES:
         return [worktree_pb2.WorktreeDetail(id=i, name=n) for i, n in zip(IDS, NAMES, strict=True)]
-    if kind is REQUESTS:
-        return [agent_pb2.PendingPermission(request_id=i) for i in IDS]
+    if kind is REQUESTS:  # named by the session that asks
+        return [waiting(i, n) for i, n in zip(IDS, NAMES, strict=True)]
     return [worktree_pb2.RescueInfo(id=i) for i in IDS]
 
 
@@ -61,9 +66,16 @@ def test_an_id_or_a_unique_start_of_it(kind: IdKind[Any], reference: str, found:
     assert kind.id_of(kind.pick(reference, items_of(kind))) == found
 
 
-@pytest.mark.parametrize("kind", [SESSIONS, SUBAGENTS, WORKTREES], ids=lambda k: k.noun)
+@pytest.mark.parametrize("kind", [SESSIONS, REQUESTS, SUBAGENTS, WORKTREES], ids=lambda k: k.noun)
 def test_a_name(kind: IdKind[Any]) -> None:
     assert kind.id_of(kind.pick("fix-login", items_of(kind))) == "abc123-one"
+
+
+def test_a_session_name_with_two_waiting_requests_lists_both() -> None:
+    two = [waiting(i, "fix") for i in IDS[:2]]
+    with pytest.raises(AmbiguousReference, match=r"abc123-one \(fix\), abc456-two \(fix\)"):
+        REQUESTS.pick("fix", two)
+    assert [c.value for c in REQUESTS.completions(two, "f")] == ["fix"]  # offered once
 
 
 def test_an_exact_id_wins_over_a_name_and_a_name_over_a_prefix() -> None:
