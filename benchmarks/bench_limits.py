@@ -128,7 +128,9 @@ class NoStore:
 
 
 async def measure_queue(rounds: int, max_running: int) -> dict[str, float]:
-    async def start(session: Session, client_id: str | None, text: str) -> bool:
+    async def start(
+        session: Session, client_id: str | None, text: str, queued_id: int | None
+    ) -> bool:
         return True
 
     queue = TurnQueue(max_running, start, NoStore())

@@ -59,6 +59,8 @@ class DaemonProcess:
     orphans: list[psutil.Process] = field(default_factory=list)
     # More `daemon start` flags, e.g. ("--metrics", "127.0.0.1:0").
     args: tuple[str, ...] = ()
+    # What runs the betcode CLI (harness/kill_point.py: a daemon killed at a chosen point).
+    launcher: tuple[str, ...] = ("-m", "betcode.cli.main")
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -76,8 +78,7 @@ class DaemonProcess:
             self.process = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
-                    "betcode.cli.main",
+                    *self.launcher,
                     "daemon",
                     "start",
                     "--foreground",
@@ -121,6 +122,17 @@ class DaemonProcess:
                 with contextlib.suppress(psutil.Error):
                     if any(part.endswith("holder.py") for part in orphan.cmdline()):
                         orphan.kill()
+
+    def wait_killed(self, timeout: float) -> None:
+        """Wait for a daemon that killed itself (harness/kill_point.py); the holders it left
+        (their folders are under its root) are remembered for `stop`."""
+        assert self.process is not None
+        self.process.wait(timeout)
+        assert self.process.returncode == -signal.SIGKILL, self.process.returncode
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if any(str(self.root) in part for part in process.cmdline()):
+                    self.orphans.append(process)
 
     def _kill_orphans(self) -> None:
         for orphan in self.orphans:

@@ -108,14 +108,17 @@ class TurnAdmission:
     async def _send_allowed(self, session: Session, text: str) -> None:
         await self.queue.submit(session, None, text)
 
-    async def _start(self, session: Session, client_id: str | None, text: str) -> bool:
+    async def _start(
+        self, session: Session, client_id: str | None, text: str, queued_id: int | None
+    ) -> bool:
         """The turn starts unless the session has reached a cost cap: checked when it would
-        start, after the turns queued before it, not when it was queued."""
+        start, after the turns queued before it, not when it was queued. A queued message
+        leaves the queue in the transaction that stores its line or its cost request."""
         reached = await self.cap_reached(session.id)
         if reached is not None:
-            await self._bridge.ask_about_cost(session, text, reached)
+            await self._bridge.ask_about_cost(session, text, reached, queued_id)
             return False
-        await session.send_user_message(client_id, text)
+        await session.send_user_message(client_id, text, queued_id=queued_id)
         return True
 
     async def restore_queue(self, session: Callable[[str], Awaitable[Session]]) -> None:

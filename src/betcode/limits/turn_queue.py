@@ -9,8 +9,9 @@ A cancel takes the session's waiting messages out of the queue (and says so).
 
 The client's request returns once its message is queued: the stream goes on (a cancel must
 get through), and the message starts from here when its turn comes. A queued message is stored
-(`QueueStore`) before the request returns, and taken out as its turn starts or it is cancelled:
-a restarted daemon queues again, in order, the messages it had not started (`restore`).
+(`QueueStore`) before the request returns, and taken out as its turn starts (in the transaction
+that records its line, or its cost request) or it is cancelled: a restarted daemon queues again,
+in order, the messages it had not started (`restore`), and none it had.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from betcode.v1 import common_pb2
 log = logging.getLogger(__name__)
 
 Status = common_pb2.AgentStatus
-# Starts the message's turn; False when it did not start one (the message is held).
-StartTurn = Callable[[Session, str | None, str], Awaitable[bool]]
+# Starts the message's turn, taking it out of the store if it was queued (its row id); False
+# when it did not start one (the message is held).
+StartTurn = Callable[[Session, str | None, str, int | None], Awaitable[bool]]
 
 
 class QueueStore(Protocol):
@@ -91,7 +93,7 @@ class TurnQueue:
     async def submit(self, session: Session, client_id: str | None, text: str) -> None:
         """Start the message's turn now if a place is free, else queue it."""
         if not self.max_running and not self._waiting:
-            await self._start_turn(session, client_id, text)
+            await self._start_turn(session, client_id, text, None)
             return
         self._listen(session)
         if not self._waiting and self._may_start(session):
@@ -148,7 +150,6 @@ class TurnQueue:
             if not self._may_start(entry.session):
                 continue
             self._waiting.remove(entry)
-            self._store.remove([entry.row_id])  # before its line is recorded: sent at most once
             self._shown.pop(entry.session.id, None)
             started = True
             # Its place is taken now, not once the task runs: the loop goes on deciding.
@@ -165,14 +166,23 @@ class TurnQueue:
         place = self._running[session.id] = _Place(session)
         return place
 
-    async def _run(self, session: Session, client_id: str | None, text: str, token: _Place) -> None:
+    async def _run(
+        self,
+        session: Session,
+        client_id: str | None,
+        text: str,
+        token: _Place,
+        queued_id: int | None = None,
+    ) -> None:
         # Not started (held at a cost cap, or failed: its turn ended visibly, or the client is
         # told): the place is free. A client that goes away meanwhile (cancelled) changes
         # nothing: its message, once recorded, is delivered all the same, and its turn's end
         # frees the place.
         try:
-            started = await self._start_turn(session, client_id, text)
+            started = await self._start_turn(session, client_id, text, queued_id)
         except Exception:
+            if queued_id is not None:
+                self._store.remove([queued_id])  # failed visibly: not to be sent again
             self._free(session, token)
             raise
         if not started:
@@ -185,7 +195,7 @@ class TurnQueue:
 
     async def _start_queued(self, entry: _Waiting, token: _Place) -> None:
         try:
-            await self._run(entry.session, None, entry.text, token)
+            await self._run(entry.session, None, entry.text, token, entry.row_id)
         except Exception:
             log.exception("session %s: a queued message did not start", entry.session.id)
 

@@ -38,6 +38,7 @@ from betcode.protocol.messages import CanUseTool, Dialect
 from betcode.sessions import translate
 from betcode.sessions.session import Session
 from betcode.storage import pending as pending_rows
+from betcode.storage import queued as queued_rows
 from betcode.storage import spend as spend_rows
 from betcode.storage.audit import AuditRecorder
 from betcode.storage.pending import PendingPermission
@@ -121,8 +122,12 @@ class CostRequests:
     def apply_settings(self, settings: PermissionSettings) -> None:
         self._settings = settings
 
-    async def ask(self, session: Session, text: str, reached: CapReached) -> str:
-        """Store the question with the held message, then show it; its request id."""
+    async def ask(
+        self, session: Session, text: str, reached: CapReached, queued_id: int | None = None
+    ) -> str:
+        """Store the question with the held message, then show it; its request id. A queued
+        message (`queued_id`) leaves the queue in the same transaction: held once, never lost
+        nor queued again by a daemon killed meanwhile."""
         request_id = f"cost-{uuid.uuid4()}"
         now = self._clock()
         expires_at = now + self._settings.ttl_seconds
@@ -135,9 +140,10 @@ class CostRequests:
             "step_usd": reached.step_usd,
             "day": reached.day,
         }
-        await self._writer.call(
-            lambda c: pending_rows.insert_pending(
-                c,
+
+        def store(conn: sqlite3.Connection) -> None:
+            pending_rows.insert_pending(
+                conn,
                 request_id=request_id,
                 session_id=session.id,
                 tool_name=COST_LIMIT_TOOL,
@@ -147,7 +153,10 @@ class CostRequests:
                 expires_at=expires_at,
                 tool_description=question,
             )
-        )
+            if queued_id is not None:
+                queued_rows.remove(conn, [queued_id])
+
+        await self._writer.call(store)
         log.info("session %s: %s (%s)", session.id, question, request_id)
         tool = CanUseTool(tool_name=COST_LIMIT_TOOL, input=asked, description=question)
         session.emit(

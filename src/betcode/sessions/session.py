@@ -60,7 +60,7 @@ from betcode.storage import sessions as session_rows
 from betcode.storage import spend as spend_rows
 from betcode.storage.errors import StoreClosed
 from betcode.storage.holders import HolderStdinJournal
-from betcode.storage.rows import Direction, HolderPositionRow, MessageRow
+from betcode.storage.rows import Direction, HolderPositionRow, MessageRow, QueuedMessageTakenRow
 from betcode.v1 import agent_pb2, common_pb2
 
 if TYPE_CHECKING:
@@ -336,10 +336,15 @@ class Session:
 
     # ---- claude stdin ----
 
-    async def send_user_message(self, client_id: str | None, text: str) -> None:
+    async def send_user_message(
+        self, client_id: str | None, text: str, *, queued_id: int | None = None
+    ) -> None:
         """Records the message, shows it, and writes it to claude (started if needed). A
         session whose claude CRASHED starts over: the message is the manual action that resets
-        the crash budget (claude resumes the conversation with --resume)."""
+        the crash budget (claude resumes the conversation with --resume). A message that waited
+        in the turn queue (`queued_id`, its stored row) leaves the queue in the transaction
+        that records its line: a daemon killed meanwhile has either still queued it or
+        recorded it."""
         if client_id is not None:
             self.lock.check_input(client_id)
         # Refused before it is recorded: a message that can never reach claude starts no turn
@@ -351,14 +356,18 @@ class Session:
             log.info("session %s: a new message restarts claude after the crashes", self.id)
             self.supervisor.reset()
         line = stdin.user_message(text, uuid=str(uuid.uuid4()))
-        row = self._log.message_row("in", "user", line.rstrip(b"\n"))
-        self.emit(
+        batch = LogBatch()
+        self._log.record(
+            batch,
             [
                 translate.user_input_event(text),
                 *self.translator.set_status(Status.AGENT_STATUS_THINKING),
             ],
-            row,
+            self._log.message_row("in", "user", line.rstrip(b"\n")),
         )
+        if queued_id is not None:
+            batch.rows.append(QueuedMessageTakenRow(self.id, queued_id, batch.now))
+        self._log.commit(batch)
         turn = self._turns.start()
         self._turn_started_at = time.monotonic()
         observer().turn_started(self.id)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from betcode.storage.rows import DELETE_QUEUED_MESSAGE
+
 
 def add(conn: sqlite3.Connection, session_id: str, text: str, now: float) -> int:
     """Queue a message last; its row id."""
@@ -16,7 +18,7 @@ def add(conn: sqlite3.Connection, session_id: str, text: str, now: float) -> int
 
 
 def remove(conn: sqlite3.Connection, row_ids: Iterable[int]) -> None:
-    conn.executemany("DELETE FROM queued_messages WHERE id = ?", [(i,) for i in row_ids])
+    conn.executemany(DELETE_QUEUED_MESSAGE, [(i,) for i in row_ids])
 
 
 def in_order(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:

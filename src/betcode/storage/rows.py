@@ -1,4 +1,4 @@
-"""The two kinds of log rows the writer appends (and replay reads back).
+"""The kinds of log rows the writer appends (lines and events, which replay reads back).
 
 They are NamedTuples whose field order is the INSERT column order, so a batch goes to
 `executemany` without any per-row conversion.
@@ -47,6 +47,20 @@ class HolderPositionRow(NamedTuple):
         return b""
 
 
+class QueuedMessageTakenRow(NamedTuple):
+    """A queued message (`queued_messages`) whose turn starts: its row is deleted in the same
+    transaction as the user line it became, so a daemon killed at any point has either still
+    queued it or recorded it, never neither nor both."""
+
+    session_id: str
+    queued_id: int
+    created_at: float
+
+    @property
+    def payload(self) -> bytes:
+        return b""
+
+
 # Updated in place: INSERT OR REPLACE would delete and re-insert the row, rewriting its primary
 # key index too, one more WAL page in every commit of a held claude's lines.
 ON_HOLDER_POSITION_CONFLICT = (
@@ -59,7 +73,7 @@ UPSERT_HOLDER_POSITION = (
 )
 
 
-LogRow = MessageRow | EventRow | HolderPositionRow
+LogRow = MessageRow | EventRow | HolderPositionRow | QueuedMessageTakenRow
 
 # The message payload is bound as a BLOB and stored as TEXT without decoding: the line is kept
 # byte for byte and stays usable by SQLite's JSON functions.
@@ -71,3 +85,4 @@ INSERT_EVENT = (
     "INSERT INTO events (session_id, sequence, message_sequence, kind, payload, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
+DELETE_QUEUED_MESSAGE = "DELETE FROM queued_messages WHERE id = ?"

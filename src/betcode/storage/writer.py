@@ -28,6 +28,7 @@ from betcode.storage.checkpointer import WalCheckpointer
 from betcode.storage.database import Database, transaction
 from betcode.storage.errors import StoreClosed
 from betcode.storage.rows import (
+    DELETE_QUEUED_MESSAGE,
     INSERT_EVENT,
     INSERT_MESSAGE,
     ON_HOLDER_POSITION_CONFLICT,
@@ -36,6 +37,7 @@ from betcode.storage.rows import (
     HolderPositionRow,
     LogRow,
     MessageRow,
+    QueuedMessageTakenRow,
 )
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ MAX_ROWS_PER_STATEMENT = 256  # x 6 columns: far below SQLite's 32,766 bound par
 SINGLE_STATEMENT_ROWS = 32
 
 # Lines, events and holder positions go into one temporary view whose trigger routes each row
-# to its table (row_kind: 1 line, 0 event, 2 holder position), so
+# to its table (row_kind: 1 line, 0 event, 2 holder position, 3 a queued message taken), so
 # a small batch is one INSERT: one implicit transaction (atomic, as a statement is), and one
 # trip into SQLite instead of four (BEGIN, two INSERTs, COMMIT). Every trip gives the GIL away
 # and must win it back from a busy event loop, which made commits slow exactly when clients
@@ -77,6 +79,7 @@ BEGIN
     INSERT INTO holder_positions (session_id, holder_id, stdout_offset, updated_at)
         SELECT NEW.session_id, NEW.type_or_kind, NEW.sequence, NEW.created_at
         WHERE NEW.row_kind = 2{ON_HOLDER_POSITION_CONFLICT};
+    DELETE FROM queued_messages WHERE id = NEW.sequence AND NEW.row_kind = 3;
 END;
 """
 _INSERT_LOG_ROW = (
@@ -294,10 +297,12 @@ class StoreWriter:
             messages = [row for row in rows if type(row) is MessageRow]
             events = [row for row in rows if type(row) is EventRow]
             positions = [row for row in rows if type(row) is HolderPositionRow]
+            taken = [(row.queued_id,) for row in rows if type(row) is QueuedMessageTakenRow]
             with transaction(self._conn):
                 _insert_rows(self._conn, INSERT_MESSAGE, messages)
                 _insert_rows(self._conn, INSERT_EVENT, events)
                 self._conn.executemany(UPSERT_HOLDER_POSITION, positions)
+                self._conn.executemany(DELETE_QUEUED_MESSAGE, taken)
         self._batches_committed += 1
         self._rows_committed += len(rows)
         self._commits_since_checkpoint += 1
@@ -369,6 +374,8 @@ def _view_row(row: LogRow) -> tuple[object, ...]:
     """A row as the columns of the log_rows view."""
     if type(row) is HolderPositionRow:
         return (2, row.session_id, row.stdout_offset, None, row.holder_id, None, row.created_at)
+    if type(row) is QueuedMessageTakenRow:
+        return (3, row.session_id, row.queued_id, None, "", None, row.created_at)
     return (type(row) is MessageRow, *row)
 
 

@@ -39,11 +39,19 @@ class StandIn:
 
 
 class Started:
-    def __init__(self) -> None:
+    """Starts turns; a queued message's row goes as it starts (in the real daemon: in the
+    transaction that records its line, or its cost request)."""
+
+    def __init__(self, store: RowsStore | None = None) -> None:
         self.texts: list[str] = []
         self.refuse: set[str] = set()
+        self.store = store
 
-    async def __call__(self, session: Session, client_id: str | None, text: str) -> bool:
+    async def __call__(
+        self, session: Session, client_id: str | None, text: str, queued_id: int | None
+    ) -> bool:
+        if self.store is not None and queued_id is not None:
+            self.store.remove([queued_id])
         if text in self.refuse:
             return False
         self.texts.append(text)
@@ -77,7 +85,8 @@ async def settle() -> None:
 
 
 async def test_turns_start_in_order_one_per_session() -> None:
-    started, store = Started(), RowsStore()
+    store = RowsStore()
+    started = Started(store)
     queue = TurnQueue(1, started, store)
     a, b, c = StandIn("a"), StandIn("b"), StandIn("c")
     await queue.submit(as_session(a), "client", "a1")
@@ -120,7 +129,7 @@ async def test_a_place_comes_free_when_a_turn_is_held_or_its_session_closes() ->
 
 async def test_a_cancel_takes_only_the_session_s_messages_out() -> None:
     store = RowsStore()
-    queue = TurnQueue(1, Started(), store)
+    queue = TurnQueue(1, Started(store), store)
     a, b, c = StandIn("a"), StandIn("b"), StandIn("c")
     for stand_in, text in ((a, "a1"), (b, "b1"), (c, "c1"), (b, "b2")):
         await queue.submit(as_session(stand_in), None, text)
@@ -133,7 +142,8 @@ async def test_a_cancel_takes_only_the_session_s_messages_out() -> None:
 
 
 async def test_stored_messages_wait_again_in_order_after_a_restart() -> None:
-    started, store = Started(), RowsStore()
+    store = RowsStore()
+    started = Started(store)
     store.rows = {7: "b1", 8: "a2"}  # what the daemon before had stored
     queue = TurnQueue(1, started, store)
     a, b = StandIn("a"), StandIn("b")
@@ -147,7 +157,8 @@ async def test_stored_messages_wait_again_in_order_after_a_restart() -> None:
 
 
 async def test_a_stopping_daemon_starts_nothing_queued_and_keeps_it_stored() -> None:
-    started, store = Started(), RowsStore()
+    store = RowsStore()
+    started = Started(store)
     queue = TurnQueue(1, started, store)
     a, b = StandIn("a"), StandIn("b")
     await queue.submit(as_session(a), None, "a1")
@@ -162,7 +173,9 @@ async def test_a_stopping_daemon_starts_nothing_queued_and_keeps_it_stored() -> 
 async def test_a_client_gone_while_its_turn_starts_keeps_the_place() -> None:
     starting = asyncio.Event()
 
-    async def slow_start(session: Session, client_id: str | None, text: str) -> bool:
+    async def slow_start(
+        session: Session, client_id: str | None, text: str, queued_id: int | None
+    ) -> bool:
         starting.set()
         await asyncio.sleep(3600)  # claude still starting when the client goes away
         return True
@@ -175,3 +188,48 @@ async def test_a_client_gone_while_its_turn_starts_keeps_the_place() -> None:
     await asyncio.gather(request, return_exceptions=True)
     await queue.submit(as_session(b), None, "b1")
     assert (queue.running, queue.waiting) == (1, 1)  # a's turn still holds the place
+
+
+async def test_a_queued_message_stays_stored_until_its_start_takes_it() -> None:
+    """The queue does not forget a message it hands over: a daemon killed before the start
+    recorded it queues it again (the start takes the row with the line it records)."""
+    handed: list[int | None] = []
+    never = asyncio.Event()
+
+    async def start_cut_short(
+        session: Session, client_id: str | None, text: str, queued_id: int | None
+    ) -> bool:
+        handed.append(queued_id)
+        if text == "b1":
+            await never.wait()  # the daemon dies here, before b1's line is recorded
+        return True
+
+    store = RowsStore()
+    queue = TurnQueue(1, start_cut_short, store)
+    a, b = StandIn("a"), StandIn("b")
+    await queue.submit(as_session(a), None, "a1")
+    await queue.submit(as_session(b), None, "b1")
+    a.end_turn()
+    await settle()
+    assert handed == [None, 100]  # a1 was never queued; b1 is handed over with its row
+    assert store.rows == {100: "b1"}
+    assert (queue.running, queue.waiting) == (1, 0)
+
+
+async def test_a_queued_message_whose_start_fails_is_not_queued_again() -> None:
+    async def failing_start(
+        session: Session, client_id: str | None, text: str, queued_id: int | None
+    ) -> bool:
+        if text == "b1":
+            raise RuntimeError("the working directory is gone")
+        return True
+
+    store = RowsStore()
+    queue = TurnQueue(1, failing_start, store)
+    a, b = StandIn("a"), StandIn("b")
+    await queue.submit(as_session(a), None, "a1")
+    await queue.submit(as_session(b), None, "b1")
+    a.end_turn()
+    await settle()
+    assert store.rows == {}
+    assert (queue.running, queue.waiting) == (0, 0)

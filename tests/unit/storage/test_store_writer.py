@@ -14,8 +14,10 @@ from harness.conditions import until
 from store_helpers import NOW, add_session, line_and_events
 
 from betcode.storage import Database, EventRow, MessageRow, StoreClosed, StoreWriter
+from betcode.storage import queued as queued_rows
 from betcode.storage import writer as writer_module
 from betcode.storage.checkpointer import WalCheckpointer
+from betcode.storage.rows import QueuedMessageTakenRow
 
 
 class Gate:
@@ -331,3 +333,26 @@ async def test_close_commits_everything_queued_and_checkpoints(database: Databas
         writer.append(line_and_events("s1", 501, 1001))
     with pytest.raises(StoreClosed):
         await writer.call(lambda _c: None)
+
+
+@pytest.mark.parametrize("events", [1, writer_module.SINGLE_STATEMENT_ROWS])
+async def test_a_queued_message_leaves_the_queue_in_its_line_s_transaction(
+    writer: StoreWriter, conn: sqlite3.Connection, events: int
+) -> None:
+    """Taken with a small batch (one statement through the view) and a big one (table by
+    table); a batch that fails takes nothing out."""
+    add_session(conn)
+    queued = [queued_rows.add(conn, "s1", text, NOW) for text in ("first", "second", "third")]
+    conn.commit()
+    rows = [
+        *line_and_events("s1", 1, 1, events=events),
+        QueuedMessageTakenRow("s1", queued[0], NOW),
+    ]
+    writer.append(rows)
+    await flush(writer)
+    assert [text for _, _, text in queued_rows.in_order(conn)] == ["second", "third"]
+
+    clash = [*line_and_events("s1", 1, 100), QueuedMessageTakenRow("s1", queued[1], NOW)]
+    writer.append(clash)  # line 1 again: the insert fails, the whole batch with it
+    await flush(writer)
+    assert [text for _, _, text in queued_rows.in_order(conn)] == ["second", "third"]
