@@ -142,6 +142,7 @@ async def test_a_relay_killed_and_restarted_three_times_leaves_one_nats_server(
 ) -> None:
     relay = RelayProcess(tmp_path / "relay")
     store = relay.root / "nats"
+    strays: list[subprocess.Popen[bytes]] = []
     try:
         await asyncio.to_thread(relay.start)
         for _ in range(3):
@@ -154,6 +155,7 @@ async def test_a_relay_killed_and_restarted_three_times_leaves_one_nats_server(
                 assert len(_nats_servers_on(store)) == 1  # orphaned, still on the store
             # A server that outlived its relay anyway: the next relay ends it.
             stray = _stray_server(store) if not _nats_servers_on(store) else None
+            strays += [stray] if stray is not None else []
             async with asyncio.timeout(10):
                 while not _nats_servers_on(store):  # noqa: ASYNC110 - its exec under way
                     await asyncio.sleep(0.01)
@@ -169,4 +171,8 @@ async def test_a_relay_killed_and_restarted_three_times_leaves_one_nats_server(
         assert len(_nats_servers_on(store)) == 1
     finally:
         relay.stop()
+        for stray in strays:  # a failed run leaves none behind
+            if stray.poll() is None:
+                stray.kill()
+                stray.wait(10)
     assert _nats_servers_on(store) == []
