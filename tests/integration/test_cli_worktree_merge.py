@@ -8,6 +8,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 from harness.daemon import InProcessDaemon
 from harness.environment import Workspace
@@ -61,3 +62,20 @@ async def test_diff_merge_squash_remove_and_a_refused_conflict(
     assert sh(repo, "rev-parse", "main") == before
     assert sh(repo, "status", "--porcelain") == ""
     assert clash.exists()  # --remove did not run
+
+
+async def test_create_without_repo_uses_and_registers_the_repository_here(
+    daemon: InProcessDaemon, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside = workspace.repo / "src"
+    inside.mkdir()
+    monkeypatch.chdir(inside)
+    made = await betcode(daemon, "worktree", "create", "here", "--json")
+    assert made.exit_code == 0, made.output
+    listed = await betcode(daemon, "repo", "list", "--json")
+    repos = json.loads(listed.stdout)["repos"]
+    assert [r["repo_path"] for r in repos] == [str(workspace.repo.resolve())]
+    monkeypatch.chdir(workspace.root)
+    outside = await betcode(daemon, "worktree", "create", "nowhere")
+    assert outside.exit_code == 5
+    assert "is not in a git repository" in outside.stderr

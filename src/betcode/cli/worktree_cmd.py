@@ -9,6 +9,7 @@ changes nothing; a name already taken exits 5.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import click
@@ -18,11 +19,8 @@ from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.ids import RESCUES, WORKTREES, worktree_id_of
 from betcode.cli.repo_cmd import as_dict, emit_json, find_repo, json_option
 from betcode.cli.sessions_cmd import table
-from betcode.v1 import worktree_pb2, worktree_pb2_grpc
-
-
-def worktrees(client: DaemonClient) -> worktree_pb2_grpc.WorktreeServiceStub:
-    return client.service_stub(worktree_pb2_grpc.WorktreeServiceStub)
+from betcode.cli.worktree_target import repo_around, worktrees
+from betcode.v1 import worktree_pb2
 
 
 @click.group("worktree")
@@ -32,7 +30,11 @@ def worktree_group() -> None:
 
 @worktree_group.command("create")
 @click.argument("name")
-@click.option("--repo", default=".", help="Repository id, name or path (default: here).")
+@click.option(
+    "--repo",
+    default="",
+    help="Repository id, name or path (default: the one here, registered if it is not yet).",
+)
 @click.option(
     "--branch", default="", help="An existing branch to check out (default: a new branch NAME)."
 )
@@ -52,7 +54,7 @@ def create(
     """Create worktree NAME on a new branch NAME, or on --branch (created with --new-branch)."""
 
     async def run(client: DaemonClient) -> worktree_pb2.WorktreeDetail:
-        found = await find_repo(client, repo)
+        found = await (find_repo(client, repo) if repo else repo_around(client, os.getcwd()))
         request = worktree_pb2.CreateWorktreeRequest(
             name=name, repo_id=found.id, branch=branch, setup_script=setup_script
         )

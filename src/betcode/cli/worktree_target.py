@@ -12,15 +12,18 @@ from pathlib import Path
 
 from betcode.cli.connection import DaemonClient, RequestRejected, SessionNotFound
 from betcode.cli.repo_cmd import repos
-from betcode.cli.worktree_cmd import worktrees
 from betcode.core.errors import ErrorCode
-from betcode.v1 import git_repo_pb2, worktree_pb2
+from betcode.v1 import git_repo_pb2, worktree_pb2, worktree_pb2_grpc
 
 ALREADY_EXISTS = ErrorCode.ALREADY_EXISTS.value
 
 
 class NotInRepository(RequestRejected):
     exit_code = 5
+
+
+def worktrees(client: DaemonClient) -> worktree_pb2_grpc.WorktreeServiceStub:
+    return client.service_stub(worktree_pb2_grpc.WorktreeServiceStub)
 
 
 async def open_worktree(client: DaemonClient, name: str, cwd: str) -> worktree_pb2.WorktreeDetail:
@@ -79,8 +82,8 @@ def _main_checkout(cwd: str) -> str:
     )
     if done.returncode != 0:
         raise NotInRepository(
-            f"{cwd} is not in a git repository, so --worktree cannot make one here: "
-            "run it inside the repository (or create the worktree with `betcode worktree create`)"
+            f"{cwd} is not in a git repository, so no worktree can be made from here: run it "
+            "inside the repository, or name one with `betcode worktree create --repo`"
         )
     common = Path(done.stdout.strip())
     return str((common.parent if common.name == ".git" else common).resolve())
