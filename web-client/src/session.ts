@@ -8,7 +8,7 @@ import { byId, el, newId } from "./dom";
 import { toolDiff } from "./render/diff";
 import { diffView } from "./render/diffview";
 import { setMarkdown } from "./render/sanitize";
-import { outcomeText, toolSummary, turnEnding, turnEndingText } from "./render/tools";
+import { clientLabel, outcomeText, toolSummary, turnEnding, turnEndingText } from "./render/tools";
 import { stats } from "./stats";
 import { waiting } from "./waiting";
 
@@ -401,7 +401,7 @@ export class SessionStream {
       if (!card) return;
       card.classList.add("settled");
       card.querySelector(".waiting-note")?.remove();
-      const by: string = resolved.decided_by_client_id === clientId ? "this page" : resolved.decided_by_client_id || "";
+      const by = clientLabel(resolved.decided_by_client_id || "", clientId);
       card.append(el("div", { class: "outcome", role: "status", text: outcomeText(resolved.outcome, by, resolved.message || "") }));
     },
     usage: (usage, parent) => {
@@ -433,13 +433,13 @@ export class SessionStream {
     input_lock_requested: (request, parent) => {
       const state = String(request.state || "");
       if (state.endsWith("PENDING")) {
-        this.note(`${request.requested_by_client_id} asked for the input lock`, parent);
+        this.note(`${clientLabel(request.requested_by_client_id, clientId)} asked for the input lock`, parent);
         if (request.requested_by_client_id === clientId && this.lockAsk && request.request_deadline) {
           this.lockAsk.until = Date.parse(request.request_deadline); // the daemon's own deadline
         }
       }
       if (state.endsWith("KEPT") && request.requested_by_client_id === clientId) {
-        this.lockAsked(`${request.holder_client_id || "the holder"} kept the input lock`);
+        this.lockAsked(`${clientLabel(request.holder_client_id || "", clientId) || "the holder"} kept the input lock`);
       }
     },
     todo_update: (update, parent) => {
@@ -475,7 +475,8 @@ export class SessionStream {
     const readOnly = holder !== "" && holder !== clientId;
     const bar = byId("lock-banner");
     bar.hidden = !readOnly;
-    byId("lock-holder").textContent = readOnly ? `Read-only: ${holder} holds the input lock.` : "";
+    const who = clientLabel(holder, clientId);
+    byId("lock-holder").textContent = readOnly ? `Read-only: ${who} holds the input lock.` : "";
     byId<HTMLButtonElement>("send").disabled = readOnly;
     byId<HTMLTextAreaElement>("message").disabled = readOnly;
     if (!readOnly) this.lockAsked("");
@@ -488,7 +489,7 @@ export class SessionStream {
     const tick = (): void => {
       if (!this.lockAsk) return;
       const left = this.lockAsk.until ? `${Math.max(0, Math.ceil((this.lockAsk.until - Date.now()) / 1000))} s left` : "";
-      progress.textContent = `Asking ${this.holder || "the holder"} for the input lock… ${left}`;
+      progress.textContent = `Asking ${clientLabel(this.holder, clientId) || "the holder"} for the input lock… ${left}`;
     };
     this.lockAsk = { until: 0, timer: window.setInterval(tick, 250) };
     tick();
@@ -498,7 +499,7 @@ export class SessionStream {
         "POST",
         `/api/sessions/${encodeURIComponent(this.sessionId)}/lock`,
       );
-      this.lockAsked(result.granted ? "" : `${result.previous_holder || "the holder"} kept the input lock`);
+      this.lockAsked(result.granted ? "" : `${clientLabel(result.previous_holder, clientId) || "the holder"} kept the input lock`);
     } catch (error) {
       this.lockAsked(error instanceof ApiError ? error.message : String(error));
     }

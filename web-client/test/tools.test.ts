@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { outcomeText, toolSummary, turnEnding, turnEndingText } from "../src/render/tools";
+import { clientLabel, outcomeText, toolSummary, turnEnding, turnEndingText } from "../src/render/tools";
 
 test("a tool call in one line, from its most telling input", () => {
   assert.equal(toolSummary("Bash", { command: "npm   test\n  --watch" }), "Bash: npm test --watch");
@@ -25,4 +25,11 @@ test("interrupted and failed turns are not called complete", () => {
   assert.equal(turnEndingText("end_turn", 2), "turn complete · 2 tool call(s) denied");
   assert.equal(turnEndingText("cancelled", 0), "turn interrupted");
   assert.equal(turnEndingText("error_max_turns", 0), "turn failed (error_max_turns)");
+});
+
+test("clients read as who they are", () => {
+  assert.equal(clientLabel("web-1234567890abcdef", "web-1234567890abcdef"), "this page");
+  assert.equal(clientLabel("web-1234567890abcdef", "web-other"), "another browser (web-12345678…)");
+  assert.equal(clientLabel("terminal", "web-me"), "terminal");
+  assert.equal(clientLabel("", "web-me"), "");
 });

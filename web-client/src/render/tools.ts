@@ -64,3 +64,12 @@ export function turnEndingText(stopReason: string, denials: number): string {
         : `turn failed (${stopReason})`;
   return `${head}${denials ? ` · ${denials} tool call(s) denied` : ""}`;
 }
+
+/** A client as a person reads it: this page, another browser (web-…), or the client's id
+ * (a terminal's own name, `cli-…`). */
+export function clientLabel(id: string, self: string): string {
+  if (!id) return "";
+  if (id === self) return "this page";
+  if (id.startsWith("web-")) return `another browser (${id.slice(0, 12)}…)`;
+  return id;
+}
