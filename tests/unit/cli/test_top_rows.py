@@ -3,7 +3,7 @@ worktree's name and branch as the place, and which sessions are live."""
 
 from __future__ import annotations
 
-from betcode.cli.top.rows import live_rows, session_rows
+from betcode.cli.top.rows import live_rows, session_rows, totals
 from betcode.v1 import agent_pb2, common_pb2, monitor_pb2, worktree_pb2
 
 
@@ -50,3 +50,10 @@ def test_live_rows_keep_a_live_subagents_parents() -> None:
     )
     assert [row.session_id for row in live_rows(rows)] == ["top", "child", "grandchild"]
     assert [row.live for row in rows] == [False, False, True, False]
+
+
+def test_the_totals_line_counts_in_words() -> None:
+    one = session_rows(overview(item("only", clients=1)), {}, {})
+    assert totals(one).startswith("1 session · 1 client · 0 approvals waiting · $0.0000 so far")
+    two = session_rows(overview(item("a"), item("b", clients=2)), {}, {})
+    assert totals(two).startswith("2 sessions · 2 clients · 0 approvals waiting")

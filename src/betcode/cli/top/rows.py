@@ -132,9 +132,14 @@ def totals(rows: list[SessionRow]) -> str:
     waiting = sum(row.pending_approvals for row in rows)
     clients = sum(row.clients for row in rows)
     return (
-        f"{len(rows)} sessions · {clients} clients · {waiting} approvals waiting · "
-        f"${cost:.4f} so far · ${rate:.4f}/h (last 10 min)"
+        f"{_counted(len(rows), 'session')} · {_counted(clients, 'client')} · "
+        f"{_counted(waiting, 'approval')} waiting · ${cost:.4f} so far · "
+        f"${rate:.4f}/h (last 10 min)"
     )
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def memory_text(rss_mb: float, over_limit: bool) -> str:
