@@ -31,7 +31,7 @@ def test_demo_reaches_an_approved_tool_call(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     expected = [
         '⚙ tool call Bash(python3 -c "print(6 * 7)")',
-        "? permission for Bash (Say hello) → answering: allow once",
+        "? permission for Bash (Multiply 6 by 7) → answering: allow once",
         "✓ tool result: 42",
         "- ok: 42",
         "▶ turn complete (end_turn)",

@@ -27,7 +27,10 @@ from betcode.cli.chat.texts import tool_summary
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 
-DEMO_PROMPT = 'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\""} What is 6 times 7?'
+DEMO_PROMPT = (
+    'SCN:tool_bash {"command": "python3 -c \\"print(6 * 7)\\"", "description": "Multiply 6 by 7"}'
+    " What is 6 times 7?"
+)
 STARTUP_TIMEOUT_S = 30.0
 TURN_TIMEOUT_S = 120.0
 
