@@ -16,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
 import pytest
 from harness.browser import chromium, require_chromium
 from harness.environment import Workspace
 from harness.relay import MACHINE, Rig, rig_fixture, stored_text, until, waiting_permission
+from harness.relay import login as login_grpc
 
 from betcode.relay.buffer import BufferSettings
 from betcode.remote import e2e
 from betcode.tunnel.identity import MachineIdentity
-from betcode.v1 import agent_pb2, tunnel_pb2
+from betcode.v1 import agent_pb2, auth_pb2, auth_pb2_grpc, tunnel_pb2
 
 pytestmark = pytest.mark.real_cli
 playwright_api = require_chromium("the relay web front's browser test")
@@ -236,3 +238,46 @@ async def test_a_phone_starts_a_session_allows_its_tool_once_and_the_relay_sees_
     assert session_id.encode() not in carried
     for path in files_under(rig.relay.options.files.root):
         assert SECRET.encode() not in path.read_bytes(), path
+
+
+async def test_the_front_refuses_bad_calls_and_too_many_logins(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    status, logged_in = await login(http, rig)
+    assert status == 200
+    token = logged_in["access_token"]
+    url = f"{web_url(rig)}/relay/api/machines/{MACHINE}/call"
+    refusals = []
+    for opening in (
+        "not json",
+        json.dumps({"e2e": ""}),  # no method
+        json.dumps({"method": "grpc.health.v1.Health/Check", "token": token}),
+        json.dumps({"method": LIST, "token": "tok\u00e9n"}),  # not printable ASCII
+    ):
+        async with http.ws_connect(url, protocols=("betcode",)) as socket:
+            await socket.send_str(opening)
+            refusals.append(json.loads((await socket.receive()).data)["code"])
+    assert refusals == ["INVALID_ARGUMENT"] * 4
+    # The machine is offline (no daemon): a read is refused as for any client.
+    _, end = await relay_call(http, rig, token, LIST, [b""])
+    assert end["code"] == "UNAVAILABLE"
+    # Logins: 10 a minute from one browser address (this one's first included), then refused.
+    statuses = [(await login(http, rig, "wrong-password"))[0] for _ in range(9)]
+    assert set(statuses) == {401}
+    status, body = await login(http, rig)
+    assert status == 429, body
+    assert "too many attempts" in body["error"]["message"]
+    # Counted per browser, not as the front's loopback address: a gRPC client on loopback is
+    # counted apart, and one that names a browser's address without the front's secret is
+    # counted by its own address, whatever address it names.
+    assert (await login_grpc(rig.channel, "alice")).access
+    stub = auth_pb2_grpc.AuthServiceStub(rig.channel)
+    wrong = auth_pb2.LoginRequest(username="alice", password="wrong-password")
+    codes = []
+    for number in range(10):
+        forged = (("x-betcode-front", "guess"), ("x-betcode-forwarded-for", f"10.0.0.{number}"))
+        try:
+            await stub.Login(wrong, metadata=forged)
+        except grpc.aio.AioRpcError as error:
+            codes.append(error.code())
+    assert codes[-1] == grpc.StatusCode.RESOURCE_EXHAUSTED

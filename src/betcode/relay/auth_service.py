@@ -7,6 +7,7 @@ import asyncio
 import collections
 import enum
 import hashlib
+import hmac
 import re
 import time
 import uuid
@@ -27,6 +28,11 @@ MAX_PASSWORD_CHARS = 1024
 AUTHORIZATION_KEY = "authorization"
 # SEC-12: registration and login, 10 a minute per client address.
 ATTEMPTS_PER_MINUTE = 10
+# The relay's web front (relay/web.py) logs browsers in through this service on loopback: it
+# names the browser's address, proven by a secret made at each start, so that each browser is
+# counted apart rather than all as the front's one loopback address.
+FRONT_SECRET_KEY = "x-betcode-front"
+FORWARDED_KEY = "x-betcode-forwarded-for"
 
 
 async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> Any:
@@ -101,15 +107,24 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
         accounts: Accounts,
         issuer: TokenIssuer,
         registration: Registration = Registration.INVITE,
+        front_secret: str = "",
     ) -> None:
         self._accounts = accounts
+        self._front_secret = front_secret
         self._issuer = issuer
         self._registration = registration
         self._hasher = PasswordHasher()  # argon2id, memory-hard
         self._limiter = AttemptLimiter(ATTEMPTS_PER_MINUTE)
 
+    def _client_address(self, context: grpc.aio.ServicerContext) -> str:
+        metadata = {key: str(value) for key, value in context.invocation_metadata() or ()}
+        proof = metadata.get(FRONT_SECRET_KEY, "")
+        if self._front_secret and hmac.compare_digest(proof, self._front_secret):
+            return "browser:" + metadata.get(FORWARDED_KEY, "")
+        return peer_address(context)
+
     async def _limit(self, context: grpc.aio.ServicerContext) -> None:
-        wait = self._limiter.allow(peer_address(context))
+        wait = self._limiter.allow(self._client_address(context))
         if wait:
             context.set_trailing_metadata((("retry-after-ms", str(int(wait * 1000))),))
             await abort(

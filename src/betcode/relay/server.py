@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import signal
 import ssl
 import uuid
@@ -117,6 +118,7 @@ class Relay:
         )
         self.tunnels.notifications = self.notifications
         self.tunnels.authority = authority
+        front_secret = secrets.token_urlsafe(32) if self.options.web_listen else ""
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -128,7 +130,7 @@ class Relay:
             ]
         )
         auth_pb2_grpc.add_AuthServiceServicer_to_server(
-            AuthService(accounts, issuer, self.options.registration), self.server
+            AuthService(accounts, issuer, self.options.registration, front_secret), self.server
         )
         machines = MachineService(accounts, issuer, authority, self.options.machines_per_user)
         machine_pb2_grpc.add_MachineServiceServicer_to_server(machines, self.server)
@@ -155,7 +157,7 @@ class Relay:
         log.info("relay %s listening on port %d", self.options.relay_id, self.port)
         if self.options.web_listen:
             root = None if self.options.tls else files.ca_cert.read_bytes()
-            self.web = RelayWeb(self.options.web_listen, cert_file, key_file, root)
+            self.web = RelayWeb(self.options.web_listen, cert_file, key_file, root, front_secret)
             await self.web.start(self.port)
             log.info("relay web front on port %d", self.web.port)
 

@@ -5,7 +5,8 @@ and the calls it makes, as a browser can make them (HTTP and WebSockets, no gRPC
   client). Nothing in it is secret.
 - `POST /relay/api/login` `{"username", "password"}`: the relay account's login (AuthService),
   answered `{"access_token", "user_id", "expires_in_secs"}`; 10 attempts a minute per browser
-  address, as for gRPC clients.
+  address, as for gRPC clients (the front names the browser's address to AuthService, with a
+  secret made at each start that proves the front said so).
 - `GET /relay/api/machines`: the caller's machines and their state (MachineService).
 - `GET /relay/api/machines/{id}/call` upgraded to a WebSocket: one call to the machine, carried
   as it comes. The first message is JSON `{"method", "e2e", "token", "client_id"}` (the full
@@ -39,7 +40,7 @@ import grpc
 from aiohttp import WSMsgType, web
 from cryptography import x509
 
-from betcode.relay.auth_service import ATTEMPTS_PER_MINUTE, AttemptLimiter
+from betcode.relay.auth_service import FORWARDED_KEY, FRONT_SECRET_KEY
 from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ SECURITY_HEADERS = {
 METADATA_VALUE = re.compile(r"[\x21-\x7e]{0,4096}")
 CLIENT_ID = re.compile(r"web-[A-Za-z0-9._-]{1,80}")
 CHANNEL_KEY = web.AppKey("channel", grpc.aio.Channel)
-LIMITER_KEY = web.AppKey("limiter", AttemptLimiter)
+FRONT_SECRET = web.AppKey("front_secret", str)
 FILES_KEY = web.AppKey("files", dict[str, bytes])
 
 
@@ -91,10 +92,6 @@ async def _page(request: web.Request) -> web.Response:
 
 
 async def _login(request: web.Request) -> web.Response:
-    peer = request.remote or "unknown"
-    wait = request.app[LIMITER_KEY].allow(peer)
-    if wait:
-        return _refusal(429, "RESOURCE_EXHAUSTED", f"too many attempts; try again in {wait:.0f} s")
     try:
         body = await request.json()
         login = auth_pb2.LoginRequest(
@@ -103,7 +100,13 @@ async def _login(request: web.Request) -> web.Response:
     except (ValueError, KeyError, TypeError):
         return _refusal(400, "INVALID_ARGUMENT", 'send {"username", "password"}')
     try:
-        reply = await auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY]).Login(login)
+        reply = await auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY]).Login(
+            login,
+            metadata=(
+                (FRONT_SECRET_KEY, request.app[FRONT_SECRET]),
+                (FORWARDED_KEY, request.remote or ""),
+            ),
+        )
     except grpc.aio.AioRpcError as error:
         return _grpc_refusal(error)
     return web.json_response(
@@ -229,8 +232,11 @@ class RelayWeb:
     relay's own client port (`root`: the CA to check it by; None: the system's); `stop` closes
     both."""
 
-    def __init__(self, listen: str, cert_file: Path, key_file: Path, root: bytes | None) -> None:
+    def __init__(
+        self, listen: str, cert_file: Path, key_file: Path, root: bytes | None, front_secret: str
+    ) -> None:
         self._listen = listen
+        self._front_secret = front_secret
         self._cert_file = cert_file
         self._key_file = key_file
         self._root = root
@@ -250,7 +256,7 @@ class RelayWeb:
         )
         app = web.Application()
         app[CHANNEL_KEY] = self._channel
-        app[LIMITER_KEY] = AttemptLimiter(ATTEMPTS_PER_MINUTE)
+        app[FRONT_SECRET] = self._front_secret
         app[FILES_KEY] = page_files()
         app.router.add_routes(
             [
