@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from harness.cli_process import Finished, betcode
+from harness.cli_process import Finished, betcode, finish, spawn
 from harness.daemon import (
     Client,
     DaemonProcess,
@@ -101,6 +101,31 @@ async def start_session(socket: Path, repo: Path, client_id: str) -> Client:
     client.say(f"SCN:plain first turn of {client_id}")
     await client.wait_for("turn_complete", within_s=90)
     return client
+
+
+async def test_a_run_held_at_its_cap_shows_the_request_and_a_denial_exits_3(
+    capped: InProcessDaemon, workspace: Workspace
+) -> None:
+    socket, repo = capped.socket, workspace.repo
+    first = await betcode(socket, repo, "run", "SCN:plain first turn")
+    assert first.code == 0, first.err
+    held = await spawn(socket, repo, "run", "--continue", "SCN:plain past the cap")
+    rows: list[dict[str, object]] = []
+    for _ in range(300):
+        if rows := await pending(socket, repo):
+            break
+        await asyncio.sleep(0.2)
+    [row] = rows
+    listed = await betcode(socket, repo, "permissions", "pending")
+    assert "allow another $0.000001?: the message held: SCN:plain past the cap" in listed.out
+    request_id = str(row["request_id"])
+    denied = await betcode(socket, repo, "permissions", "deny", request_id, "--message", "no")
+    assert denied.code == 0, denied.err
+    done = await finish(held)  # it used to wait silently for ever
+    assert done.code == 3, done.err
+    assert f"waiting for your approval of {COST_LIMIT_TOOL}: session " in done.err
+    assert f"betcode permissions allow {request_id}" in done.err
+    assert f"{COST_LIMIT_NOT_SENT}: no: session " in done.err
 
 
 async def test_a_session_at_its_cap_asks_and_an_allow_sends_the_message_exactly_once(

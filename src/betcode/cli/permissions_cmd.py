@@ -26,6 +26,7 @@ from betcode.cli.exit_codes import ExitCode
 from betcode.cli.ids import REQUESTS, NotFound
 from betcode.cli.session_places import Place, session_places
 from betcode.config.values import format_duration
+from betcode.permissions.cost_requests import COST_LIMIT_TOOL
 from betcode.v1 import agent_pb2, common_pb2
 
 Decision = common_pb2.PermissionDecision
@@ -227,7 +228,12 @@ def _what(row: agent_pb2.PendingPermission) -> str:
     if row.is_question:
         return " / ".join(question.question for question in row.questions)
     tool_input = json_format.MessageToDict(row.input)
-    shown = str(tool_input.get("command") or tool_input.get("file_path") or json.dumps(tool_input))
+    if row.tool_name == COST_LIMIT_TOOL:  # its input is the held message and the numbers
+        shown = f"the message held: {tool_input.get('message', '')}"
+    else:
+        shown = str(
+            tool_input.get("command") or tool_input.get("file_path") or json.dumps(tool_input)
+        )
     if len(shown) > MAX_INPUT_SHOWN:
         shown = shown[: MAX_INPUT_SHOWN - 1] + "…"
     return f"{row.description}: {shown}" if row.description else shown
