@@ -8,13 +8,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from harness.cli_process import betcode
 from harness.daemon import (
     Client,
     daemon_config,
     running_daemon,
 )
 from harness.environment import Workspace
-from test_cost_limits import limited_daemon_process, sent_to_model, user_inputs
+from test_cost_limits import TINY_USD, limited_daemon_process, sent_to_model, user_inputs
+from test_top import top_json
 
 from betcode.config.settings import DaemonSettings, LimitSettings
 from betcode.devtools.mock_anthropic import MockAnthropic
@@ -138,3 +140,47 @@ async def test_a_queued_message_waits_again_after_a_daemon_restart(
         await again.close()
     finally:
         await asyncio.to_thread(daemon.stop)
+
+
+async def test_top_and_sessions_show_a_queued_and_a_cost_waiting_session_as_such(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    """claude's own status stays idle while the daemon holds a message back: the board and
+    `sessions` show where it waits, from the daemon's queue and its cost requests."""
+    settings = DaemonSettings(limits=LimitSettings(max_running_turns=1))
+    config = daemon_config(
+        tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url), settings=settings
+    )
+    async with running_daemon(config) as daemon:
+        socket = str(daemon.socket)
+        first, second, third = (
+            open_session(daemon.socket, workspace.repo, name) for name in ("a", "b", "c")
+        )
+        first.say(STALLED)
+        await first.wait_for("user_input")
+        second.say("SCN:plain b1")
+        third.say("SCN:plain c1")
+        await statuses(third, 1)
+        await statuses(second, 2)
+        states = {row["session_id"]: row["state"] for row in (await top_json(socket))["sessions"]}
+        assert states[second.session_id] == "queued (1 of 2)"
+        assert states[third.session_id] == "queued (2 of 2)"
+        assert states[first.session_id] != "idle"
+        shown = await betcode(daemon.socket, tmp_path, "sessions", "show", second.session_id)
+        assert "queued (1 of 2)" in shown.out, shown
+        listed = await betcode(daemon.socket, tmp_path, "sessions", "list")
+        assert "queued (2 of 2)" in listed.out, listed
+
+        mock_api.release_stalls()
+        await third.wait_for("turn_complete", within_s=90)
+        assert daemon.daemon.core is not None
+        await daemon.daemon.core.admission.set_session_limit(third.session_id, TINY_USD)
+        third.say("SCN:plain c2")
+        await third.wait_for("permission_request")
+        states = {row["session_id"]: row["state"] for row in (await top_json(socket))["sessions"]}
+        assert states[third.session_id] == "waiting: cost limit"
+        assert states[second.session_id] == "idle"
+        shown = await betcode(daemon.socket, tmp_path, "sessions", "show", third.session_id)
+        assert "waiting: cost limit" in shown.out, shown
+        for client in (first, second, third):
+            await client.close()

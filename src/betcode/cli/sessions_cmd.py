@@ -23,7 +23,7 @@ from google.protobuf import json_format
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.ids import SESSIONS, find_session, session_id_of
-from betcode.cli.top.rows import memory_text
+from betcode.cli.top.rows import held_state, memory_text
 from betcode.cli.transcript import as_json, as_markdown, as_ndjson, stored_events
 from betcode.cli.transcript import transcript as conversation
 from betcode.daemon_config import EXIT_CONFIG_INVALID
@@ -67,7 +67,7 @@ def list_sessions(cwd: str | None, limit: int, as_json: bool, socket_path: str |
         (
             s.id[:SHORT_ID],
             s.name or "-",
-            s.status,
+            held_state(s, s.status),
             _ago(s.updated_at.seconds, now),
             str(s.message_count),
             f"${s.total_cost_usd:.4f}",
@@ -118,7 +118,7 @@ def show(session: str, transcript: bool, as_json: bool, socket_path: str | None)
     fields = [
         ("session", found.id),
         ("name", found.name or "-"),
-        ("status", found.status),
+        ("status", held_state(found, found.status)),
         ("model", found.model or "(claude's default)"),
         ("directory", found.working_directory + (MOVE_HINT if found.directory_missing else "")),
         ("created", _ago(found.created_at.seconds, now)),

@@ -28,7 +28,7 @@ from betcode.limits.memory import MemoryWatch
 from betcode.limits.turn_queue import TurnQueue
 from betcode.observability.live_state import LimitsReading
 from betcode.permissions.bridge import PermissionBridge
-from betcode.permissions.cost_requests import CapReached
+from betcode.permissions.cost_requests import CapReached, is_cost_request
 from betcode.sessions.session import Session
 from betcode.storage import queued as queued_rows
 from betcode.storage import spend as spend_rows
@@ -214,10 +214,17 @@ class TurnAdmission:
         return CostLimits(own, self.settings.session_cost_usd or None)
 
     async def describe(self, summaries: Iterable[agent_pb2.SessionSummary]) -> None:
-        """Each summary's cost cap and its claude's memory, as known now."""
+        """Each summary's cost cap, its claude's memory, and whether a message of it waits
+        (for a turn slot, or on a cost request), as known now."""
         limits = await self.session_limits()
+        places = self.queue.places()
+        at_cost_limit = {
+            row.session_id for row in await self._bridge.list_pending(None) if is_cost_request(row)
+        }
         for summary in summaries:
             summary.cost_limit_usd = limits.of(summary.id) or 0.0
+            summary.queue_position, summary.queue_length = places.get(summary.id, (0, 0))
+            summary.waiting_cost_limit = summary.id in at_cost_limit
             measured = self.memory.of(summary.id)
             if measured is not None:
                 summary.claude_rss_bytes = measured.rss_bytes

@@ -80,6 +80,14 @@ class TurnQueue:
     def waiting(self) -> int:
         return len(self._waiting)
 
+    def places(self) -> dict[str, tuple[int, int]]:
+        """Session id → where its first waiting message stands: (position, how many wait)."""
+        total = len(self._waiting)
+        found: dict[str, tuple[int, int]] = {}
+        for position, entry in enumerate(self._waiting, start=1):
+            found.setdefault(entry.session.id, (position, total))
+        return found
+
     def close(self) -> None:
         """The daemon stops: the turns its shutdown ends start nothing queued; the messages
         still waiting stay stored for the next daemon."""
@@ -211,14 +219,11 @@ class TurnQueue:
     def _show_positions(self) -> None:
         """Each session with waiting messages is shown where its first one stands, once per
         change."""
-        total = len(self._waiting)
-        seen: set[str] = set()
-        for position, entry in enumerate(self._waiting, start=1):
-            session = entry.session
-            if session.id in seen:
-                continue
-            seen.add(session.id)
+        sessions = {entry.session.id: entry.session for entry in self._waiting}
+        for session_id, (position, total) in self.places().items():
             text = f"queued: {position} of {total} waiting for a turn slot"
-            if self._shown.get(session.id) != text:
-                self._shown[session.id] = text
-                session.emit([translate.status_event(Status.AGENT_STATUS_QUEUED, text)])
+            if self._shown.get(session_id) != text:
+                self._shown[session_id] = text
+                sessions[session_id].emit(
+                    [translate.status_event(Status.AGENT_STATUS_QUEUED, text)]
+                )

@@ -1124,6 +1124,9 @@ class SessionSummary(_message.Message):
     CLAUDE_RSS_BYTES_FIELD_NUMBER: _builtins.int
     OVER_RSS_LIMIT_FIELD_NUMBER: _builtins.int
     DIRECTORY_MISSING_FIELD_NUMBER: _builtins.int
+    QUEUE_POSITION_FIELD_NUMBER: _builtins.int
+    QUEUE_LENGTH_FIELD_NUMBER: _builtins.int
+    WAITING_COST_LIMIT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     model: _builtins.str
     working_directory: _builtins.str
@@ -1148,6 +1151,14 @@ class SessionSummary(_message.Message):
     over_rss_limit: _builtins.bool
     directory_missing: _builtins.bool
     """BetCode addition: the working directory no longer exists (`betcode sessions move`)."""
+    queue_position: _builtins.int
+    """BetCode addition: the session's first message waiting for a turn slot
+    (daemon.limits.max_running_turns) is `queue_position` of the `queue_length` waiting; 0
+    when none of its messages waits. Its agent status stays what claude last said (idle).
+    """
+    queue_length: _builtins.int
+    waiting_cost_limit: _builtins.bool
+    """BetCode addition: a message of the session waits on a cost request (docs/LIMITS.md)."""
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1172,10 +1183,13 @@ class SessionSummary(_message.Message):
         claude_rss_bytes: _builtins.int = ...,
         over_rss_limit: _builtins.bool = ...,
         directory_missing: _builtins.bool = ...,
+        queue_position: _builtins.int = ...,
+        queue_length: _builtins.int = ...,
+        waiting_cost_limit: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claude_rss_bytes", b"claude_rss_bytes", "cost_limit_usd", b"cost_limit_usd", "created_at", b"created_at", "directory_missing", b"directory_missing", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "over_rss_limit", b"over_rss_limit", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claude_rss_bytes", b"claude_rss_bytes", "cost_limit_usd", b"cost_limit_usd", "created_at", b"created_at", "directory_missing", b"directory_missing", "id", b"id", "last_message_preview", b"last_message_preview", "message_count", b"message_count", "model", b"model", "name", b"name", "over_rss_limit", b"over_rss_limit", "queue_length", b"queue_length", "queue_position", b"queue_position", "status", b"status", "total_cost_usd", b"total_cost_usd", "total_input_tokens", b"total_input_tokens", "total_output_tokens", b"total_output_tokens", "updated_at", b"updated_at", "waiting_cost_limit", b"waiting_cost_limit", "working_directory", b"working_directory", "worktree_id", b"worktree_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -57,3 +57,20 @@ def test_the_totals_line_counts_in_words() -> None:
     assert totals(one).startswith("1 session · 1 client · 0 approvals waiting · $0.0000 so far")
     two = session_rows(overview(item("a"), item("b", clients=2)), {}, {})
     assert totals(two).startswith("2 sessions · 2 clients · 0 approvals waiting")
+
+
+def test_a_session_at_rest_shows_the_message_the_daemon_holds_back() -> None:
+    queued, at_cap, busy, stored = item("queued"), item("at-cap"), item("busy"), item("stored")
+    queued.summary.queue_position, queued.summary.queue_length = 2, 3
+    at_cap.summary.waiting_cost_limit = True
+    busy.agent_status = common_pb2.AGENT_STATUS_THINKING  # its turn runs; its next one waits
+    busy.summary.queue_position, busy.summary.queue_length = 1, 3
+    stored.loaded, stored.agent_status = False, common_pb2.AGENT_STATUS_UNSPECIFIED
+    stored.summary.queue_position, stored.summary.queue_length = 3, 3
+    rows = session_rows(overview(queued, at_cap, busy, stored))
+    assert {row.session_id: (row.state, row.live) for row in rows} == {
+        "queued": ("queued (2 of 3)", True),
+        "at-cap": ("waiting: cost limit", True),
+        "busy": ("thinking", True),
+        "stored": ("queued (3 of 3)", True),
+    }

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from betcode.v1 import common_pb2, monitor_pb2, worktree_pb2
+from betcode.v1 import agent_pb2, common_pb2, monitor_pb2, worktree_pb2
 
 RESTING = frozenset({"idle", "completed", "error", "unknown"})  # states of a session at rest
 
@@ -16,7 +16,9 @@ RESTING = frozenset({"idle", "completed", "error", "unknown"})  # states of a se
 class SessionRow:
     session_id: str
     name: str
-    state: str  # the live agent status (idle, thinking, ...) when loaded, else the stored one
+    # The live agent status (idle, thinking, ...) when loaded, else the stored one; at rest,
+    # "queued (N of M)" or "waiting: cost limit" while the daemon holds its message back.
+    state: str
     model: str
     where: str  # "worktree NAME (branch B)", else the working directory
     clients: int
@@ -121,8 +123,20 @@ def _row(
 def _state(item: monitor_pb2.SessionOverview) -> str:
     if item.loaded and item.agent_status != common_pb2.AGENT_STATUS_UNSPECIFIED:
         name = common_pb2.AgentStatus.Name(item.agent_status)
-        return name.removeprefix("AGENT_STATUS_").lower()
-    return item.summary.status or "unknown"
+        return held_state(item.summary, name.removeprefix("AGENT_STATUS_").lower())
+    return held_state(item.summary, item.summary.status or "unknown")
+
+
+def held_state(summary: agent_pb2.SessionSummary, state: str) -> str:
+    """A session at rest whose message the daemon holds back says so (claude's own status
+    stays idle then): it waits for a turn slot, or on a cost request (docs/LIMITS.md)."""
+    if state not in RESTING:
+        return state  # its turn runs; what waits comes after
+    if summary.queue_position:
+        return f"queued ({summary.queue_position} of {summary.queue_length})"
+    if summary.waiting_cost_limit:
+        return "waiting: cost limit"
+    return state
 
 
 def totals(rows: list[SessionRow]) -> str:
