@@ -5,13 +5,11 @@ the daemon in-process with the pinned real CLI and the mock model, clients throu
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import grpc.aio
 import pytest
 from harness.environment import Workspace
-from harness.relay import MACHINE, Rig, rig_fixture, stored_text, until, waiting_permission
+from harness.relay import MACHINE, Rig, rig_fixture, until, waiting_permission
 
 from betcode.relay.buffer import BufferSettings
 from betcode.remote.frames import BUFFERED_TRAILER
@@ -21,6 +19,16 @@ pytestmark = pytest.mark.real_cli
 
 rig = pytest.fixture(rig_fixture(BufferSettings(ttl_seconds=3600, max_per_machine=3)))
 short_ttl_rig = pytest.fixture(rig_fixture(BufferSettings(ttl_seconds=2, max_per_machine=3)))
+
+
+async def tool_output_stored(rig: Rig, session_id: str, text: str) -> bool:
+    request = agent_pb2.ResumeSessionRequest(session_id=session_id)
+    outputs = [
+        event.tool_call_result.output
+        async for event in rig.agent.ResumeSession(request, metadata=rig.metadata)
+        if event.WhichOneof("event") == "tool_call_result"
+    ]
+    return any(text in output for output in outputs)
 
 
 async def answered(call: object) -> None:
@@ -67,7 +75,8 @@ async def test_buffered_while_offline_then_delivered_by_priority(
         await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)
     ).sessions
     asking_session, request_id = await waiting_permission(rig, first)
-    await rig.stop_daemon()
+    # As `daemon restart` does: the asking claude waits on under its holder for the answer.
+    await rig.stop_daemon(keep_sessions=True)
 
     # Offline: session control first, then a user message (a new session), then an answer.
     rename = rig.agent.RenameSession(
@@ -123,10 +132,9 @@ async def test_buffered_while_offline_then_delivered_by_priority(
     # The message (priority 2) reached the daemon before the rename (priority 3) though it
     # was buffered after it.
     assert created.created_at.ToNanoseconds() < by_id[session.id].updated_at.ToNanoseconds()
-    # The approval given while the machine was away let the waiting tool call run.
-    async with asyncio.timeout(90):
-        while "hello-from-bash" not in await stored_text(rig, asking_session):  # noqa: ASYNC110
-            await asyncio.sleep(0.5)
+    # The approval given while the machine was away let the waiting tool call run: its output
+    # (not its command, which names the same words) is in the session's history.
+    await until(lambda: tool_output_stored(rig, asking_session, "hello-from-bash"), 90)
     pending = await rig.agent.ListPendingPermissions(
         agent_pb2.ListPendingPermissionsRequest(), metadata=rig.metadata
     )
