@@ -222,6 +222,15 @@ async def test_a_phone_starts_a_session_allows_its_tool_once_and_the_relay_sees_
     await waiting.get_by_role("button", name="Allow once").click()
     await expect(page.locator("#machine-outcome")).to_have_text("Bash: allowed")
     await expect(page.locator("#machine-waiting")).to_contain_text("Nothing waits")
+    # The session's conversation, followed live on the phone: the prompt, the tool call, the
+    # end of the turn, opened from ciphertext in the page.
+    await page.locator("#machine-sessions").get_by_role("button").click()
+    conversation = page.locator("#session-events")
+    await expect(conversation.locator(".tool")).to_contain_text(f"Bash echo {SECRET}")
+    await expect(conversation.locator(".user")).to_contain_text("SCN:tool_bash")
+    await expect(conversation.locator(".note", has_text="turn complete")).to_have_count(1)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / "relay-phone-session.png"), full_page=True)
     listed = await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)
     [session_id] = [s.id for s in listed.sessions]
     await context.close()

@@ -6,7 +6,7 @@
 // The relay carries only ciphertext (docs/RELAY.md "In the browser").
 import { byId, el, newId } from "./dom";
 import { ClientHandshake, KeyChanged, checkPinned, type ClientSession } from "./e2e";
-import { bytesOf, decodeMessage, encodeMessage, structStrings, textOf, type Field } from "./proto";
+import { bytesOf, concat, decodeMessage, encodeMessage, structStrings, textOf, type Field } from "./proto";
 
 const TOKEN = "betcode-relay-token";
 const AGENT = "betcode.v1.AgentService";
@@ -36,6 +36,19 @@ async function json<T>(method: string, path: string, body?: unknown): Promise<T>
   return data as T;
 }
 
+/** A call's WebSocket: its first message, then the requests (and the half-close, `end`). */
+function openCall(machineId: string, method: string, e2e: string, requests: Uint8Array[], end: boolean): WebSocket {
+  const url = `wss://${location.host}/relay/api/machines/${encodeURIComponent(machineId)}/call`;
+  const socket = new WebSocket(url, ["betcode"]);
+  socket.binaryType = "arraybuffer";
+  socket.onopen = () => {
+    socket.send(JSON.stringify({ method, e2e, client_id: clientId, token: token() }));
+    for (const message of requests) socket.send(new Uint8Array(message));
+    if (end) socket.send("end");
+  };
+  return socket;
+}
+
 /** One call to the machine through the relay's WebSocket: the request messages out, the
  * response messages back (as the relay passed them, untouched). `firstOnly`: the call is left
  * at its first answer (a conversation goes on on the machine without its caller). */
@@ -47,15 +60,8 @@ function call(
   firstOnly = false,
 ): Promise<Uint8Array[]> {
   return new Promise((resolve, reject) => {
-    const url = `wss://${location.host}/relay/api/machines/${encodeURIComponent(machineId)}/call`;
-    const socket = new WebSocket(url, ["betcode"]);
-    socket.binaryType = "arraybuffer";
+    const socket = openCall(machineId, method, e2e, requests, true);
     const answers: Uint8Array[] = [];
-    socket.onopen = () => {
-      socket.send(JSON.stringify({ method, e2e, client_id: clientId, token: token() }));
-      for (const message of requests) socket.send(new Uint8Array(message));
-      socket.send("end");
-    };
     socket.onmessage = (event) => {
       if (typeof event.data !== "string") {
         answers.push(new Uint8Array(event.data as ArrayBuffer));
@@ -112,7 +118,16 @@ async function showMachineState(machine: Machine, session: ClientSession): Promi
   if (!sessions.length) list.append(el("li", { class: "meta", text: "No sessions yet." }));
   for (const summary of sessions) {
     const [sessionId, directory, status] = [textOf(summary, 1), textOf(summary, 3), textOf(summary, 5)];
-    list.append(el("li", {}, el("strong", { text: directory || sessionId }), " ", el("span", { class: "meta", text: status })));
+    const open = () => followSession(machine.machine_id, session, sessionId, directory || sessionId);
+    list.append(
+      el(
+        "li",
+        {},
+        el("button", { type: "button", class: "link", text: directory || sessionId, onclick: open }),
+        " ",
+        el("span", { class: "meta", text: status }),
+      ),
+    );
   }
   const pending = repeated(await sealedCall(id, session, "ListPendingPermissions", new Uint8Array()), 1);
   const waiting = byId("machine-waiting");
@@ -170,6 +185,65 @@ async function startSession(machineId: string, session: ClientSession, directory
   cipher.open(first); // a refusal would not open
 }
 
+// ---- one session's conversation, followed live (Converse attached from sequence 0) ----
+
+let stopFollowing: () => void = () => {};
+
+function renderEvent(event: Field[], into: HTMLElement): void {
+  const kind = event.find((f) => f.field >= 10 && f.bytes);
+  if (!kind || !kind.bytes) return;
+  const body = decodeMessage(kind.bytes);
+  const last = into.lastElementChild;
+  switch (kind.field) {
+    case 10: // text_delta
+      if (last?.classList.contains("text")) last.textContent += textOf(body, 1);
+      else into.append(el("p", { class: "text", text: textOf(body, 1) }));
+      break;
+    case 11: {
+      // tool_call_start
+      const input = structStrings(bytesOf(body, 3));
+      const action = input.get("command") ?? input.get("file_path") ?? input.get("url") ?? "";
+      into.append(el("p", { class: "tool" }, el("strong", { text: textOf(body, 2) }), " ", el("code", { text: action })));
+      break;
+    }
+    case 12: // tool_call_result
+      into.append(el("pre", { class: "result", text: textOf(body, 2) }));
+      break;
+    case 18: // error
+      into.append(el("p", { class: "error", text: textOf(body, 2) }));
+      break;
+    case 21: // turn_complete
+      into.append(el("p", { class: "note", text: "turn complete" }));
+      break;
+    case 22: // user_input
+      into.append(el("p", { class: "user", text: textOf(body, 1) }));
+      break;
+  }
+}
+
+function followSession(machineId: string, session: ClientSession, sessionId: string, title: string): void {
+  stopFollowing();
+  const view = byId("session-events");
+  byId("session-title").textContent = title;
+  view.replaceChildren();
+  byId("relay-session").hidden = false;
+  const method = `${AGENT}/Converse`;
+  const { header, cipher } = session.nextCall(method);
+  // start {session_id, from_sequence: 0}: every stored event, then live ones. Field 8 is
+  // `optional`: its 0 is sent, not left out.
+  const start = encodeMessage([[1, concat(encodeMessage([[1, sessionId]]), Uint8Array.of(0x40, 0))]]);
+  const socket = openCall(machineId, method, header, [cipher.seal(start)], false);
+  socket.onmessage = (message) => {
+    if (typeof message.data === "string") {
+      const status = JSON.parse(message.data) as { code: string; message: string };
+      if (status.code !== "OK") view.append(el("p", { class: "error", text: `${status.code}: ${status.message}` }));
+      return;
+    }
+    renderEvent(decodeMessage(cipher.open(new Uint8Array(message.data as ArrayBuffer))), view);
+  };
+  stopFollowing = () => socket.close();
+}
+
 const REFRESH_MS = 2000;
 const opened: { machine: Machine | null; session: ClientSession | null; timer: number } = {
   machine: null,
@@ -196,6 +270,8 @@ byId<HTMLFormElement>("new-session").addEventListener("submit", (event) => {
 async function openMachine(machine: Machine): Promise<void> {
   show("machine");
   clearInterval(opened.timer);
+  stopFollowing();
+  byId("relay-session").hidden = true;
   opened.machine = opened.session = null;
   byId("machine-name").textContent = machine.name || machine.machine_id;
   const fingerprint = byId("fingerprint");
@@ -260,6 +336,8 @@ byId<HTMLFormElement>("login-form").addEventListener("submit", (event) => {
 });
 byId("back").addEventListener("click", () => {
   clearInterval(opened.timer);
+  stopFollowing();
+  byId("relay-session").hidden = true;
   void showMachines();
 });
 
