@@ -48,7 +48,12 @@ class Reloads:
         return fresh
 
     def report(self) -> ComponentReport:
-        message = f"settings from {self._settings_file}"
+        found = self._settings_file.is_file()  # one stat, when asked for the health report
+        message = (
+            f"settings from {self._settings_file}"
+            if found
+            else f"defaults: no {self._settings_file}"
+        )
         if self._problem is not None:
             message += f"; the last reload failed, previous settings kept: {self._problem}"
         elif self._count:
