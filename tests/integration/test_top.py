@@ -96,7 +96,7 @@ async def test_y_allows_the_waiting_request_then_the_turns_cost_shows(
     assert session["session_id"] == client.session_id
     assert session["clients"] == 1
     assert session["cost_per_hour_usd"] == pytest.approx(usage.cost_usd * 6)
-    assert "1 sessions" in str(snapshot["summary"])
+    assert "1 session ·" in str(snapshot["summary"])
 
 
 async def test_n_denies_and_c_cancels_the_turn(
