@@ -182,6 +182,8 @@ async def test_a_phone_logs_in_opens_the_machine_and_refuses_a_changed_key(
 
 
 SECRET = "phone-secret-5150"
+LATER_SECRET = "later-secret-6060"
+LATER_PROMPT = f'SCN:plain {{"text": "{LATER_SECRET}"}} again'
 
 
 def files_under(root: Path) -> list[Path]:
@@ -229,6 +231,11 @@ async def test_a_phone_starts_a_session_allows_its_tool_once_and_the_relay_sees_
     await expect(conversation.locator(".tool")).to_contain_text(f"Bash echo {SECRET}")
     await expect(conversation.locator(".user")).to_contain_text("SCN:tool_bash")
     await expect(conversation.locator(".note", has_text="turn complete")).to_have_count(1)
+    # A later message from the phone, on the same sealed call: its turn shows there.
+    await page.get_by_label("Message", exact=True).fill(LATER_PROMPT)
+    await page.get_by_role("button", name="Send").click()
+    await expect(conversation.locator(".text", has_text=LATER_SECRET)).to_have_count(1)
+    await expect(conversation.locator(".note", has_text="turn complete")).to_have_count(2)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / "relay-phone-session.png"), full_page=True)
     listed = await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)
@@ -244,6 +251,7 @@ async def test_a_phone_starts_a_session_allows_its_tool_once_and_the_relay_sees_
     assert seen
     carried = b"".join(seen)
     assert SECRET.encode() not in carried
+    assert LATER_SECRET.encode() not in carried
     assert session_id.encode() not in carried
     for path in files_under(rig.relay.options.files.root):
         assert SECRET.encode() not in path.read_bytes(), path

@@ -188,6 +188,7 @@ async function startSession(machineId: string, session: ClientSession, directory
 // ---- one session's conversation, followed live (Converse attached from sequence 0) ----
 
 let stopFollowing: () => void = () => {};
+let sendToSession: ((text: string) => void) | null = null;
 
 function renderEvent(event: Field[], into: HTMLElement): void {
   const kind = event.find((f) => f.field >= 10 && f.bytes);
@@ -241,8 +242,25 @@ function followSession(machineId: string, session: ClientSession, sessionId: str
     }
     renderEvent(decodeMessage(cipher.open(new Uint8Array(message.data as ArrayBuffer))), view);
   };
-  stopFollowing = () => socket.close();
+  stopFollowing = () => {
+    sendToSession = null;
+    socket.close();
+  };
+  // Later messages go on the same call, sealed after the start (the first takes a free input
+  // lock, as any client's).
+  sendToSession = (text: string) => {
+    const message = encodeMessage([[2, encodeMessage([[1, text], [4, newId("phone-")]])]]);
+    socket.send(new Uint8Array(cipher.seal(message)));
+  };
 }
+
+byId<HTMLFormElement>("session-composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const box = byId<HTMLTextAreaElement>("session-message");
+  if (!sendToSession || !box.value.trim()) return;
+  sendToSession(box.value);
+  box.value = "";
+});
 
 const REFRESH_MS = 2000;
 const opened: { machine: Machine | null; session: ClientSession | null; timer: number } = {
