@@ -32,6 +32,7 @@ from betcode.cli.exit_codes import (
 )
 from betcode.permissions.cost_requests import COST_LIMIT_NOT_SENT, COST_LIMIT_TOOL
 from betcode.permissions.engine import Behavior, RuleSet, evaluate
+from betcode.permissions.forwarding import ASK_USER_QUESTION
 from betcode.permissions.rules import RuleList, RuleSource, parse_rule
 from betcode.v1 import agent_pb2
 
@@ -194,8 +195,10 @@ class TurnFollower:
             self._open_block = False
 
     def _on_tool_call_start(self, event: agent_pb2.AgentEvent) -> None:
+        start = event.tool_call_start
+        if start.tool_name == ASK_USER_QUESTION:  # said as the question it asks, not as JSON
+            return
         if self.streams.output == "text" and not event.parent_tool_use_id:
-            start = event.tool_call_start
             self.streams.note(f"{start.tool_name}: {_shown_input(start.input)}")
 
     def _on_tool_call_result(self, event: agent_pb2.AgentEvent) -> None:
@@ -229,7 +232,7 @@ class TurnFollower:
         question = event.user_question
         if question.question_id in self.tools:
             return
-        self.tools[question.question_id] = "AskUserQuestion"
+        self.tools[question.question_id] = ASK_USER_QUESTION
         asked = [prompt.question for prompt in question.questions] or [question.question]
         self.waiting[question.question_id] = "question: " + " / ".join(asked)
         rid = shlex.quote(question.question_id)

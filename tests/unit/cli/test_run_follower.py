@@ -297,6 +297,16 @@ def test_questions_are_never_approved_even_with_yes() -> None:
     assert "betcode permissions answer q1" in err(run)
 
 
+def test_a_question_is_said_once_not_also_as_a_tool_call_with_its_json() -> None:
+    run = follower()
+    call = agent_pb2.AgentEvent(
+        tool_call_start=agent_pb2.ToolCallStart(tool_id="t1", tool_name="AskUserQuestion")
+    )
+    call.tool_call_start.input.update({"questions": [{"question": "Which one?"}]})
+    feed(run, echo(), call)
+    assert err(run) == ""
+
+
 @pytest.mark.parametrize(
     ("event", "code", "done"),
     [
