@@ -47,7 +47,7 @@ async def test_diff_merge_squash_remove_and_a_refused_conflict(
 
     merged = await betcode(daemon, "worktree", "merge", "task", "--squash", "--remove")
     assert merged.exit_code == 0, merged.output
-    assert "1 commit(s) of task squashed into one commit into main" in merged.stdout
+    assert "1 commit(s) of task squashed into one commit on main" in merged.stdout
     assert "Removed task" in merged.stdout
     assert (repo / "feature.txt").read_text() == "the feature\n"
     assert not task.exists()

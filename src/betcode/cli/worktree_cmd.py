@@ -202,9 +202,9 @@ def merge(
     if as_json:
         emit_json(as_dict(response))
         return
-    how = "squashed into one commit" if squash else "merged"
+    how = "squashed into one commit on" if squash else "merged into"
     click.echo(
-        f"{response.commits_merged} commit(s) of {worktree} {how} into {response.base_branch} "
+        f"{response.commits_merged} commit(s) of {worktree} {how} {response.base_branch} "
         f"(now {response.commit[:12]})"
     )
     if response.removed:
