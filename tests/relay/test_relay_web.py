@@ -236,6 +236,18 @@ async def test_a_phone_starts_a_session_allows_its_tool_once_and_the_relay_sees_
     await page.get_by_role("button", name="Send").click()
     await expect(conversation.locator(".text", has_text=LATER_SECRET)).to_have_count(1)
     await expect(conversation.locator(".note", has_text="turn complete")).to_have_count(2)
+    # A question from claude, answered on the phone.
+    await page.get_by_label("Message", exact=True).fill('SCN:ask {"questions": 2} ask me')
+    await page.get_by_role("button", name="Send").click()
+    question = page.locator("#machine-waiting li", has=page.locator("fieldset"))
+    await expect(question.locator("fieldset")).to_have_count(2)
+    await question.get_by_role("button", name="Submit answers").click()
+    await expect(question.get_by_role("alert")).to_have_text("Answer every question first.")
+    for index in range(2):
+        await question.locator("fieldset").nth(index).get_by_role("radio").first.check()
+    await question.get_by_role("button", name="Submit answers").click()
+    await expect(page.locator("#machine-waiting")).to_contain_text("Nothing waits")
+    await expect(conversation.locator(".note", has_text="turn complete")).to_have_count(3)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(ARTIFACTS / "relay-phone-session.png"), full_page=True)
     listed = await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)

@@ -131,42 +131,58 @@ async function showMachineState(machine: Machine, session: ClientSession): Promi
   }
   const pending = repeated(await sealedCall(id, session, "ListPendingPermissions", new Uint8Array()), 1);
   const waiting = byId("machine-waiting");
+  // Listed again every few seconds: left as it is while the same requests wait, so that a
+  // choice being made is not wiped.
+  const key = pending.map((request) => textOf(request, 1)).join(" ");
+  if (waiting.dataset.key === key && waiting.childElementCount) return;
+  waiting.dataset.key = key;
   waiting.replaceChildren();
   if (!pending.length) waiting.append(el("li", { class: "meta", text: "Nothing waits for an answer." }));
-  for (const request of pending) {
-    const [requestId, sessionId, tool, description] = [1, 2, 3, 4].map((n) => textOf(request, n));
-    const input = structStrings(bytesOf(request, 5));
-    const action = input.get("command") ?? input.get("file_path") ?? input.get("url") ?? "";
-    const answer = (decision: number) => void answerOne(decision).catch((failure: Error) => {
-      byId("machine-error").textContent = failure.message;
-    });
-    const answerOne = async (decision: number) => {
-      const reply = await sealedCall(
-        id,
-        session,
-        "AnswerPermission",
-        encodeMessage([
-          [1, sessionId],
-          [2, requestId],
-          [3, decision],
-        ]),
-      );
+  for (const request of pending) waiting.append(waitingItem(machine, session, request));
+}
+
+/** One waiting request: a permission (Allow once / Deny) or a question (its options). */
+function waitingItem(machine: Machine, session: ClientSession, request: Field[]): HTMLElement {
+  const [requestId, sessionId, tool, description] = [1, 2, 3, 4].map((n) => textOf(request, n));
+  const input = structStrings(bytesOf(request, 5));
+  const action = input.get("command") ?? input.get("file_path") ?? input.get("url") ?? "";
+  const error = el("p", { class: "error", role: "alert" });
+  const answer = (fields: [number, Uint8Array | string | number][]) =>
+    void (async () => {
+      const body = encodeMessage([[1, sessionId], [2, requestId], ...fields]);
+      const reply = await sealedCall(machine.machine_id, session, "AnswerPermission", body);
       byId("machine-outcome").textContent = `${tool}: ${textOf(reply, 3) || "answered"}`;
       await showMachineState(machine, session);
-    };
-    waiting.append(
+    })().catch((failure: Error) => void (error.textContent = failure.message));
+  const head = [el("strong", { text: tool }), " ", el("span", { text: description })];
+  const prompts = repeated(request, 9);
+  if (request.some((f) => f.field === 8 && f.number)) {
+    const sets = prompts.map((prompt, index) =>
       el(
-        "li",
-        { class: "approval" },
-        el("strong", { text: tool }),
-        " ",
-        el("span", { text: description }),
-        action ? el("pre", { class: "action", text: action }) : null,
-        el("button", { type: "button", class: "primary", text: "Allow once", onclick: () => answer(ALLOW_ONCE) }),
-        el("button", { type: "button", text: "Deny", onclick: () => answer(DENY) }),
+        "fieldset",
+        {},
+        el("legend", { text: textOf(prompt, 1) }),
+        ...repeated(prompt, 3).map((option) =>
+          el("label", { class: "choice" }, el("input", { type: "radio", name: `q${requestId}-${index}`, value: textOf(option, 2) }), el("span", { text: textOf(option, 2) })),
+        ),
       ),
     );
+    const submit = () => {
+      const picked = sets.map((set) => set.querySelector<HTMLInputElement>("input:checked")?.value);
+      if (picked.some((value) => value === undefined)) return void (error.textContent = "Answer every question first.");
+      answer(prompts.map((prompt, i) => [6, encodeMessage([[1, textOf(prompt, 1)], [2, picked[i] as string]])]));
+    };
+    return el("li", { class: "approval" }, ...head, ...sets, el("button", { type: "button", class: "primary", text: "Submit answers", onclick: submit }), error);
   }
+  return el(
+    "li",
+    { class: "approval" },
+    ...head,
+    action ? el("pre", { class: "action", text: action }) : null,
+    el("button", { type: "button", class: "primary", text: "Allow once", onclick: () => answer([[3, ALLOW_ONCE]]) }),
+    el("button", { type: "button", text: "Deny", onclick: () => answer([[3, DENY]]) }),
+    error,
+  );
 }
 
 function show(view: "login" | "machines" | "machine"): void {
