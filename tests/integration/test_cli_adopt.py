@@ -38,7 +38,8 @@ async def test_a_plain_claude_conversation_is_adopted_shown_and_continued(
     assert found["message_count"] >= 2
     assert found["session_id"] == ""
 
-    adopted = await betcode(socket, repo, "sessions", "adopt", claude_id, "--json")
+    # a unique start of its id, as the tables print it
+    adopted = await betcode(socket, repo, "sessions", "adopt", claude_id[:8], "--json")
     assert adopted.code == 0, adopted.err
     session_id = json.loads(adopted.out)["session_id"]
     exported = await betcode(socket, repo, "sessions", "export", session_id, "--format", "json")

@@ -22,7 +22,7 @@ from google.protobuf import json_format
 
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
-from betcode.cli.ids import SESSIONS, find_session, session_id_of
+from betcode.cli.ids import SESSIONS, IdKind, NotFound, find_session, session_id_of
 from betcode.cli.top.rows import held_state, memory_text
 from betcode.cli.transcript import as_json, as_markdown, as_ndjson, stored_events
 from betcode.cli.transcript import transcript as conversation
@@ -234,17 +234,41 @@ def search(
 @socket_option
 def adopt(claude_session_id: str, cwd: str | None, as_json: bool, socket_path: str | None) -> None:
     """Without CLAUDE_SESSION_ID: the conversations plain `claude` keeps for this directory.
-    With it: adopt that one as a BetCode session that resumes it, its history included."""
+    With it (or a unique start of it): adopt that one as a BetCode session that resumes it, its
+    history included."""
     where = os.path.realpath(cwd or os.getcwd())
 
     def history(client: DaemonClient) -> history_pb2_grpc.HistoryServiceStub:
         return client.service_stub(history_pb2_grpc.HistoryServiceStub)
 
-    if claude_session_id:
-        request = history_pb2.AdoptConversationRequest(
-            claude_session_id=claude_session_id, working_directory=where
+    async def conversations(client: DaemonClient) -> Sequence[history_pb2.ClaudeConversation]:
+        listing = history_pb2.ListClaudeConversationsRequest(working_directory=where)
+        listed: history_pb2.ListClaudeConversationsResponse = await client.call(
+            history(client).ListClaudeConversations, listing
         )
-        adopted = call_daemon(socket_path, lambda c: c.call(history(c).AdoptConversation, request))
+        return listed.conversations
+
+    async def adopt_it(client: DaemonClient) -> history_pb2.AdoptConversationResponse:
+        # A unique start of the id, like every other id; anything else goes to the daemon as
+        # given, which says what it does not have (exit 6).
+        found = IdKind(
+            "claude conversation",
+            "betcode sessions adopt",
+            conversations,
+            lambda c: c.claude_session_id,
+            lambda _c: "",
+        )
+        try:
+            claude_id = (await found.find(client, claude_session_id)).claude_session_id
+        except NotFound:
+            claude_id = claude_session_id
+        request = history_pb2.AdoptConversationRequest(
+            claude_session_id=claude_id, working_directory=where
+        )
+        return await client.call(history(client).AdoptConversation, request)
+
+    if claude_session_id:
+        adopted = call_daemon(socket_path, adopt_it)
         if as_json:
             click.echo(
                 json.dumps(
@@ -260,10 +284,7 @@ def adopt(claude_session_id: str, cwd: str | None, as_json: bool, socket_path: s
             f"go on with `betcode chat --session {adopted.session_id[:SHORT_ID]}`"
         )
         return
-    listing = history_pb2.ListClaudeConversationsRequest(working_directory=where)
-    found = call_daemon(
-        socket_path, lambda c: c.call(history(c).ListClaudeConversations, listing)
-    ).conversations
+    found = call_daemon(socket_path, conversations)
     if as_json:
         click.echo(
             json.dumps(
