@@ -35,8 +35,8 @@ SHORT_ID = 8
 
 PLAN_FORMAT = """\b
 A plan file is JSON or YAML:
-  parent_session_id: 3f6c...   # optional: --parent, else a new session here named
-                               # "plan FILE", where the steps' questions wait
+  parent_session_id: 3f6c...   # optional: --parent, else a new session here
+                               # named "plan FILE", where step questions wait
   strategy: dag                # parallel | sequential | dag (default dag)
   steps:
     - id: build                # required, unique

@@ -66,9 +66,11 @@ class Target:
 EXIT_CODES_HELP = """\b
 Exit codes:
   0  done
-  1  claude failed the turn (or it was cancelled, or did not finish within --timeout)
+  1  claude failed the turn, it was cancelled, or it did not finish within
+     --timeout
   2  the daemon cannot be reached
-  3  a permission request was denied or expired, or not answered within --timeout
+  3  a permission request was denied or expired, or not answered within
+     --timeout
   4  rate limited (stderr says when to retry)
   5  invalid arguments
   6  no such session

@@ -27,8 +27,8 @@ def top(socket_path: str | None, show_all: bool, as_json: bool, interval: float)
     subagent's session under its parent.
 
     \b
-    Keys: enter opens the chat, y allows and n denies the oldest waiting request, c cancels
-    the turn, x twice deletes, / filters, a toggles all/live, q quits."""
+    Keys: enter opens the chat, y allows and n denies the oldest waiting request,
+    c cancels the turn, x twice deletes, / filters, a toggles all/live, q quits."""
     from betcode.cli.top.rows import live_rows, totals
     from betcode.cli.top.source import DaemonBoard, board_rows
 
