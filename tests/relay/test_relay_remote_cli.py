@@ -26,9 +26,11 @@ from harness.relay import (
     login,
     rig_fixture,
     stderr_until,
+    until,
     waiting_permission,
 )
 
+from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.relay.buffer import BufferSettings
 from betcode.v1 import agent_pb2
 
@@ -163,3 +165,76 @@ async def test_cwd_through_the_relay_is_a_folder_on_the_machine(
     )
     assert missing.code != 0
     assert "nowhere" in missing.err
+
+
+AWAY = "SCN:plain said-while-the-machine-was-away"
+
+
+def sent_to_model(mock_api: MockAnthropic, text: str) -> int:
+    """The model's requests whose latest user turn holds `text` (one per sending)."""
+    count = 0
+    for request in mock_api.message_requests:
+        user_turns = [m for m in (request.body or {}).get("messages", []) if m["role"] == "user"]
+        count += bool(user_turns) and text in json.dumps(user_turns[-1])
+    return count
+
+
+async def session_events(rig: Rig, session_id: str) -> list[agent_pb2.AgentEvent]:
+    request = agent_pb2.ResumeSessionRequest(session_id=session_id)
+    return [e async for e in rig.agent.ResumeSession(request, metadata=rig.metadata)]
+
+
+def inputs_of(events: list[agent_pb2.AgentEvent]) -> list[str]:
+    return [e.user_input.content for e in events if e.WhichOneof("event") == "user_input"]
+
+
+async def test_a_message_into_a_session_of_an_offline_machine_is_queued_and_sent_once(
+    rig: Rig, tmp_path: Path, workspace: Workspace, mock_api: MockAnthropic
+) -> None:
+    await rig.start_daemon()
+    user = cli_user(rig, tmp_path, workspace)
+    assert (await user.run("auth", "login", "-u", "alice")).code == 0
+    first = await user.run("--machine", MACHINE, "run", "--cwd", str(workspace.repo), "SCN:plain")
+    assert first.code == 0, first.err
+    [session] = (
+        await rig.agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=rig.metadata)
+    ).sessions
+    await rig.stop_daemon()
+
+    queued = await user.run("--machine", MACHINE, "run", "--session", session.id, AWAY)
+    assert queued.code == 0, queued.err
+    assert f"queued on the relay until {MACHINE} reconnects" in queued.err
+    assert rig.relay.buffer is not None
+    [kept] = await rig.relay.buffer.pending(MACHINE)
+    # Offline, a prefix cannot be looked up: refused, saying so, nothing queued.
+    prefix = await user.run("--machine", MACHINE, "run", "--session", session.id[:8], AWAY)
+    assert prefix.code == 2, prefix.err
+    assert "full id" in prefix.err
+    assert len(await rig.relay.buffer.pending(MACHINE)) == 1
+
+    await rig.start_daemon()
+
+    async def turn_ended() -> bool:
+        kinds = [
+            "away" if e.user_input.content == AWAY else e.WhichOneof("event")
+            for e in await session_events(rig, session.id)
+        ]
+        return "away" in kinds and "turn_complete" in kinds[kinds.index("away") :]
+
+    await until(turn_ended, 90)
+    assert not await rig.relay.buffer.pending(MACHINE)  # deleted once the daemon recorded it
+
+    # The relay delivers the same buffered request again (as one restarted before it deleted
+    # it would): refused as a replay of its sealed call, nothing is sent again.
+    assert rig.relay.nc is not None
+    await rig.relay.nc.jetstream().publish(kept.subject, kept.data, headers=kept.headers)
+    await rig.stop_daemon()
+    await rig.start_daemon()
+
+    async def redelivered() -> bool:
+        assert rig.relay.buffer is not None
+        return not await rig.relay.buffer.pending(MACHINE)
+
+    await until(redelivered, 60)
+    assert inputs_of(await session_events(rig, session.id)).count(AWAY) == 1
+    assert sent_to_model(mock_api, "said-while-the-machine-was-away") == 1

@@ -28,7 +28,7 @@ from betcode.cli.relay_login import (
 )
 from betcode.config.dirs import config_dir, default_socket_path
 from betcode.core.errors import error_code_of, error_details_of
-from betcode.remote.frames import BUFFERED_TRAILER
+from betcode.remote.frames import ACK_METADATA, ACK_RECORDED, BUFFERED_TRAILER
 from betcode.v1 import agent_pb2, agent_pb2_grpc, commands_pb2, commands_pb2_grpc
 
 StubT = TypeVar("StubT")
@@ -326,6 +326,25 @@ class DaemonClient:
     def open_converse(self) -> Any:
         """A raw Converse call (grpc.aio StreamStreamCall); ConversationStream drives it."""
         return self._stub.Converse(metadata=self._metadata)
+
+    async def send_recorded(self, session_id: str, content: str, client_type: str) -> None:
+        """One message into an existing session, returning once the daemon recorded it (it
+        ends the call then: ACK_RECORDED). Through a relay to an offline machine this raises
+        RequestQueued: the relay keeps the message and delivers it once, its idempotency key
+        making a second delivery a no-op (docs/RELAY.md "A machine that is offline")."""
+        start = agent_pb2.StartConversation(session_id=session_id, client_type=client_type)
+        message = agent_pb2.UserMessage(content=content, idempotency_key=str(uuid.uuid4()))
+        requests = [agent_pb2.AgentRequest(start=start), agent_pb2.AgentRequest(message=message)]
+        call = self._stub.Converse(
+            iter(requests), metadata=(*self._metadata, (ACK_METADATA, ACK_RECORDED))
+        )
+        try:
+            async for event in call:
+                if event.WhichOneof("event") == "error" and event.sequence == 0:
+                    # Refused (this client's own error event): said as the daemon says it.
+                    raise RequestRejected(event.error.message, code=event.error.code)
+        except grpc.aio.AioRpcError as error:
+            raise daemon_error(error, self.address) from None
 
     def open_resume_batched(self, session_id: str, from_sequence: int, *, follow: bool) -> Any:
         """A raw ResumeSessionBatched call (grpc.aio UnaryStreamCall of AgentEventBatch): the

@@ -17,6 +17,7 @@ import os
 import shlex
 import sys
 import time
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,11 +27,12 @@ from betcode.cli.connection import (
     DaemonClient,
     DaemonError,
     DaemonUnavailable,
+    RequestQueued,
     SessionNotFound,
     other_client_label,
     resolve_daemon_address,
 )
-from betcode.cli.conversation import ConnectionChange, ConversationStream
+from betcode.cli.conversation import CLIENT_TYPE, ConnectionChange, ConversationStream
 from betcode.cli.exit_codes import ExitCode
 from betcode.cli.headless import (
     OUTPUTS,
@@ -166,6 +168,9 @@ async def _drive(follower: TurnFollower, target: Target, limit_seconds: float) -
             await _follow(follower, target)
     except TimeoutError:
         _timed_out(follower, limit_seconds)
+    except RequestQueued as queued:
+        follower.done = True
+        follower.streams.note(str(queued))
     except DaemonError as error:
         code = ExitCode(error.exit_code)
         follower.give_up(code, error.code or code.name, str(error))
@@ -178,7 +183,13 @@ async def _follow(follower: TurnFollower, target: Target) -> None:
             worktree = await open_worktree(client, target.worktree, target.cwd)
             worktree_id, target = worktree.id, replace(target, cwd=worktree.path)
             follower.approver = replace(follower.approver, cwd=worktree.path)
-        session = await _existing_session(client, target)
+        try:
+            session = await _existing_session(client, target)
+        except DaemonUnavailable:
+            if client.address.relay is None or not target.session:
+                raise
+            await _queue_on_relay(client, target.session, follower)
+            return
         stream = ConversationStream(
             client, working_directory=target.cwd, model=target.model, worktree_id=worktree_id
         )
@@ -212,6 +223,24 @@ async def _follow(follower: TurnFollower, target: Target) -> None:
                 return
         if not follower.done:
             follower.give_up(ExitCode.INTERNAL, "STREAM_ENDED", "the daemon ended the stream")
+
+
+async def _queue_on_relay(client: DaemonClient, session_id: str, follower: TurnFollower) -> None:
+    """The machine is offline: the message is sent as one call the relay keeps until the
+    machine reconnects (a read, such as finding the session, cannot wait there), so the
+    session is named by its full id. Raises RequestQueued (exit 0) once the relay holds it."""
+    try:
+        uuid.UUID(session_id)
+    except ValueError:
+        raise DaemonUnavailable(
+            f"machine {client.address.relay.machine_id if client.address.relay else ''} is "
+            f"offline: give the session's full id to queue a message for it ({session_id!r} "
+            "cannot be looked up while the machine is away)"
+        ) from None
+    follower.session_id = session_id
+    await client.send_recorded(session_id, follower.prompt, CLIENT_TYPE)
+    follower.done = True  # the machine came back meanwhile: the message is recorded
+    follower.streams.note(f"sent to session {session_id}; the turn goes on in the daemon")
 
 
 def _refused_for_lock(event: AgentEvent, follower: TurnFollower) -> bool:

@@ -71,10 +71,14 @@ class ConverseRequests:
         client_id: str,
         requests: AsyncIterator[agent_pb2.AgentRequest],
         outbox: asyncio.Queue[list[bytes] | None],
+        *,
+        end_on_half_close: bool = False,
     ) -> None:
         """Handles requests until the client half-closes; errors go to `outbox`. A client that
         has sent a heartbeat and then nothing for the silence timeout is dropped: `outbox`
-        gets a CLIENT_SILENT error and then the end of the stream."""
+        gets a CLIENT_SILENT error and then the end of the stream. With `end_on_half_close`
+        the stream ends once the client half-closed: each of its requests was handled by then
+        (a message recorded with its idempotency key, or refused with an error event)."""
         pending = aiter(requests)
         silence = self._silence_timeout()
         heartbeats = False  # armed by the client's first heartbeat (see the module docstring)
@@ -83,6 +87,8 @@ class ConverseRequests:
                 async with asyncio.timeout(silence if heartbeats else None):
                     request = await anext(pending)
             except StopAsyncIteration:
+                if end_on_half_close:
+                    await outbox.put(None)
                 return
             except TimeoutError:
                 log.info("session %s: client %s went silent; dropped", session.id, client_id)

@@ -281,20 +281,22 @@ class OfflineBuffer:
     async def _deliver_one(self, tunnel: Any, message: Any) -> None:
         headers = message.headers or {}
         request_id = "buffered-" + uuid.uuid4().hex
+        metadata = json.loads(headers[METADATA_HEADER])
+        # A Converse never ends by itself: its first answer (the message's echo, or an error)
+        # says the daemon took the request, unless the caller asked for the end of the call
+        # (ACK_RECORDED: the daemon ends it once the message is recorded).
+        until_end = metadata.get(frames.ACK_METADATA) == frames.ACK_RECORDED
         done: asyncio.Future[tunnel_pb2.TunnelFrame] = asyncio.get_running_loop().create_future()
 
         def on_frame(frame: tunnel_pb2.TunnelFrame) -> None:
-            # A Converse never ends by itself: its first answer (the message's echo, or an
-            # error) says the daemon took the request.
-            if not done.done():
+            ends = frame.frame_type in (frames.STREAM_END, frames.ERROR)
+            if not done.done() and (ends or not until_end):
                 done.set_result(frame)
 
         tunnel.local_replies[request_id] = on_frame
         opening = tunnel_pb2.TunnelFrame()
         opening.ParseFromString(
-            frames.request_frame(
-                request_id, headers.get(METHOD_HEADER, ""), json.loads(headers[METADATA_HEADER])
-            )
+            frames.request_frame(request_id, headers.get(METHOD_HEADER, ""), metadata)
         )
         await tunnel.send(opening)
         for sequence, body in enumerate(unpack(message.data), start=1):
@@ -302,6 +304,11 @@ class OfflineBuffer:
         await tunnel.send(frames.end_frame(request_id))
         try:
             outcome = await asyncio.wait_for(done, DELIVERY_TIMEOUT_SECONDS)
+        except TimeoutError:  # not confirmed: it stays buffered, delivered again later
+            await tunnel.send(
+                frames.error_frame(request_id, grpc.StatusCode.CANCELLED, "not confirmed")
+            )
+            raise
         finally:
             tunnel.local_replies.pop(request_id, None)
         if outcome.frame_type not in (frames.STREAM_END, frames.ERROR):

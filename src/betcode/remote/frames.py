@@ -150,6 +150,11 @@ def error_trailers(error: tunnel_pb2.TunnelError) -> tuple[tuple[str, str | byte
 # messages ahead; the relay grants more, CREDIT_BATCH at a time, as its caller reads them.
 # The trailer of a call the relay keeps for an offline machine (relay/buffer.py): its place.
 BUFFERED_TRAILER = "x-betcode-buffered"
+# A Converse opened with this metadata (`ACK_RECORDED`) is answered by its end: the daemon ends
+# it, OK, once the caller half-closed and each of its requests is recorded (or refused), so a
+# buffered message into an existing session is deleted from the buffer only then.
+ACK_METADATA = "x-betcode-ack"
+ACK_RECORDED = "recorded"
 FLOW_METADATA_KEY = "x-betcode-flow-window"
 CREDIT_PARAM = "credit"
 WINDOW = 256

@@ -43,6 +43,7 @@ from betcode.observability.hooks import incoming_traceparent
 from betcode.observability.logs import bind_log_fields
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.decisions import AnswerError, ClientAnswer
+from betcode.remote.frames import ACK_METADATA, ACK_RECORDED
 from betcode.server.errors import translates_errors
 from betcode.server.framing import encode_event_batch
 from betcode.sessions.input_lock import NoInputLock
@@ -134,7 +135,14 @@ class AgentService:
         )
         with self._clients.attached(client_id, session.id, client_type):
             pump = asyncio.create_task(pump_batches(stream, outbox))
-            reader = asyncio.create_task(self._converse.serve(session, client_id, requests, outbox))
+            # A caller that asks for it (a message the relay kept for an offline machine) is
+            # answered by the end of the call once its requests are handled.
+            until_recorded = _metadata_value(context, ACK_METADATA) == ACK_RECORDED
+            reader = asyncio.create_task(
+                self._converse.serve(
+                    session, client_id, requests, outbox, end_on_half_close=until_recorded
+                )
+            )
             try:
                 while (batch := await outbox.get()) is not None:
                     for data in batch:
