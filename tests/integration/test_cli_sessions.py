@@ -51,7 +51,7 @@ async def test_list_show_grants_rename_and_delete(
         "NAME",
         "STATUS",
         "ACTIVE",
-        "MSGS",
+        "EVENTS",  # stored lines, not messages said (dozens per prompt)
         "COST",
         "DIRECTORY",
         "LAST",

@@ -76,7 +76,9 @@ def list_sessions(cwd: str | None, limit: int, as_json: bool, socket_path: str |
         )
         for s in response.sessions
     ]
-    header = ("ID", "NAME", "STATUS", "ACTIVE", "MSGS", "COST", "DIRECTORY", "LAST MESSAGE")
+    # message_count counts claude's stored lines (deltas, tool calls, results), not the
+    # messages said: one prompt and its answer are dozens.
+    header = ("ID", "NAME", "STATUS", "ACTIVE", "EVENTS", "COST", "DIRECTORY", "LAST MESSAGE")
     for line in table(header, rows):
         click.echo(line)
     if response.total > len(response.sessions):
@@ -123,7 +125,7 @@ def show(session: str, transcript: bool, as_json: bool, socket_path: str | None)
         ("directory", found.working_directory + (MOVE_HINT if found.directory_missing else "")),
         ("created", _ago(found.created_at.seconds, now)),
         ("last active", _ago(found.updated_at.seconds, now)),
-        ("messages", str(found.message_count)),
+        ("events", str(found.message_count)),
         ("tokens", f"{found.total_input_tokens} in, {found.total_output_tokens} out"),
         ("cost", _cost_text(found)),
         ("memory", memory_text(found.claude_rss_bytes / (1024 * 1024), found.over_rss_limit)),
