@@ -33,6 +33,30 @@ def _public(secret: bytes) -> bytes:
     return e2e.raw_public(X25519PrivateKey.from_private_bytes(secret).public_key())
 
 
+SEALED_CREATED = 1_790_000_000
+
+
+def sealed_vectors(identity_public: bytes) -> dict[str, Any]:
+    """A sealed session (for a machine that is offline): the client's ephemeral key and the
+    time are fixed; its first call's header and first request."""
+    client_public = _public(CLIENT_EPHEMERAL)
+    shared = X25519PrivateKey.from_private_bytes(CLIENT_EPHEMERAL).exchange(
+        X25519PrivateKey.from_private_bytes(DAEMON_IDENTITY).public_key()
+    )
+    keys = e2e.sealed_keys(shared, client_public, identity_public, SEALED_CREATED)
+    cipher = e2e.CallCipher(keys, 1, METHOD, daemon_side=False)
+    nonce = _nonce(1, "c2d", 0)
+    with mock.patch.object(e2e.os, "urandom", return_value=nonce):
+        sealed = cipher.seal(MESSAGES[0]).hex()
+    header = e2e.Header(1, client_ephemeral=client_public, created=SEALED_CREATED).value()
+    return {
+        "created": SEALED_CREATED,
+        "header": header,
+        "plaintext": MESSAGES[0].hex(),
+        "c2d": sealed,
+    }
+
+
 def vectors() -> dict[str, Any]:
     client = X25519PrivateKey.from_private_bytes(CLIENT_EPHEMERAL)
     client_public = _public(CLIENT_EPHEMERAL)
@@ -60,6 +84,7 @@ def vectors() -> dict[str, Any]:
         header = e2e.Header(call, daemon_ephemeral=daemon_public).value()
         calls.append({"call": call, "header": header, "messages": messages})
     return {
+        "sealed": sealed_vectors(identity_public),
         "method": METHOD,
         "client_ephemeral_secret": CLIENT_EPHEMERAL.hex(),
         "client_ephemeral_public": client_public.hex(),

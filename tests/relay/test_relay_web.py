@@ -310,3 +310,43 @@ async def test_the_front_refuses_bad_calls_and_too_many_logins(
         except grpc.aio.AioRpcError as error:
             codes.append(error.code())
     assert codes[-1] == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_an_approval_given_while_the_machine_is_away_runs_once_it_is_back(
+    rig: Rig, browser: Any, workspace: Workspace
+) -> None:
+    await rig.start_daemon()
+    marker = workspace.repo / "away.txt"
+    command = json.dumps({"command": f"echo {SECRET} >> {marker.name}"})
+    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
+    session_id, _ = await waiting_permission(rig, start, f"SCN:tool_bash {command} run it")
+    context = await browser.new_context(
+        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
+    )
+    page = await context.new_page()
+    await page.goto(web_url(rig) + "/")
+    await page.get_by_label("Username").fill("alice")
+    await page.get_by_label("Password").fill("pw-123456")
+    await page.get_by_role("button", name="Sign in").click()
+    await page.locator("#machine-list li", has_text=MACHINE).get_by_role("button").click()
+    waiting = page.locator("#machine-waiting li", has_text="Bash")
+    await expect(waiting).to_contain_text(SECRET)
+
+    # As `daemon restart` does: the asking claude waits on under its holder for the answer.
+    await rig.stop_daemon(keep_sessions=True)
+    await waiting.get_by_role("button", name="Allow once").click()
+    await expect(page.locator("#machine-outcome")).to_contain_text(
+        f"Bash: queued on the relay until {MACHINE} reconnects (place"
+    )
+    await context.close()
+    assert not marker.exists()
+
+    await rig.start_daemon()
+
+    async def turn_ended() -> bool:
+        return "turn_complete" in await stored_text(rig, session_id)
+
+    await until(turn_ended, 90)
+    assert marker.read_text().splitlines() == [SECRET]  # the tool ran, exactly once
+    assert rig.relay.buffer is not None
+    assert not await rig.relay.buffer.pending(MACHINE)

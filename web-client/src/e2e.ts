@@ -16,6 +16,7 @@ const NONCE_BYTES = 12;
 const encoder = new TextEncoder();
 const HKDF_SALT = encoder.encode("betcode-e2e-hkdf-salt-v1");
 const ONLINE_INFO = encoder.encode("betcode-e2e-v2 online");
+const SEALED_INFO = encoder.encode("betcode-e2e-v2 sealed");
 const AAD_LABEL = encoder.encode("betcode-e2e-v2");
 const TO_DAEMON = encoder.encode("c2d");
 const TO_CLIENT = encoder.encode("d2c");
@@ -131,20 +132,41 @@ export class CallCipher {
   }
 }
 
-/** An online session: numbers its calls; each call's `x-betcode-e2e` value and cipher. */
+/** A session: numbers its calls; each call's `x-betcode-e2e` value and cipher. Online (forward
+ * secret, from ExchangeKeys) or sealed to the pinned identity key (`sealedSession`). */
 export class ClientSession {
   private calls = 0;
 
   constructor(
     private readonly keys: Keys,
-    readonly daemonEphemeral: Uint8Array,
+    private readonly headerFields: string, // `s=<daemon eph>` or `o=<client eph>;t=<created>`
   ) {}
 
   nextCall(method: string): { header: string; cipher: CallCipher } {
     this.calls += 1;
-    const header = `${VERSION};s=${hex(this.daemonEphemeral)};c=${this.calls}`;
+    const header = `${VERSION};${this.headerFields};c=${this.calls}`;
     return { header, cipher: new CallCipher(this.keys, this.calls, method) };
   }
+}
+
+function expand(ikm: Uint8Array, info: Uint8Array): Keys {
+  const okm = hkdf(sha256, ikm, HKDF_SALT, info, 64);
+  return { toDaemon: okm.slice(0, 32), toClient: okm.slice(32, 64) };
+}
+
+/** For a machine that cannot answer ExchangeKeys now (offline): requests sealed to its pinned
+ * identity key can wait in the relay's buffer and run once it is back (no forward secrecy for
+ * the daemon's side). `secret` and `now` are for tests only. */
+export function sealedSession(
+  identity: Uint8Array,
+  now: number = Date.now(),
+  secret: Uint8Array = x25519.utils.randomSecretKey(),
+): ClientSession {
+  const publicKey = x25519.getPublicKey(secret);
+  const created = Math.floor(now / 1000);
+  const ikm = x25519.getSharedSecret(secret, checkKey(identity, "the identity key"));
+  const keys = expand(ikm, concat(SEALED_INFO, publicKey, identity, u64(created)));
+  return new ClientSession(keys, `o=${hex(publicKey)};t=${created}`);
 }
 
 /** The browser's ephemeral key until the daemon's KeyExchangeResponse completes a session.
@@ -166,8 +188,7 @@ export class ClientHandshake {
       x25519.getSharedSecret(this.secret, checkKey(identity, "the identity key")),
     );
     const info = concat(ONLINE_INFO, this.publicKey, daemonEphemeral, identity);
-    const okm = hkdf(sha256, ikm, HKDF_SALT, info, 64);
-    return new ClientSession({ toDaemon: okm.slice(0, 32), toClient: okm.slice(32, 64) }, daemonEphemeral);
+    return new ClientSession(expand(ikm, info), `s=${hex(daemonEphemeral)}`);
   }
 }
 
@@ -190,6 +211,12 @@ export function checkPinned(store: PinStore, machineId: string, identity: Uint8A
   if (pinned === null) store.setItem(PIN_PREFIX + machineId, hex(identity));
   else if (pinned !== hex(identity)) throw new KeyChanged(machineId, fingerprint(fromHex(pinned)), offered);
   return offered;
+}
+
+/** The key pinned for a machine (null: none yet). */
+export function pinnedIdentity(store: PinStore, machineId: string): Uint8Array | null {
+  const pinned = store.getItem(PIN_PREFIX + machineId);
+  return pinned === null ? null : fromHex(pinned);
 }
 
 /** After the user checked the new fingerprint on the machine: `betcode machine trust`'s twin. */

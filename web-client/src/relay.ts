@@ -5,7 +5,7 @@
 // calls the browser seals itself.
 // The relay carries only ciphertext (docs/RELAY.md "In the browser").
 import { byId, el, newId } from "./dom";
-import { ClientHandshake, KeyChanged, checkPinned, type ClientSession } from "./e2e";
+import { ClientHandshake, KeyChanged, checkPinned, pinnedIdentity, sealedSession, type ClientSession } from "./e2e";
 import { bytesOf, concat, decodeMessage, encodeMessage, structStrings, textOf, type Field } from "./proto";
 
 const TOKEN = "betcode-relay-token";
@@ -18,7 +18,15 @@ interface Machine {
   status: string;
 }
 
-class RelayError extends Error {}
+class RelayError extends Error {
+  constructor(
+    message: string,
+    readonly code = "",
+    readonly buffered = "", // the relay's place for a request kept until the machine is back
+  ) {
+    super(message);
+  }
+}
 
 function token(): string {
   return sessionStorage.getItem(TOKEN) || "";
@@ -71,9 +79,9 @@ function call(
         }
         return;
       }
-      const status = JSON.parse(event.data) as { code: string; message: string };
+      const status = JSON.parse(event.data) as { code: string; message: string; buffered?: string };
       if (status.code === "OK") resolve(answers);
-      else reject(new RelayError(`${status.code}: ${status.message}`));
+      else reject(new RelayError(`${status.code}: ${status.message}`, status.code, status.buffered));
     };
     socket.onerror = () => reject(new RelayError("the relay cannot be reached"));
   });
@@ -150,8 +158,20 @@ function waitingItem(machine: Machine, session: ClientSession, request: Field[])
   const answer = (fields: [number, Uint8Array | string | number][]) =>
     void (async () => {
       const body = encodeMessage([[1, sessionId], [2, requestId], ...fields]);
-      const reply = await sealedCall(machine.machine_id, session, "AnswerPermission", body);
-      byId("machine-outcome").textContent = `${tool}: ${textOf(reply, 3) || "answered"}`;
+      // Sealed to the pinned identity key, not on the online session: if the machine has just
+      // gone away, the relay keeps the answer and the machine's next daemon can still open it.
+      const identity = pinnedIdentity(localStorage, machine.machine_id);
+      if (!identity) throw new RelayError("open the machine again: its key is not pinned");
+      try {
+        const reply = await sealedCall(machine.machine_id, sealedSession(identity), "AnswerPermission", body);
+        byId("machine-outcome").textContent = `${tool}: ${textOf(reply, 3) || "answered"}`;
+      } catch (failure) {
+        if (!(failure instanceof RelayError) || !failure.buffered) throw failure;
+        const name = machine.name || machine.machine_id;
+        byId("machine-outcome").textContent =
+          `${tool}: queued on the relay until ${name} reconnects (place ${failure.buffered}); it runs then, once`;
+        return;
+      }
       await showMachineState(machine, session);
     })().catch((failure: Error) => void (error.textContent = failure.message));
   const head = [el("strong", { text: tool }), " ", el("span", { text: description })];

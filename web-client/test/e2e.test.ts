@@ -10,6 +10,7 @@ import {
   fingerprint,
   fromHex,
   hex,
+  sealedSession,
   trust,
   type PinStore,
 } from "../src/e2e";
@@ -83,4 +84,16 @@ test("the first key is pinned, a changed one refused until trusted", () => {
   trust(store, "m1", other);
   assert.equal(checkPinned(store, "m1", other), fingerprint(other));
   assert.throws(() => checkPinned(store, "m1", new Uint8Array(31)), E2EError);
+});
+
+test("a sealed session (machine offline) seals to the Python implementation's bytes", () => {
+  const { sealed } = vectors;
+  const session = sealedSession(
+    fromHex(vectors.daemon_identity_public),
+    sealed.created * 1000 + 999,
+    fromHex(vectors.client_ephemeral_secret),
+  );
+  const { header, cipher } = session.nextCall(vectors.method);
+  assert.equal(header, sealed.header);
+  assert.equal(hex(cipher.seal(fromHex(sealed.plaintext), nonce(1, "c2d", 0))), sealed.c2d);
 });

@@ -10,12 +10,13 @@ and the calls it makes, as a browser can make them (HTTP and WebSockets, no gRPC
 - `GET /relay/api/machines`: the caller's machines and their state (MachineService).
 - `GET /relay/api/machines/{id}/call` upgraded to a WebSocket: one call to the machine, carried
   as it comes. The first message is JSON `{"method", "e2e", "token", "client_id"}` (the full
-  method name, the `x-betcode-e2e` value, the access token, the client id `web-...`), then
-  each binary message is one request message, and the text `end` half-closes. The answer:
-  one binary message per response message, then JSON `{"code", "message"}` (a gRPC status
-  name). The front does not look inside: the messages are the end-to-end scheme's
-  `EncryptedPayload`s, sealed and opened in the browser (web-client/src/e2e.ts), so the relay
-  and NATS carry only ciphertext for a browser too.
+  method name, the `x-betcode-e2e` value, the access token, the client id `web-...`), then each
+  binary message is one request message, and the text `end` half-closes. The answer: one binary
+  message per response message, then JSON `{"code", "message"}` (a gRPC status name; with
+  `"buffered": PLACE` when the relay keeps the request for an offline machine). The front does
+  not look inside: the messages are the end-to-end scheme's `EncryptedPayload`s, sealed and
+  opened in the browser (web-client/src/e2e.ts), so the relay and NATS carry only ciphertext for
+  a browser too.
 
 The front is a client of this relay's own gRPC port (TLS on loopback): the calls take exactly
 the path, checks, audit and offline buffering of every other client's. Credentials are the
@@ -41,6 +42,7 @@ from aiohttp import WSMsgType, web
 from cryptography import x509
 
 from betcode.relay.auth_service import FORWARDED_KEY, FRONT_SECRET_KEY
+from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -182,7 +184,10 @@ async def _call(request: web.Request) -> web.StreamResponse:
             await socket_.send_bytes(answer)
         await _finish(socket_, "OK", "")
     except grpc.aio.AioRpcError as error:
-        await _finish(socket_, error.code().name, error.details() or "")
+        trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
+        await _finish(
+            socket_, error.code().name, error.details() or "", trailers.get(BUFFERED_TRAILER, "")
+        )
     except ConnectionError:
         pass  # the page left the call (a conversation goes on on the machine without it)
     finally:
@@ -190,9 +195,14 @@ async def _call(request: web.Request) -> web.StreamResponse:
     return socket_
 
 
-async def _finish(socket_: web.WebSocketResponse, code: str, message: str) -> None:
+async def _finish(
+    socket_: web.WebSocketResponse, code: str, message: str, buffered: str = ""
+) -> None:
+    """The call's end; `buffered`: the relay kept the request for the offline machine (its
+    place), to run once the machine is back."""
+    status = {"code": code, "message": message} | ({"buffered": buffered} if buffered else {})
     with contextlib.suppress(ConnectionError):
-        await socket_.send_str(json.dumps({"code": code, "message": message}))
+        await socket_.send_str(json.dumps(status))
         await socket_.close()
 
 
