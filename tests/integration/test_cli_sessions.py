@@ -87,6 +87,8 @@ async def test_list_show_grants_rename_and_delete(
 
     kept = await betcode(socket, repo, "sessions", "delete", plain_id, stdin=b"n\n")
     assert kept.code == 1
+    assert "(greeting) and its " in kept.out
+    assert " stored events? [y/N]" in kept.out
     deleted = await betcode(socket, repo, "sessions", "delete", plain_id, "--yes")
     assert (deleted.code, deleted.out.strip()) == (0, f"deleted {plain_id}")
     listed = json.loads((await betcode(socket, repo, "sessions", "list", "--json")).out)

@@ -376,7 +376,7 @@ def delete(session: str, yes: bool, socket_path: str | None) -> None:
     if not yes:
         click.confirm(
             f"Delete session {found.id} ({found.name or found.working_directory}) and its "
-            f"{found.message_count} messages?",
+            f"{found.message_count} stored events?",
             abort=True,
         )
     call_daemon(socket_path, lambda client: client.delete_session(found.id))
