@@ -143,6 +143,19 @@ async def test_login_machines_and_an_encrypted_call_carried_as_ciphertext(
     assert end["code"] == "UNAUTHENTICATED"
 
 
+async def phone_signed_in(browser: Any, rig: Rig) -> tuple[Any, Any]:
+    """A phone-sized page of the relay's front, alice logged in: (its context, the page)."""
+    context = await browser.new_context(
+        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
+    )
+    page = await context.new_page()
+    await page.goto(web_url(rig) + "/")
+    await page.get_by_label("Username").fill("alice")
+    await page.get_by_label("Password").fill("pw-123456")
+    await page.get_by_role("button", name="Sign in").click()
+    return context, page
+
+
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
     async with chromium(playwright_api) as launched:
@@ -155,14 +168,7 @@ async def test_a_phone_logs_in_opens_the_machine_and_refuses_a_changed_key(
     await rig.start_daemon()
     start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
     await waiting_permission(rig, start)
-    context = await browser.new_context(
-        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
-    )
-    page = await context.new_page()
-    await page.goto(web_url(rig) + "/")
-    await page.get_by_label("Username").fill("alice")
-    await page.get_by_label("Password").fill("pw-123456")
-    await page.get_by_role("button", name="Sign in").click()
+    context, page = await phone_signed_in(browser, rig)
     machine = page.locator("#machine-list li", has_text=MACHINE)
     await expect(machine).to_contain_text("online")
     await machine.get_by_role("button").click()
@@ -205,14 +211,7 @@ async def test_a_phone_starts_a_session_allows_its_tool_once_and_the_relay_sees_
     marker = workspace.repo / "ran.txt"
     command = json.dumps({"command": f"echo {SECRET} >> {marker.name}"})
 
-    context = await browser.new_context(
-        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
-    )
-    page = await context.new_page()
-    await page.goto(web_url(rig) + "/")
-    await page.get_by_label("Username").fill("alice")
-    await page.get_by_label("Password").fill("pw-123456")
-    await page.get_by_role("button", name="Sign in").click()
+    context, page = await phone_signed_in(browser, rig)
     await page.locator("#machine-list li", has_text=MACHINE).get_by_role("button").click()
     await expect(page.locator("#machine-waiting")).to_contain_text("Nothing waits")
     # The phone starts the session itself, in the machine's repository.
@@ -320,14 +319,7 @@ async def test_an_approval_given_while_the_machine_is_away_runs_once_it_is_back(
     command = json.dumps({"command": f"echo {SECRET} >> {marker.name}"})
     start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
     session_id, _ = await waiting_permission(rig, start, f"SCN:tool_bash {command} run it")
-    context = await browser.new_context(
-        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
-    )
-    page = await context.new_page()
-    await page.goto(web_url(rig) + "/")
-    await page.get_by_label("Username").fill("alice")
-    await page.get_by_label("Password").fill("pw-123456")
-    await page.get_by_role("button", name="Sign in").click()
+    context, page = await phone_signed_in(browser, rig)
     await page.locator("#machine-list li", has_text=MACHINE).get_by_role("button").click()
     waiting = page.locator("#machine-waiting li", has_text="Bash")
     await expect(waiting).to_contain_text(SECRET)
