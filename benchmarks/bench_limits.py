@@ -120,7 +120,7 @@ async def measure_checks(directory: Path, rounds: int) -> dict[str, dict[str, fl
 class NoStore:
     """The queue's store: never used while a place is free, as here."""
 
-    async def add(self, session_id: str, text: str) -> int:
+    async def add(self, session_id: str, text: str, idempotency_key: str) -> int:
         raise AssertionError("nothing waits in this benchmark")
 
     def remove(self, row_ids: list[int]) -> None:
@@ -129,7 +129,7 @@ class NoStore:
 
 async def measure_queue(rounds: int, max_running: int) -> dict[str, float]:
     async def start(
-        session: Session, client_id: str | None, text: str, queued_id: int | None
+        session: Session, client_id: str | None, text: str, queued_id: int | None, key: str
     ) -> bool:
         return True
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 import shlex
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from harness.relay import (
 
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.relay.buffer import BufferSettings
+from betcode.remote.frames import ACK_METADATA, ACK_RECORDED
 from betcode.v1 import agent_pb2
 
 pytestmark = pytest.mark.real_cli
@@ -236,5 +238,28 @@ async def test_a_message_into_a_session_of_an_offline_machine_is_queued_and_sent
         return not await rig.relay.buffer.pending(MACHINE)
 
     await until(redelivered, 60)
+    assert inputs_of(await session_events(rig, session.id)).count(AWAY) == 1
+
+    # The message again with its key, in a call that passes the replay check (a new sealed
+    # call): the daemon recognises the key recorded with the line, ends the call (recorded)
+    # and sends nothing.
+    with sqlite3.connect(rig.config.data_dir / "daemon.db") as conn:
+        (key,) = conn.execute(  # the latest: the first run's message had one too
+            "SELECT key FROM processed_idempotency_keys WHERE session_id = ? "
+            "ORDER BY processed_at DESC LIMIT 1",
+            (session.id,),
+        ).fetchone()
+    again = [
+        agent_pb2.AgentRequest(start=agent_pb2.StartConversation(session_id=session.id)),
+        agent_pb2.AgentRequest(message=agent_pb2.UserMessage(content=AWAY, idempotency_key=key)),
+    ]
+    answers = [
+        event
+        async for event in rig.agent.Converse(
+            iter(again), metadata=(*rig.metadata, (ACK_METADATA, ACK_RECORDED))
+        )
+    ]
+    assert [e for e in answers if e.WhichOneof("event") == "error"] == []
+    await asyncio.sleep(2)  # a turn it wrongly started would have reached the model by now
     assert inputs_of(await session_events(rig, session.id)).count(AWAY) == 1
     assert sent_to_model(mock_api, "said-while-the-machine-was-away") == 1

@@ -64,6 +64,7 @@ class ConverseRequests:
         self._clients = clients
         self._admission = admission
         self._silence_timeout = silence_timeout  # read per stream: a reload applies to new ones
+        self._keys_in_hand: set[str] = set()  # idempotency keys of messages being recorded
 
     async def serve(
         self,
@@ -88,6 +89,8 @@ class ConverseRequests:
                     request = await anext(pending)
             except StopAsyncIteration:
                 if end_on_half_close:
+                    # After what the requests wrote is committed: the end says "recorded".
+                    await self._writer.call(lambda _conn: None)
                     await outbox.put(None)
                 return
             except TimeoutError:
@@ -154,20 +157,23 @@ class ConverseRequests:
     ) -> None:
         content = check_text(message.content, "the message", required=True)
         key = check_id(message.idempotency_key, "idempotency_key", required=False)
-        # The lock first: a refused message must not use up its idempotency key.
         session.lock.check_input(client_id)
-        if key:
-            fresh = await self._writer.call(
-                lambda c: idempotency.remember_key(c, key, session.id, time.time())
-            )
-            if not fresh:
-                return
-        try:
+        if not key:
             await self._admission.send(session, client_id, content)
-        except Exception:
-            if key:  # not delivered: a retry with this key must still be applied
-                await self._writer.call(lambda c: idempotency.forget_key(c, key))
-            raise
+            return
+        # The key is recorded with the message (in its transaction): a message already
+        # recorded, or being recorded by this daemon now, is not sent again.
+        if key in self._keys_in_hand or await self._writer.call(
+            lambda c: idempotency.key_recorded(c, key, time.time())
+        ):
+            log.info("session %s: a message sent again (same idempotency key) skipped", session.id)
+            return
+        self._keys_in_hand.add(key)
+        try:
+            await self._admission.send(session, client_id, content, key)
+        finally:
+            # Once sent, its row is on the writer's queue, committed before any later read.
+            self._keys_in_hand.discard(key)
 
 
 async def note_activity(bridge: PermissionBridge, session: Session) -> None:

@@ -30,6 +30,7 @@ from betcode.observability.live_state import LimitsReading
 from betcode.permissions.bridge import PermissionBridge
 from betcode.permissions.cost_requests import CapReached, is_cost_request
 from betcode.sessions.session import Session
+from betcode.storage import idempotency
 from betcode.storage import queued as queued_rows
 from betcode.storage import spend as spend_rows
 from betcode.storage.errors import StoreClosed
@@ -63,9 +64,15 @@ class StoredQueue:
     def __init__(self, writer: StoreWriter) -> None:
         self._writer = writer
 
-    async def add(self, session_id: str, text: str) -> int:
+    async def add(self, session_id: str, text: str, idempotency_key: str) -> int:
         now = time.time()
-        return await self._writer.call(lambda c: queued_rows.add(c, session_id, text, now))
+
+        def add(conn: sqlite3.Connection) -> int:
+            if idempotency_key:
+                idempotency.remember_key(conn, idempotency_key, session_id, now)
+            return queued_rows.add(conn, session_id, text, now)
+
+        return await self._writer.call(add)
 
     def remove(self, row_ids: list[int]) -> None:
         try:
@@ -99,26 +106,38 @@ class TurnAdmission:
         self.queue.apply(settings.max_running_turns)
         self.memory.apply_settings(settings)
 
-    async def send(self, session: Session, client_id: str | None, text: str) -> None:
-        """The client's message: sent, or held as a cost request when a cap is reached."""
+    async def send(
+        self, session: Session, client_id: str | None, text: str, idempotency_key: str = ""
+    ) -> None:
+        """The client's message: sent, or held as a cost request when a cap is reached; its
+        idempotency key is recorded in the same transaction as it."""
         if client_id is not None:
             session.lock.check_input(client_id)  # refused before anything is asked or queued
-        await self.queue.submit(session, client_id, text)
+        await self.queue.submit(session, client_id, text, idempotency_key)
 
     async def _send_allowed(self, session: Session, text: str) -> None:
         await self.queue.submit(session, None, text)
 
     async def _start(
-        self, session: Session, client_id: str | None, text: str, queued_id: int | None
+        self,
+        session: Session,
+        client_id: str | None,
+        text: str,
+        queued_id: int | None,
+        idempotency_key: str,
     ) -> bool:
         """The turn starts unless the session has reached a cost cap: checked when it would
         start, after the turns queued before it, not when it was queued. A queued message
         leaves the queue in the transaction that stores its line or its cost request."""
         reached = await self.cap_reached(session.id)
         if reached is not None:
-            await self._bridge.ask_about_cost(session, text, reached, queued_id)
+            await self._bridge.ask_about_cost(
+                session, text, reached, queued_id, idempotency_key=idempotency_key
+            )
             return False
-        await session.send_user_message(client_id, text, queued_id=queued_id)
+        await session.send_user_message(
+            client_id, text, queued_id=queued_id, idempotency_key=idempotency_key
+        )
         return True
 
     async def restore_queue(self, session: Callable[[str], Awaitable[Session]]) -> None:

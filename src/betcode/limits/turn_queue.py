@@ -34,12 +34,13 @@ log = logging.getLogger(__name__)
 Status = common_pb2.AgentStatus
 # Starts the message's turn, taking it out of the store if it was queued (its row id); False
 # when it did not start one (the message is held).
-StartTurn = Callable[[Session, str | None, str, int | None], Awaitable[bool]]
+# (session, client id, text, queued row id, idempotency key): records the message with its key.
+StartTurn = Callable[[Session, str | None, str, int | None, str], Awaitable[bool]]
 
 
 class QueueStore(Protocol):
-    async def add(self, session_id: str, text: str) -> int:
-        """Store a queued message last; its row id."""
+    async def add(self, session_id: str, text: str, idempotency_key: str) -> int:
+        """Store a queued message last (with its idempotency key, if any); its row id."""
 
     def remove(self, row_ids: list[int]) -> None:
         """Forget these queued messages (ordered on the store writer, not waited for)."""
@@ -98,16 +99,20 @@ class TurnQueue:
         self.max_running = max_running
         self._pump()
 
-    async def submit(self, session: Session, client_id: str | None, text: str) -> None:
-        """Start the message's turn now if a place is free, else queue it."""
+    async def submit(
+        self, session: Session, client_id: str | None, text: str, idempotency_key: str = ""
+    ) -> None:
+        """Start the message's turn now if a place is free, else queue it. Its idempotency key
+        is recorded with whatever the message becomes first: its line or its queued row."""
         if not self.max_running and not self._waiting:
-            await self._start_turn(session, client_id, text, None)
+            await self._start_turn(session, client_id, text, None, idempotency_key)
             return
         self._listen(session)
         if not self._waiting and self._may_start(session):
-            await self._run(session, client_id, text, self._take_place(session))
+            token = self._take_place(session)
+            await self._run(session, client_id, text, token, idempotency_key=idempotency_key)
             return
-        row_id = await self._store.add(session.id, text)
+        row_id = await self._store.add(session.id, text, idempotency_key)
         self._waiting.append(_Waiting(session, text, row_id))
         log.info("session %s: a message is queued (%d waiting)", session.id, len(self._waiting))
         self._show_positions()
@@ -181,13 +186,14 @@ class TurnQueue:
         text: str,
         token: _Place,
         queued_id: int | None = None,
+        idempotency_key: str = "",
     ) -> None:
         # Not started (held at a cost cap, or failed: its turn ended visibly, or the client is
         # told): the place is free. A client that goes away meanwhile (cancelled) changes
         # nothing: its message, once recorded, is delivered all the same, and its turn's end
         # frees the place.
         try:
-            started = await self._start_turn(session, client_id, text, queued_id)
+            started = await self._start_turn(session, client_id, text, queued_id, idempotency_key)
         except Exception:
             if queued_id is not None:
                 self._store.remove([queued_id])  # failed visibly: not to be sent again

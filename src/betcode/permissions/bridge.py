@@ -160,11 +160,19 @@ class PermissionBridge:
             listener(session.id)
 
     async def ask_about_cost(
-        self, session: Session, text: str, reached: CapReached, queued_id: int | None = None
+        self,
+        session: Session,
+        text: str,
+        reached: CapReached,
+        queued_id: int | None = None,
+        *,
+        idempotency_key: str = "",
     ) -> str:
         """A message held at a cost cap waits here, as a request of its own kind (its id);
         one that was queued (`queued_id`) leaves the queue as the request is stored."""
-        request_id = await self.costs.ask(session, text, reached, queued_id)
+        request_id = await self.costs.ask(
+            session, text, reached, queued_id, idempotency_key=idempotency_key
+        )
         for listener in self.forwarded_listeners:
             listener(session.id)
         return request_id

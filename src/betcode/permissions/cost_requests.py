@@ -37,6 +37,7 @@ from betcode.permissions.sweeper import Clock
 from betcode.protocol.messages import CanUseTool, Dialect
 from betcode.sessions import translate
 from betcode.sessions.session import Session
+from betcode.storage import idempotency
 from betcode.storage import pending as pending_rows
 from betcode.storage import queued as queued_rows
 from betcode.storage import spend as spend_rows
@@ -123,11 +124,18 @@ class CostRequests:
         self._settings = settings
 
     async def ask(
-        self, session: Session, text: str, reached: CapReached, queued_id: int | None = None
+        self,
+        session: Session,
+        text: str,
+        reached: CapReached,
+        queued_id: int | None = None,
+        *,
+        idempotency_key: str = "",
     ) -> str:
         """Store the question with the held message, then show it; its request id. A queued
         message (`queued_id`) leaves the queue in the same transaction: held once, never lost
-        nor queued again by a daemon killed meanwhile."""
+        nor queued again by a daemon killed meanwhile; so is the message's idempotency key
+        recorded."""
         request_id = f"cost-{uuid.uuid4()}"
         now = self._clock()
         expires_at = now + self._settings.ttl_seconds
@@ -155,6 +163,8 @@ class CostRequests:
             )
             if queued_id is not None:
                 queued_rows.remove(conn, [queued_id])
+            if idempotency_key:
+                idempotency.remember_key(conn, idempotency_key, session.id, now)
 
         await self._writer.call(store)
         log.info("session %s: %s (%s)", session.id, question, request_id)

@@ -60,7 +60,13 @@ from betcode.storage import sessions as session_rows
 from betcode.storage import spend as spend_rows
 from betcode.storage.errors import StoreClosed
 from betcode.storage.holders import HolderStdinJournal
-from betcode.storage.rows import Direction, HolderPositionRow, MessageRow, QueuedMessageTakenRow
+from betcode.storage.rows import (
+    Direction,
+    HolderPositionRow,
+    IdempotencyKeyRow,
+    MessageRow,
+    QueuedMessageTakenRow,
+)
 from betcode.v1 import agent_pb2, common_pb2
 
 if TYPE_CHECKING:
@@ -337,14 +343,19 @@ class Session:
     # ---- claude stdin ----
 
     async def send_user_message(
-        self, client_id: str | None, text: str, *, queued_id: int | None = None
+        self,
+        client_id: str | None,
+        text: str,
+        *,
+        queued_id: int | None = None,
+        idempotency_key: str = "",
     ) -> None:
         """Records the message, shows it, and writes it to claude (started if needed). A
         session whose claude CRASHED starts over: the message is the manual action that resets
         the crash budget (claude resumes the conversation with --resume). A message that waited
         in the turn queue (`queued_id`, its stored row) leaves the queue in the transaction
         that records its line: a daemon killed meanwhile has either still queued it or
-        recorded it."""
+        recorded it. So is the client's `idempotency_key` recorded with the line."""
         if client_id is not None:
             self.lock.check_input(client_id)
         # Refused before it is recorded: a message that can never reach claude starts no turn
@@ -367,6 +378,8 @@ class Session:
         )
         if queued_id is not None:
             batch.rows.append(QueuedMessageTakenRow(self.id, queued_id, batch.now))
+        if idempotency_key:
+            batch.rows.append(IdempotencyKeyRow(self.id, idempotency_key, batch.now))
         self._log.commit(batch)
         turn = self._turns.start()
         self._turn_started_at = time.monotonic()

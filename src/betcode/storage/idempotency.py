@@ -1,7 +1,9 @@
 """The `processed_idempotency_keys` table: client actions already applied.
 
-A key counts for IDEMPOTENCY_WINDOW_SECONDS; older keys are dropped whenever a new one is
-remembered, so the table stays small without a sweeper.
+A key counts for IDEMPOTENCY_WINDOW_SECONDS; older keys are dropped whenever a key is
+remembered or looked up, so the table stays small without a sweeper. A message's key is
+recorded in the transaction that records the message (its line, queued row or cost request:
+storage/rows.py IdempotencyKeyRow), never on its own before it.
 """
 
 from __future__ import annotations
@@ -29,10 +31,15 @@ def remember_key(
     return cursor.rowcount == 1
 
 
-def forget_key(conn: sqlite3.Connection, key: str) -> bool:
-    """Undo `remember_key` for an action that failed, so that its retry is applied."""
-    cursor = conn.execute("DELETE FROM processed_idempotency_keys WHERE key = ?", (key,))
-    return cursor.rowcount == 1
+def key_recorded(
+    conn: sqlite3.Connection,
+    key: str,
+    now: float,
+    window_seconds: float = IDEMPOTENCY_WINDOW_SECONDS,
+) -> bool:
+    """Whether the key was recorded within the window (its action is done: skip it)."""
+    purge_keys(conn, now, window_seconds)
+    return is_key_seen(conn, key)
 
 
 def is_key_seen(conn: sqlite3.Connection, key: str) -> bool:

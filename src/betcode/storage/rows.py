@@ -61,6 +61,21 @@ class QueuedMessageTakenRow(NamedTuple):
         return b""
 
 
+class IdempotencyKeyRow(NamedTuple):
+    """A client's idempotency key (`processed_idempotency_keys`), recorded in the same
+    transaction as what its message became (its user line): a daemon killed at any point has
+    recorded both or neither, so a message delivered again is either applied (it was not
+    recorded) or recognised (it was), never lost nor sent twice."""
+
+    session_id: str
+    key: str
+    created_at: float
+
+    @property
+    def payload(self) -> bytes:
+        return b""
+
+
 # Updated in place: INSERT OR REPLACE would delete and re-insert the row, rewriting its primary
 # key index too, one more WAL page in every commit of a held claude's lines.
 ON_HOLDER_POSITION_CONFLICT = (
@@ -73,7 +88,7 @@ UPSERT_HOLDER_POSITION = (
 )
 
 
-LogRow = MessageRow | EventRow | HolderPositionRow | QueuedMessageTakenRow
+LogRow = MessageRow | EventRow | HolderPositionRow | QueuedMessageTakenRow | IdempotencyKeyRow
 
 # The message payload is bound as a BLOB and stored as TEXT without decoding: the line is kept
 # byte for byte and stays usable by SQLite's JSON functions.
@@ -86,3 +101,7 @@ INSERT_EVENT = (
     "VALUES (?, ?, ?, ?, ?, ?)"
 )
 DELETE_QUEUED_MESSAGE = "DELETE FROM queued_messages WHERE id = ?"
+INSERT_IDEMPOTENCY_KEY = (
+    "INSERT INTO processed_idempotency_keys (key, session_id, processed_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (key) DO NOTHING"
+)

@@ -30,11 +30,13 @@ from betcode.storage.errors import StoreClosed
 from betcode.storage.rows import (
     DELETE_QUEUED_MESSAGE,
     INSERT_EVENT,
+    INSERT_IDEMPOTENCY_KEY,
     INSERT_MESSAGE,
     ON_HOLDER_POSITION_CONFLICT,
     UPSERT_HOLDER_POSITION,
     EventRow,
     HolderPositionRow,
+    IdempotencyKeyRow,
     LogRow,
     MessageRow,
     QueuedMessageTakenRow,
@@ -57,11 +59,12 @@ MAX_ROWS_PER_STATEMENT = 256  # x 6 columns: far below SQLite's 32,766 bound par
 SINGLE_STATEMENT_ROWS = 32
 
 # Lines, events and holder positions go into one temporary view whose trigger routes each row
-# to its table (row_kind: 1 line, 0 event, 2 holder position, 3 a queued message taken), so
-# a small batch is one INSERT: one implicit transaction (atomic, as a statement is), and one
-# trip into SQLite instead of four (BEGIN, two INSERTs, COMMIT). Every trip gives the GIL away
-# and must win it back from a busy event loop, which made commits slow exactly when clients
-# were being served. The view and trigger live in the writer connection's TEMP schema only.
+# to its table (row_kind: 1 line, 0 event, 2 holder position, 3 a queued message taken, 4 an
+# idempotency key), so a small batch is one INSERT: one implicit transaction (atomic, as a
+# statement is), and one trip into SQLite instead of four (BEGIN, two INSERTs, COMMIT). Every
+# trip gives the GIL away and must win it back from a busy event loop, which made commits
+# slow exactly when clients were being served. The view and trigger live in the writer
+# connection's TEMP schema only.
 _LOG_ROWS_SCHEMA = f"""
 CREATE TEMP VIEW log_rows (
     row_kind, session_id, sequence, direction_or_source, type_or_kind, payload, created_at
@@ -80,6 +83,9 @@ BEGIN
         SELECT NEW.session_id, NEW.type_or_kind, NEW.sequence, NEW.created_at
         WHERE NEW.row_kind = 2{ON_HOLDER_POSITION_CONFLICT};
     DELETE FROM queued_messages WHERE id = NEW.sequence AND NEW.row_kind = 3;
+    INSERT INTO processed_idempotency_keys (key, session_id, processed_at)
+        SELECT NEW.type_or_kind, NEW.session_id, NEW.created_at
+        WHERE NEW.row_kind = 4 ON CONFLICT (key) DO NOTHING;
 END;
 """
 _INSERT_LOG_ROW = (
@@ -298,11 +304,17 @@ class StoreWriter:
             events = [row for row in rows if type(row) is EventRow]
             positions = [row for row in rows if type(row) is HolderPositionRow]
             taken = [(row.queued_id,) for row in rows if type(row) is QueuedMessageTakenRow]
+            keys = [
+                (row.key, row.session_id, row.created_at)
+                for row in rows
+                if type(row) is IdempotencyKeyRow
+            ]
             with transaction(self._conn):
                 _insert_rows(self._conn, INSERT_MESSAGE, messages)
                 _insert_rows(self._conn, INSERT_EVENT, events)
                 self._conn.executemany(UPSERT_HOLDER_POSITION, positions)
                 self._conn.executemany(DELETE_QUEUED_MESSAGE, taken)
+                self._conn.executemany(INSERT_IDEMPOTENCY_KEY, keys)
         self._batches_committed += 1
         self._rows_committed += len(rows)
         self._commits_since_checkpoint += 1
@@ -376,6 +388,8 @@ def _view_row(row: LogRow) -> tuple[object, ...]:
         return (2, row.session_id, row.stdout_offset, None, row.holder_id, None, row.created_at)
     if type(row) is QueuedMessageTakenRow:
         return (3, row.session_id, row.queued_id, None, "", None, row.created_at)
+    if type(row) is IdempotencyKeyRow:
+        return (4, row.session_id, 0, None, row.key, None, row.created_at)
     return (type(row) is MessageRow, *row)
 
 

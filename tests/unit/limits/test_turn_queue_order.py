@@ -48,7 +48,7 @@ class Started:
         self.store = store
 
     async def __call__(
-        self, session: Session, client_id: str | None, text: str, queued_id: int | None
+        self, session: Session, client_id: str | None, text: str, queued_id: int | None, key: str
     ) -> bool:
         if self.store is not None and queued_id is not None:
             self.store.remove([queued_id])
@@ -64,7 +64,7 @@ class RowsStore:
     def __init__(self) -> None:
         self.rows: dict[int, str] = {}
 
-    async def add(self, session_id: str, text: str) -> int:
+    async def add(self, session_id: str, text: str, idempotency_key: str) -> int:
         row_id = len(self.rows) + 100
         self.rows[row_id] = text
         return row_id
@@ -174,7 +174,7 @@ async def test_a_client_gone_while_its_turn_starts_keeps_the_place() -> None:
     starting = asyncio.Event()
 
     async def slow_start(
-        session: Session, client_id: str | None, text: str, queued_id: int | None
+        session: Session, client_id: str | None, text: str, queued_id: int | None, key: str
     ) -> bool:
         starting.set()
         await asyncio.sleep(3600)  # claude still starting when the client goes away
@@ -197,7 +197,7 @@ async def test_a_queued_message_stays_stored_until_its_start_takes_it() -> None:
     never = asyncio.Event()
 
     async def start_cut_short(
-        session: Session, client_id: str | None, text: str, queued_id: int | None
+        session: Session, client_id: str | None, text: str, queued_id: int | None, key: str
     ) -> bool:
         handed.append(queued_id)
         if text == "b1":
@@ -218,7 +218,7 @@ async def test_a_queued_message_stays_stored_until_its_start_takes_it() -> None:
 
 async def test_a_queued_message_whose_start_fails_is_not_queued_again() -> None:
     async def failing_start(
-        session: Session, client_id: str | None, text: str, queued_id: int | None
+        session: Session, client_id: str | None, text: str, queued_id: int | None, key: str
     ) -> bool:
         if text == "b1":
             raise RuntimeError("the working directory is gone")

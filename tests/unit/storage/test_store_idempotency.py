@@ -8,8 +8,8 @@ from store_helpers import NOW
 
 from betcode.storage.idempotency import (
     IDEMPOTENCY_WINDOW_SECONDS,
-    forget_key,
     is_key_seen,
+    key_recorded,
     remember_key,
 )
 
@@ -37,9 +37,9 @@ def test_remembering_drops_expired_keys(conn: sqlite3.Connection) -> None:
     assert sorted(keys(conn)) == ["new", "old-3", "old-4", "recent"]
 
 
-def test_a_forgotten_key_is_applied_again(conn: sqlite3.Connection) -> None:
+def test_a_key_counts_as_recorded_within_the_window_only(conn: sqlite3.Connection) -> None:
+    assert not key_recorded(conn, "k1", NOW)
     assert remember_key(conn, "k1", "s1", NOW)
-    assert forget_key(conn, "k1")
+    assert key_recorded(conn, "k1", NOW + WINDOW - 1)
+    assert not key_recorded(conn, "k1", NOW + WINDOW + 1)  # too long ago: dropped
     assert not is_key_seen(conn, "k1")
-    assert not forget_key(conn, "k1")
-    assert remember_key(conn, "k1", "s1", NOW + 1)

@@ -17,7 +17,8 @@ from betcode.storage import Database, EventRow, MessageRow, StoreClosed, StoreWr
 from betcode.storage import queued as queued_rows
 from betcode.storage import writer as writer_module
 from betcode.storage.checkpointer import WalCheckpointer
-from betcode.storage.rows import QueuedMessageTakenRow
+from betcode.storage.idempotency import key_recorded
+from betcode.storage.rows import IdempotencyKeyRow, QueuedMessageTakenRow
 
 
 class Gate:
@@ -356,3 +357,20 @@ async def test_a_queued_message_leaves_the_queue_in_its_line_s_transaction(
     writer.append(clash)  # line 1 again: the insert fails, the whole batch with it
     await flush(writer)
     assert [text for _, _, text in queued_rows.in_order(conn)] == ["second", "third"]
+
+
+@pytest.mark.parametrize("events", [1, writer_module.SINGLE_STATEMENT_ROWS])
+async def test_an_idempotency_key_is_recorded_in_its_line_s_transaction(
+    writer: StoreWriter, conn: sqlite3.Connection, events: int
+) -> None:
+    """Small batch and big one alike; a batch that fails records no key, so the message it
+    held is applied when it comes again."""
+    add_session(conn)
+    writer.append([*line_and_events("s1", 1, 1, events=events), IdempotencyKeyRow("s1", "k1", NOW)])
+    await flush(writer)
+    assert key_recorded(conn, "k1", NOW)
+
+    clash = [*line_and_events("s1", 1, 100, events=events), IdempotencyKeyRow("s1", "k2", NOW)]
+    writer.append(clash)  # line 1 again: the insert fails, the whole batch with it
+    await flush(writer)
+    assert not key_recorded(conn, "k2", NOW)
