@@ -127,12 +127,14 @@ async def test_a_message_that_cannot_reach_claude_ends_its_turn(tmp_path: Path) 
     async with world.daemon([{"turns": [TEXT_TURN]}], policy=FAST) as daemon:
         client = world.client("one")
         await client.wait_for("session_info")
-        shutil.rmtree(world.repo)  # claude cannot start there any more
+        # claude cannot start any more (a working directory gone is refused before the
+        # message is stored: test_session_directory_gone.py)
+        shutil.rmtree(world.fake.root / "fake")
         client.say("hello?")
         await client.wait_for("error", 2)
         # The sender is told why (an error for it alone, not stored: sequence 0) ...
         (refused,) = [e.error for e in client.of_kind("error") if e.sequence == 0]
-        assert "does not exist" in refused.message
+        assert "No such file or directory" in refused.message
         ended = await client.wait_for_status(IDLE)
         assert daemon.sessions is not None
         assert not daemon.sessions.live[0].turn_active
