@@ -85,6 +85,10 @@ def _print_text(
         click.echo("\nInvalid rules (skipped):")
         for error in invalid:
             click.echo(f"  {error}")
+    if resolved.unknown:
+        click.echo("\nUnknown settings (ignored):")
+        for unknown in resolved.unknown:
+            click.echo(f"  {unknown}")
 
 
 def _print_settings(values: Sequence[SettingValue]) -> None:
@@ -112,6 +116,9 @@ def _as_json(
             {"list": str(r.source.list_name), "rule": r.text, "origin": r.source.origin}
             for r in ruleset.rules
         ],
+        "unknown_settings": [
+            {"key": u.key, "origin": u.origin, "closest": u.closest} for u in resolved.unknown
+        ],
         "invalid_rules": [
             {"list": str(e.source.list_name), "rule": e.text, "origin": e.source.origin,
              "reason": e.reason}
@@ -128,16 +135,19 @@ def _as_json(
     help="Working directory whose .claude/ settings apply (default: the current one).",
 )
 def check(cwd: Path | None) -> None:
-    """Check the daemon settings and every permission rule; exit 65 if one cannot be used."""
+    """Check the daemon settings and every permission rule; exit 65 if one cannot be used or a
+    setting is unknown (misspelt)."""
     directory = config_dir()
     problems = rule_problems((cwd or Path.cwd()).absolute(), directory)
     try:
-        resolve_daemon_settings(directory, {})
+        problems += [str(unknown) for unknown in resolve_daemon_settings(directory, {}).unknown]
     except ConfigError as error:
         if str(error) not in problems:  # settings.json holds rules too: said once
             problems.insert(0, str(error))
     if not problems:
-        click.echo("configuration OK: the settings are valid and every permission rule parses")
+        click.echo(
+            "configuration OK: every setting is known and valid and every permission rule parses"
+        )
         return
     for problem in problems:
         click.echo(problem, err=True)

@@ -29,7 +29,7 @@ from betcode.config.keys import DAEMON_PREFIX, KNOWN_KEYS, set_dotted, settings_
 from betcode.config.layers import SETTINGS_FILE, read_settings_file
 from betcode.config.origins import COMMAND_LINE, Origins
 from betcode.config.settings import DaemonSettings
-from betcode.config.validation import build_settings
+from betcode.config.validation import UnknownSetting, build_settings
 
 ENV_KEYS = {
     "BETCODE_LOG_LEVEL": "log_level",
@@ -55,6 +55,7 @@ class SettingValue:
 class ResolvedSettings:
     settings: DaemonSettings
     values: tuple[SettingValue, ...]  # every leaf setting, in declaration order
+    unknown: tuple[UnknownSetting, ...] = ()  # keys that are no setting (ignored)
 
     def value(self, key: str) -> SettingValue:
         return next(v for v in self.values if v.key == key)
@@ -66,8 +67,12 @@ def load_daemon_settings(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> DaemonSettings:
-    """Settings from `<config dir>/settings.json`, the environment and flags (module doc)."""
-    return _load(config_dir, overrides, environ)[0]
+    """Settings from `<config dir>/settings.json`, the environment and flags (module doc); an
+    unknown key is logged at WARN and ignored."""
+    settings, _, unknown = _load(config_dir, overrides, environ)
+    for setting in unknown:
+        log.warning("%s: unknown setting %s ignored", setting.origin, setting.key)
+    return settings
 
 
 def resolve_daemon_settings(
@@ -77,14 +82,14 @@ def resolve_daemon_settings(
     environ: Mapping[str, str] | None = None,
 ) -> ResolvedSettings:
     """The settings `load_daemon_settings` gives, each leaf with its origin and allowed values."""
-    settings, origins = _load(config_dir, overrides, environ)
+    settings, origins, unknown = _load(config_dir, overrides, environ)
     values = tuple(
         SettingValue(
             key, value, origins.of(key.removeprefix(DAEMON_PREFIX)), spec_of(key).allowed_text()
         )
         for key, value in settings_items(settings)
     )
-    return ResolvedSettings(settings, values)
+    return ResolvedSettings(settings, values, unknown)
 
 
 def parse_override(text: str) -> tuple[str, object]:
@@ -106,7 +111,7 @@ def parse_override(text: str) -> tuple[str, object]:
 
 def _load(
     config_dir: Path, overrides: Mapping[str, object] | None, environ: Mapping[str, str] | None
-) -> tuple[DaemonSettings, Origins]:
+) -> tuple[DaemonSettings, Origins, tuple[UnknownSetting, ...]]:
     path = config_dir / SETTINGS_FILE
     data = read_settings_file(path) or {}
     section = data.get("daemon", {})
@@ -123,7 +128,8 @@ def _load(
     for key, value in (overrides or {}).items():
         set_dotted(values, key, value)
         origins.set(key, COMMAND_LINE)
-    return build_settings(values, origins), origins
+    settings, unknown = build_settings(values, origins)
+    return settings, origins, unknown
 
 
 def _read_top_level_worktree(
