@@ -267,6 +267,37 @@ async def test_a_session_s_own_cap_and_bad_values(
     await free.close()
 
 
+async def test_sessions_limit_alone_shows_the_caps_and_spend_and_changes_nothing(
+    capped: InProcessDaemon, workspace: Workspace
+) -> None:
+    socket, repo = capped.socket, workspace.repo
+    client = await start_session(socket, repo, "shown")
+
+    async def shown(*args: str) -> dict[str, object]:
+        result = await betcode(socket, repo, "sessions", "limit", client.session_id, *args)
+        assert result.code == 0, result.err
+        data: dict[str, object] = json.loads(result.out)
+        return data
+
+    default = await shown("--json")
+    assert (default["cost_limit_usd"], default["own_limit"]) == (TINY_USD, False)
+    spent = default["spent_usd"]
+    assert isinstance(spent, float)
+    assert spent > 0
+    assert default["day_spent_usd"] == spent  # the only session that spent today
+    assert default["daily_limit_usd"] == 0
+    await shown("--cost-usd", "5", "--json")
+    own = await shown("--json")
+    assert (own["cost_limit_usd"], own["own_limit"], own["spent_usd"]) == (5, True, spent)
+    text = await betcode(socket, repo, "sessions", "limit", client.session_id[:8])
+    assert text.out.splitlines() == [
+        f"{client.session_id}: cost limit $5.0000 (its own); spent ${spent:.4f}",
+        f"today, every session: spent ${spent:.4f}; "
+        "daily limit none (daemon.limits.daily_cost_usd)",
+    ]
+    await client.close()
+
+
 async def test_the_spend_and_the_waiting_request_survive_a_daemon_restart(
     tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
 ) -> None:

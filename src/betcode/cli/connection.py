@@ -412,6 +412,13 @@ class DaemonClient:
         )
         return response
 
+    async def get_session_limits(self, session_id: str) -> agent_pb2.SetSessionLimitsResponse:
+        request = agent_pb2.GetSessionLimitsRequest(session_id=session_id)
+        response: agent_pb2.SetSessionLimitsResponse = await self._unary(
+            self._stub.GetSessionLimits, request
+        )
+        return response
+
     async def move_session(self, session_id: str, directory: str) -> agent_pb2.SessionSummary:
         request = agent_pb2.MoveSessionRequest(session_id=session_id, working_directory=directory)
         response: agent_pb2.MoveSessionResponse = await self._unary(self._stub.MoveSession, request)

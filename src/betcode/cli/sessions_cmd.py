@@ -392,16 +392,19 @@ def delete(session: str, yes: bool, socket_path: str | None) -> None:
 def limit(
     session: str, cost: str | None, clear: bool, as_json: bool, socket_path: str | None
 ) -> None:
-    """Give SESSION its own cost cap (docs/LIMITS.md): once it has spent that much, its next
-    message waits as a cost request until allowed. Exits 65 for a cap that is not a positive
-    number of USD."""
-    if (cost is None) == (not clear):
-        raise click.UsageError("give --cost-usd USD or --clear")
-    cost_usd = None if clear else _cost_cap(cost or "")
+    """Show SESSION's cost caps and spend, or give it its own cost cap (docs/LIMITS.md): once
+    it has spent that much, its next message waits as a cost request until allowed. Exits 65
+    for a cap that is not a positive number of USD."""
+    if cost is not None and clear:
+        raise click.UsageError("give --cost-usd USD or --clear, not both")
+    change = cost is not None or clear
+    cost_usd = _cost_cap(cost) if cost is not None else None
 
     async def act(client: DaemonClient) -> tuple[str, agent_pb2.SetSessionLimitsResponse]:
         found = await find_session(client, session)
-        return found.id, await client.set_session_limits(found.id, cost_usd)
+        if change:
+            return found.id, await client.set_session_limits(found.id, cost_usd)
+        return found.id, await client.get_session_limits(found.id)
 
     session_id, spend = call_daemon(socket_path, act)
     if as_json:
@@ -413,6 +416,11 @@ def limit(
     cap = f"${spend.cost_limit_usd:.4f}" if spend.cost_limit_usd else "none"
     whose = "its own" if spend.own_limit else "daemon.limits.session_cost_usd"
     click.echo(f"{session_id}: cost limit {cap} ({whose}); spent ${spend.spent_usd:.4f}")
+    daily = f"${spend.daily_limit_usd:.4f}" if spend.daily_limit_usd else "none"
+    click.echo(
+        f"today, every session: spent ${spend.day_spent_usd:.4f}; "
+        f"daily limit {daily} (daemon.limits.daily_cost_usd)"
+    )
 
 
 def _cost_cap(text: str) -> float:

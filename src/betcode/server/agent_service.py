@@ -52,6 +52,7 @@ from betcode.sessions.session import Session
 from betcode.storage import grants as grant_rows
 from betcode.storage.grants import GrantAction
 from betcode.storage.reader import StoreReader
+from betcode.storage.spend import SessionSpend
 from betcode.storage.writer import StoreWriter
 from betcode.v1 import agent_pb2
 
@@ -402,7 +403,16 @@ class AgentService:
     ) -> agent_pb2.SetSessionLimitsResponse:
         session = await self._session(request.session_id, client_id_of(context))
         cost = request.cost_usd if request.HasField("cost_usd") else None
-        spend = await self._admission.set_session_limit(session.id, cost)
+        return self._limits_response(await self._admission.set_session_limit(session.id, cost))
+
+    @serves
+    async def GetSessionLimits(
+        self, request: agent_pb2.GetSessionLimitsRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.SetSessionLimitsResponse:
+        session = await self._session(request.session_id, client_id_of(context))
+        return self._limits_response(await self._admission.spend(session.id))
+
+    def _limits_response(self, spend: SessionSpend) -> agent_pb2.SetSessionLimitsResponse:
         daily = self._admission.settings.daily_cost_usd
         return agent_pb2.SetSessionLimitsResponse(
             spent_usd=spend.total_usd,

@@ -1835,6 +1835,25 @@ class SetSessionLimitsRequest(_message.Message):
 Global___SetSessionLimitsRequest: _TypeAlias = SetSessionLimitsRequest  # noqa: Y015
 
 @_typing.final
+class GetSessionLimitsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSessionLimitsRequest: _TypeAlias = GetSessionLimitsRequest  # noqa: Y015
+
+@_typing.final
 class SetSessionLimitsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -130,6 +130,11 @@ class AgentServiceStub:
                 request_serializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.FromString,
                 _registered_method=True)
+        self.GetSessionLimits = channel.unary_unary(
+                '/betcode.v1.AgentService/GetSessionLimits',
+                request_serializer=betcode_dot_v1_dot_agent__pb2.GetSessionLimitsRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -268,6 +273,14 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSessionLimits(self, request, context):
+        """BetCode addition: a session's cost caps and spend, as SetSessionLimits reports them,
+        changing nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -354,6 +367,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
             'SetSessionLimits': grpc.unary_unary_rpc_method_handler(
                     servicer.SetSessionLimits,
                     request_deserializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.SerializeToString,
+            ),
+            'GetSessionLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSessionLimits,
+                    request_deserializer=betcode_dot_v1_dot_agent__pb2.GetSessionLimitsRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.SerializeToString,
             ),
     }
@@ -825,6 +843,33 @@ class AgentService:
             target,
             '/betcode.v1.AgentService/SetSessionLimits',
             betcode_dot_v1_dot_agent__pb2.SetSessionLimitsRequest.SerializeToString,
+            betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSessionLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.AgentService/GetSessionLimits',
+            betcode_dot_v1_dot_agent__pb2.GetSessionLimitsRequest.SerializeToString,
             betcode_dot_v1_dot_agent__pb2.SetSessionLimitsResponse.FromString,
             options,
             channel_credentials,

@@ -90,6 +90,10 @@ class AgentServiceStub:
     """BetCode addition: a session's own cost cap (docs/LIMITS.md). INVALID_ARGUMENT for a cap
     that is not a positive number.
     """
+    GetSessionLimits: _grpc.UnaryUnaryMultiCallable[_agent_pb2.GetSessionLimitsRequest, _agent_pb2.SetSessionLimitsResponse]
+    """BetCode addition: a session's cost caps and spend, as SetSessionLimits reports them,
+    changing nothing.
+    """
 
 @_typing.type_check_only
 class AgentServiceAsyncStub(AgentServiceStub):
@@ -149,6 +153,10 @@ class AgentServiceAsyncStub(AgentServiceStub):
     SetSessionLimits: _aio.UnaryUnaryMultiCallable[_agent_pb2.SetSessionLimitsRequest, _agent_pb2.SetSessionLimitsResponse]  # type: ignore[assignment]
     """BetCode addition: a session's own cost cap (docs/LIMITS.md). INVALID_ARGUMENT for a cap
     that is not a positive number.
+    """
+    GetSessionLimits: _aio.UnaryUnaryMultiCallable[_agent_pb2.GetSessionLimitsRequest, _agent_pb2.SetSessionLimitsResponse]  # type: ignore[assignment]
+    """BetCode addition: a session's cost caps and spend, as SetSessionLimits reports them,
+    changing nothing.
     """
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -308,6 +316,16 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_agent_pb2.SetSessionLimitsResponse, _abc.Awaitable[_agent_pb2.SetSessionLimitsResponse]]:
         """BetCode addition: a session's own cost cap (docs/LIMITS.md). INVALID_ARGUMENT for a cap
         that is not a positive number.
+        """
+
+    @_abc_1.abstractmethod
+    def GetSessionLimits(
+        self,
+        request: _agent_pb2.GetSessionLimitsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.SetSessionLimitsResponse, _abc.Awaitable[_agent_pb2.SetSessionLimitsResponse]]:
+        """BetCode addition: a session's cost caps and spend, as SetSessionLimits reports them,
+        changing nothing.
         """
 
 def add_AgentServiceServicer_to_server(servicer: AgentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
