@@ -1,17 +1,18 @@
 """How every `betcode` command finds what an id argument names: a session, a permission
 request, a subagent, a plan, a worktree or a rescue.
 
-A reference is the full id, a unique start of it (at least MIN_PREFIX characters, like the
-8-character ids the tables print), or the thing's name. The full id wins over a name and a name
-over a prefix. Several matches are an error listing them (exit 5); none is an error saying
-where to look (exit 6, the not-found code), never an empty success. The daemon's own list calls
-are the source, so this module is the only place that decides, and shell completion offers the
-same ids and names.
+A reference is the full id, a unique start of it (at least MIN_PREFIX characters after a kind
+word such as `orch-`, like the short ids the tables print: `short_id`), or the thing's name.
+The full id wins over a name and a name over a prefix. Several matches are an error listing
+them (exit 5); none is an error saying where to look (exit 6, the not-found code), never an
+empty success. The daemon's own list calls are the source, so this module is the only place
+that decides, and shell completion offers the same ids and names.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -32,8 +33,21 @@ from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc, worktree_pb2,
 T = TypeVar("T")
 
 MIN_PREFIX = 4
+SHORT_ID = 8  # distinguishing characters a table prints of an id
+# A kind word before a UUID ("orch-…" plans, "cost-…" cost requests) distinguishes nothing.
+_KIND_WORD = re.compile(r"[a-z]+-(?=[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)")
 MAX_LISTED = 5  # matches an ambiguity error names
 COMPLETION_TIMEOUT_SECONDS = 2.0  # a Tab press must never hang the shell
+
+
+def _kind_word(identifier: str) -> str:
+    found = _KIND_WORD.match(identifier)
+    return found.group() if found else ""
+
+
+def short_id(identifier: str) -> str:
+    """The start of `identifier` a table prints: SHORT_ID characters after its kind word."""
+    return identifier[: len(_kind_word(identifier)) + SHORT_ID]
 
 
 class AmbiguousReference(RequestRejected):
@@ -70,10 +84,12 @@ class IdKind(Generic[T]):
             if matches:
                 return self._one(reference, matches)
         started = [item for item in items if reference and self.id_of(item).startswith(reference)]
-        if started and len(reference) < MIN_PREFIX:
+        word = _kind_word(self.id_of(started[0])) if started else ""
+        if started and len(reference) < len(word) + MIN_PREFIX:
+            after = f" after {word!r}" if word else ""
             raise PrefixTooShort(
                 f"{reference!r} is too short to name a {self.noun}: give at least "
-                f"{MIN_PREFIX} characters of its id, or its name"
+                f"{MIN_PREFIX} characters of its id{after}, or its name"
             )
         if not started:
             raise NotFound(

@@ -23,7 +23,7 @@ import click
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
 from betcode.cli.exit_codes import ExitCode
-from betcode.cli.ids import PLANS, SESSIONS, session_id_of
+from betcode.cli.ids import PLANS, SESSIONS, session_id_of, short_id
 from betcode.cli.plan_file import STRATEGIES, PlanFileError, read_plan
 from betcode.cli.sessions_cmd import table
 from betcode.cli.subagent_cmd import streamed, subagents
@@ -31,7 +31,6 @@ from betcode.v1 import agent_pb2, subagent_pb2
 
 EXIT_STEP_FAILED = ExitCode.AGENT_ERROR
 EXIT_INVALID_PLAN = ExitCode.INVALID_ARGUMENTS
-SHORT_ID = 8
 
 PLAN_FORMAT = """\b
 A plan file is JSON or YAML:
@@ -163,7 +162,7 @@ def cancel(plan: str, reason: str, socket_path: str | None) -> None:
     plan_id, cancelled = call_daemon(socket_path, act)
     if cancelled:
         click.echo(
-            f"plan {plan_id} cancelled; `betcode orchestrate retry {plan_id[:SHORT_ID]}` runs "
+            f"plan {plan_id} cancelled; `betcode orchestrate retry {short_id(plan_id)}` runs "
             "what is left"
         )
     else:
@@ -222,13 +221,13 @@ def list_plans(parent_session_id: str, as_json: bool, socket_path: str | None) -
         return
     rows = [
         (
-            plan.id[:SHORT_ID],
+            short_id(plan.id),
             plan.status,
             f"{plan.completed_steps}/{plan.total_steps}"
             + (f" ({plan.failed_steps} failed)" if plan.failed_steps else ""),
             plan.strategy,
             time.strftime("%Y-%m-%d %H:%M", time.localtime(plan.created_at.seconds)),
-            plan.parent_session_id[:SHORT_ID],
+            short_id(plan.parent_session_id),
             ", ".join(f"{s.id}:{s.status}" for s in plan.steps),
         )
         for plan in plans
@@ -271,7 +270,7 @@ def _watching(socket_path: str | None, act: Any, started: list[str]) -> dict[str
         if started:
             click.echo(
                 f"\nStopped watching. Plan {started[0]} goes on in the daemon; watch it again "
-                f"with `betcode orchestrate watch {started[0][:SHORT_ID]}`.",
+                f"with `betcode orchestrate watch {short_id(started[0])}`.",
                 err=True,
             )
         else:
@@ -308,7 +307,7 @@ def _show_result(result: dict[str, Any], as_json: bool) -> None:
 
 
 def where_step_ran(step: dict[str, Any]) -> str:
-    place = f"session {step['session_id'][:SHORT_ID]}"
+    place = f"session {short_id(step['session_id'])}"
     if step["worktree"]:
         return f"{place}, worktree {step['worktree']} (branch {step['branch']})"
     return f"{place}, in {step['working_directory']}"

@@ -7,9 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from betcode.cli.connection import DaemonClient
-from betcode.cli.ids import SESSIONS, WORKTREES
-
-SHORT_ID = 8
+from betcode.cli.ids import SESSIONS, WORKTREES, short_id
 
 
 @dataclass(frozen=True)
@@ -21,7 +19,7 @@ class Place:
     branch: str = ""
 
     def describe(self) -> str:
-        named = f"session {self.session_id[:SHORT_ID]}" + (f" ({self.name})" if self.name else "")
+        named = f"session {short_id(self.session_id)}" + (f" ({self.name})" if self.name else "")
         if self.worktree:
             return f"{named} in worktree {self.worktree} (branch {self.branch})"
         return f"{named} in {self.directory}"

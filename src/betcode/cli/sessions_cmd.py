@@ -22,14 +22,13 @@ from google.protobuf import json_format
 
 from betcode.cli.connection import DaemonClient
 from betcode.cli.daemon_call import call_daemon, socket_option
-from betcode.cli.ids import SESSIONS, IdKind, NotFound, find_session, session_id_of
+from betcode.cli.ids import SESSIONS, IdKind, NotFound, find_session, session_id_of, short_id
 from betcode.cli.top.rows import held_state, memory_text
 from betcode.cli.transcript import as_json, as_markdown, as_ndjson, stored_events
 from betcode.cli.transcript import transcript as conversation
 from betcode.daemon_config import EXIT_CONFIG_INVALID
 from betcode.v1 import agent_pb2, history_pb2, history_pb2_grpc
 
-SHORT_ID = 8
 SHOWN_OUTPUT_LINES = 20  # of a tool's output in `show --transcript` (export keeps it whole)
 EXPORT_FORMATS = ("md", "json", "ndjson")
 MAX_PREVIEW = 48
@@ -65,7 +64,7 @@ def list_sessions(cwd: str | None, limit: int, as_json: bool, socket_path: str |
     now = time.time()
     rows = [
         (
-            s.id[:SHORT_ID],
+            short_id(s.id),
             s.name or "-",
             held_state(s, s.status),
             _ago(s.updated_at.seconds, now),
@@ -217,7 +216,7 @@ def search(
         return
     rows = [
         (
-            hit.session_id[:SHORT_ID],
+            short_id(hit.session_id),
             hit.session_name or "-",
             time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.created_at.seconds)),
             hit.role,
@@ -283,7 +282,7 @@ def adopt(claude_session_id: str, cwd: str | None, as_json: bool, socket_path: s
             return
         click.echo(
             f"adopted as {adopted.session_id} ({adopted.messages_imported} earlier messages); "
-            f"go on with `betcode chat --session {adopted.session_id[:SHORT_ID]}`"
+            f"go on with `betcode chat --session {short_id(adopted.session_id)}`"
         )
         return
     found = call_daemon(socket_path, conversations)
@@ -313,7 +312,7 @@ def adopt(claude_session_id: str, cwd: str | None, as_json: bool, socket_path: s
             c.claude_session_id,
             _ago(c.modified_at.seconds, now),
             str(c.message_count),
-            f"session {c.session_id[:SHORT_ID]}" if c.session_id else "-",
+            f"session {short_id(c.session_id)}" if c.session_id else "-",
             _clip(c.first_prompt, MAX_PREVIEW),
         )
         for c in found

@@ -11,6 +11,7 @@ from chat_fake_daemon import FakeAgentService
 from betcode.cli.connection import DaemonClient, SessionNotFound
 from betcode.cli.exit_codes import ExitCode
 from betcode.cli.ids import (
+    PLANS,
     REQUESTS,
     RESCUES,
     SESSIONS,
@@ -22,6 +23,7 @@ from betcode.cli.ids import (
     PrefixTooShort,
     WaitingRequest,
     find_session,
+    short_id,
 )
 from betcode.cli.sessions_cmd import table
 from betcode.v1 import agent_pb2, subagent_pb2, worktree_pb2
@@ -153,3 +155,39 @@ def test_table_aligns_columns_and_leaves_the_last_unpadded() -> None:
         "a     longer  x",
         "bbbb  n",
     ]
+
+
+# Two plans and two cost requests whose UUIDs share their first three characters.
+PLAN_IDS = (
+    "orch-3f6c0a1b-8d2e-4c5f-9a7b-1e2d3c4b5a69",
+    "orch-3f6d9e8f-7a6b-4c5d-8e9f-0a1b2c3d4e5f",
+)
+COST_IDS = (
+    "cost-0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e",
+    "cost-0b1f5e6d-7c8b-4a9f-8e7d-6c5b4a3f2e1d",
+)
+
+
+def test_a_short_id_keeps_eight_characters_after_a_kind_word() -> None:
+    assert [short_id(i) for i in PLAN_IDS] == ["orch-3f6c0a1b", "orch-3f6d9e8f"]
+    assert [short_id(i) for i in COST_IDS] == ["cost-0b1c2d3e", "cost-0b1f5e6d"]
+    session = "5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+    assert short_id(session) == "5f0c1a2b"
+    assert short_id("abc123-one") == "abc123-o"
+
+
+def test_what_a_table_prints_names_the_plan_or_request() -> None:
+    plans = [subagent_pb2.OrchestrationInfo(id=i) for i in PLAN_IDS]
+    for plan in plans:
+        assert PLANS.pick(short_id(plan.id), plans) is plan
+    requests = [waiting(i, "") for i in COST_IDS]
+    for request in requests:
+        assert REQUESTS.pick(short_id(request.row.request_id), requests) is request
+
+
+def test_the_kind_word_does_not_count_towards_the_four_characters() -> None:
+    plans = [subagent_pb2.OrchestrationInfo(id=PLAN_IDS[0])]
+    for reference in ("orch", "orch-", "orch-3f6"):
+        with pytest.raises(PrefixTooShort, match="after 'orch-'"):
+            PLANS.pick(reference, plans)
+    assert PLANS.pick("orch-3f6c", plans) is plans[0]
