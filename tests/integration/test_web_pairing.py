@@ -18,6 +18,7 @@ from harness.daemon import daemon_config
 from harness.environment import Workspace
 from harness.web import WebClient
 
+from betcode.cli.web_cmd import LOOPBACK_HINT
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon
 from betcode.devtools.mock_anthropic import MockAnthropic
@@ -153,19 +154,24 @@ def qr_modules(printed: str) -> list[list[bool]]:
     return rows
 
 
-async def test_betcode_web_pair_prints_a_qr_code_of_the_link_and_the_code(site: Site) -> None:
+async def web_pair(site: Site, *args: str) -> str:
+    """`betcode web pair ARGS` against the site's daemon: its output."""
     env = {
         **os.environ,
         "BETCODE_CONFIG_DIR": str(site.daemon.config.config_dir),
         "BETCODE_DATA_DIR": str(site.daemon.config.data_dir),
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "betcode.cli.main", "web", "pair", env=env,
+        sys.executable, "-m", "betcode.cli.main", "web", "pair", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out_bytes, err = await process.communicate()
     assert process.returncode == 0, err.decode()
-    out = out_bytes.decode()
+    return out_bytes.decode()
+
+
+async def test_betcode_web_pair_prints_a_qr_code_of_the_link_and_the_code(site: Site) -> None:
+    out = await web_pair(site)
     qr_part, _, text = out.partition("\n\n")
     code = text.split("type the code:", 1)[1].split()[0]
     assert "once, within 5 minutes" in text
@@ -178,6 +184,14 @@ async def test_betcode_web_pair_prints_a_qr_code_of_the_link_and_the_code(site: 
     assert inner == wanted
     status, device = await site.pair(code)
     assert status == 201, device
+    # The site serves on 127.0.0.1: the phone needs another address, and is told so.
+    assert text.splitlines()[-1] == LOOPBACK_HINT.format(url=site.url)
+
+
+async def test_web_pair_says_nothing_of_loopback_for_a_reachable_base_url(site: Site) -> None:
+    out = await web_pair(site, "--base-url", "https://laptop.lan:8443")
+    assert "open https://laptop.lan:8443 and type the code" in out
+    assert "loopback" not in out
 
 
 async def test_any_signed_in_device_lists_and_revokes_devices(site: Site) -> None:

@@ -9,7 +9,6 @@ the daemon's own 0600 file, and nothing but a local process can listen on loopba
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import ssl
 import sys
@@ -25,11 +24,17 @@ import click
 
 from betcode.cli.health import ask_health
 from betcode.cli.paths import resolve_paths
+from betcode.config.addresses import is_loopback_host
 from betcode.config.dirs import config_dir
 from betcode.storage.data_dir_lock import data_dir_holder
 from betcode.web.server import address_path
 from betcode.web.token import read_or_create_token, rotate_token, token_path
 
+LOOPBACK_HINT = (
+    "A phone cannot open {url}: it is loopback, this machine only. Serve a reachable address "
+    "(daemon start --http HOST:PORT --http-tls-cert C --http-tls-key K) or give the address the "
+    "phone reaches as --base-url (docs/WEB.md)."
+)
 START_HINT = "start it with `betcode daemon start --http 127.0.0.1:PORT` or set daemon.http.listen"
 NOT_SERVING = "the daemon serves no web client (no {path}); " + START_HINT
 NO_DAEMON = (
@@ -85,17 +90,18 @@ def _owner_request(base: str, method: str, path: str) -> dict[str, Any]:
         return dict(json.load(response))
 
 
-def _tls_for(base: str) -> ssl.SSLContext | None:
-    parts = urlsplit(base)
-    if parts.scheme != "https":
-        return None
-    host = parts.hostname or ""
+def _on_loopback(url: str) -> bool:
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
+        return is_loopback_host(urlsplit(url).hostname or "")
+    except ValueError:  # a name other than localhost
+        return False
+
+
+def _tls_for(base: str) -> ssl.SSLContext | None:
+    if urlsplit(base).scheme != "https":
+        return None
     context = ssl.create_default_context()
-    if loopback:
+    if _on_loopback(base):
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
@@ -139,11 +145,14 @@ def pair(data_dir: Path | None, base_url: str | None) -> None:
     base = _live_address(resolve_paths(None, data_dir).data_dir)
     made = _owner_call(base, "POST", "/api/pairing-codes")
     code = str(made["code"])
-    url = f"{(base_url or base).rstrip('/')}/#code={code.replace('-', '')}"
+    shown = base_url or base
+    url = f"{shown.rstrip('/')}/#code={code.replace('-', '')}"
     segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
     minutes = max(1, round((float(made["expires_at"]) - time.time()) / 60))
-    click.echo(f"\nScan it, or open {base_url or base} and type the code:\n\n    {code}\n")
+    click.echo(f"\nScan it, or open {shown} and type the code:\n\n    {code}\n")
     click.echo(f"It signs in one browser, once, within {minutes} minutes.")
+    if _on_loopback(shown):
+        click.echo(LOOPBACK_HINT.format(url=shown))
 
 
 @web_group.command("devices")
