@@ -65,8 +65,10 @@ def _path_options(function: click.decorators.FC) -> click.decorators.FC:
 @daemon_group.command("start")
 @_path_options
 @click.option("--foreground", is_flag=True, help="Run in this terminal instead of detaching.")
-@click.option("--listen", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051.")
-@click.option("--claude-bin", help="The claude binary (env BETCODE_CLAUDE_BIN).")
+@click.option(
+    "--listen", metavar="HOST:PORT", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051."
+)
+@click.option("--claude-bin", metavar="PATH", help="The claude binary (env BETCODE_CLAUDE_BIN).")
 @click.option(
     "--http",
     metavar="HOST:PORT",
@@ -404,8 +406,10 @@ def _print_e2e_fingerprint() -> None:
 
 @daemon_group.command("install-service")
 @_path_options
-@click.option("--listen", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051.")
-@click.option("--claude-bin", help="The claude binary (env BETCODE_CLAUDE_BIN).")
+@click.option(
+    "--listen", metavar="HOST:PORT", help="Also listen on loopback TCP, e.g. 127.0.0.1:50051."
+)
+@click.option("--claude-bin", metavar="PATH", help="The claude binary (env BETCODE_CLAUDE_BIN).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="As for `start`.")
 @click.option("--allow", "allow", multiple=True, metavar="RULE", help=RULE_HELP.format("allow"))
 @click.option("--deny", "deny", multiple=True, metavar="RULE", help=RULE_HELP.format("deny"))

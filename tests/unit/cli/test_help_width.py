@@ -26,3 +26,13 @@ def helps(command: click.Command, parent: click.Context | None = None) -> Iterat
 def test_every_help_fits_80_columns() -> None:
     too_wide = [line for text in helps(cli) for line in text.splitlines() if len(line) > WIDTH]
     assert too_wide == []
+
+
+def test_daemon_start_names_every_value_the_same_way() -> None:
+    """Addresses are HOST:PORT, files PATH: no option says only TEXT."""
+    start = cli.commands["daemon"].commands["start"]  # type: ignore[attr-defined]
+    text = next(helps(start))
+    assert "TEXT" not in text
+    assert "--listen HOST:PORT" in text
+    assert "--http HOST:PORT" in text
+    assert "--claude-bin PATH" in text
