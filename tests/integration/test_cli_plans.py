@@ -18,6 +18,8 @@ from harness.environment import Workspace
 from test_cli_run import stderr_until
 from test_cli_subagents import parent_id
 
+from betcode.cli.ids import short_id
+
 pytestmark = pytest.mark.real_cli
 
 STARTED = re.compile(r"^plan (\S+) started")
@@ -69,11 +71,11 @@ async def test_steps_say_where_they_ran_and_the_plan_is_listed_and_watched_again
     listed = await betcode(socket, repo, "orchestrate", "list")
     header, row = listed.out.splitlines()
     assert header.split()[:3] == ["ID", "STATUS", "DONE"]
-    assert row.startswith(f"{plan_id[:8]}  completed  2/2")
+    assert row.startswith(f"{short_id(plan_id)}  completed  2/2")
     as_json = json.loads((await betcode(socket, repo, "orchestrate", "list", "--json")).out)
     assert [p["orchestration_id"] for p in as_json] == [plan_id]
 
-    again = await betcode(socket, repo, "orchestrate", "watch", plan_id[:8])
+    again = await betcode(socket, repo, "orchestrate", "watch", short_id(plan_id))
     assert again.code == 0, again.err
     assert f"session {steps['here']['session_id'][:8]}, in {repo}" in again.out
     assert f"worktree {steps['apart']['worktree']} (branch {steps['apart']['branch']})" in (
@@ -105,10 +107,10 @@ async def test_ctrl_c_while_watching_leaves_the_plan_running_and_says_how_to_wat
     assert "Aborted!" not in stopped.err
     assert (
         f"Stopped watching. Plan {plan_id} goes on in the daemon; watch it again with "
-        f"`betcode orchestrate watch {plan_id[:8]}`." in stopped.err
+        f"`betcode orchestrate watch {short_id(plan_id)}`." in stopped.err
     )
 
-    again = await betcode(socket, repo, "orchestrate", "watch", plan_id[:8])
+    again = await betcode(socket, repo, "orchestrate", "watch", short_id(plan_id))
     assert again.code == 0, again.err
     assert again.out.strip().endswith(f"orchestration {plan_id} completed")
 
@@ -148,7 +150,7 @@ async def test_cancel_stops_a_plan_and_retry_runs_what_is_left(
     running = await spawn(socket, repo, "orchestrate", str(plan), "--parent", parent, "--json")
     plan_id = await stderr_until(running, STARTED)
     await first_step_running(socket, repo)
-    cancelled = await betcode(socket, repo, "orchestrate", "cancel", plan_id[:8])
+    cancelled = await betcode(socket, repo, "orchestrate", "cancel", short_id(plan_id))
     assert cancelled.code == 0, cancelled.err
     assert cancelled.out.startswith(f"plan {plan_id} cancelled")
     ended = await finish(running)
@@ -159,15 +161,15 @@ async def test_cancel_stops_a_plan_and_retry_runs_what_is_left(
         ("first", "failed"),
         ("second", "blocked"),
     ]
-    again = await betcode(socket, repo, "orchestrate", "cancel", plan_id[:8])
+    again = await betcode(socket, repo, "orchestrate", "cancel", short_id(plan_id))
     assert again.out == f"plan {plan_id} had already ended\n"
 
-    not_failed = await betcode(socket, repo, "orchestrate", "retry", plan_id[:8], "second")
+    not_failed = await betcode(socket, repo, "orchestrate", "retry", short_id(plan_id), "second")
     assert not_failed.code == 5
     assert "only failed steps can be retried; not failed: second (failed: first)" in (
         not_failed.err
     )
-    retried = await betcode(socket, repo, "orchestrate", "retry", plan_id[:8], "--json")
+    retried = await betcode(socket, repo, "orchestrate", "retry", short_id(plan_id), "--json")
     assert retried.code == 0, retried.err
     after = json.loads(retried.out)
     assert after["status"] == "completed"
