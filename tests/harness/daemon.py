@@ -195,6 +195,15 @@ def daemon_process_env(root: Path, claude_bin: Path, environ: Mapping[str, str])
     return env
 
 
+def daemon_process_in(
+    tmp_path: Path, claude_bin: Path, environ: Mapping[str, str]
+) -> DaemonProcess:
+    """A daemon (not started yet) on tmp_path/daemon, running `claude_bin` in `environ`."""
+    root = tmp_path / "daemon"
+    root.mkdir()
+    return DaemonProcess(root, daemon_process_env(root, claude_bin, environ))
+
+
 class Client:
     """A raw betcode.v1 client on one stream (Converse, or ResumeSession to observe), recording
     every event it receives."""

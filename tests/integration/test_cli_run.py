@@ -11,12 +11,21 @@ import json
 import os
 import re
 import signal
+import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from harness.cli_process import betcode, finish, spawn
-from harness.daemon import Client, DaemonProcess, InProcessDaemon, daemon_config, daemon_process_env
+from harness.cli_process import Finished, betcode, finish, spawn
+from harness.conditions import until
+from harness.daemon import (
+    Client,
+    DaemonProcess,
+    InProcessDaemon,
+    daemon_config,
+    daemon_process_in,
+)
 from harness.environment import Workspace
 
 from betcode.claude.backoff import SupervisorPolicy
@@ -324,14 +333,23 @@ async def test_claude_crashing_mid_turn_exits_7(tmp_path: Path) -> None:
     assert "exited with code 3" in summary["error"]["message"]
 
 
+async def allowed_then_done(
+    daemon: DaemonProcess, repo: Path, request_id: str, running: asyncio.subprocess.Process
+) -> Finished:
+    """Allows the run's request from another terminal after a restart; the run then ends
+    well, the approved call having run in the restarted daemon."""
+    allowed = await betcode(daemon.socket, repo, "permissions", "allow", request_id)
+    assert allowed.code == 0, allowed.err
+    done = await finish(running)
+    assert done.code == 0, done.err
+    assert "- ok: hello-from-bash" in done.out
+    return done
+
+
 async def test_a_waiting_run_outlives_kill_9_of_the_daemon_and_gets_its_answer(
     tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
 ) -> None:
-    root = tmp_path / "daemon"
-    root.mkdir()
-    daemon = DaemonProcess(
-        root, daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url))
-    )
+    daemon = daemon_process_in(tmp_path, claude_bin, workspace.env(mock_api.base_url))
     await asyncio.to_thread(daemon.start)
     try:
         running = await spawn(daemon.socket, workspace.repo, "run", BASH_PROMPT)
@@ -345,16 +363,70 @@ async def test_a_waiting_run_outlives_kill_9_of_the_daemon_and_gets_its_answer(
         daemon.socket.unlink()
         await asyncio.to_thread(daemon.start)
 
-        allowed = await betcode(daemon.socket, workspace.repo, "permissions", "allow", request_id)
-        assert allowed.code == 0, allowed.err
-        done = await finish(running)
+        done = await allowed_then_done(daemon, workspace.repo, request_id, running)
     finally:
         await asyncio.to_thread(daemon.stop)
-    assert done.code == 0, done.err
-    assert "- ok: hello-from-bash" in done.out  # the approved call ran after the restart
     assert "lost the daemon" in done.err
     assert "reconnected to the daemon" in done.err
     assert done.err.count(f"betcode permissions allow {request_id}") == 0  # asked once, before
+
+
+async def test_a_waiting_run_outlives_a_plain_daemon_stop_and_start(
+    tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
+) -> None:
+    """A plain `daemon stop` stops claude on purpose: not a crash. The request stays
+    answerable after the start (a resumed claude is told, and the call is allowed once), so
+    the run keeps waiting for it and then finishes the work."""
+    daemon = daemon_process_in(tmp_path, claude_bin, workspace.env(mock_api.base_url))
+    await asyncio.to_thread(daemon.start)
+    try:
+        running = await spawn(daemon.socket, workspace.repo, "run", BASH_PROMPT)
+        request_id = await stderr_until(running, ALLOW_HINT)
+        assert await asyncio.to_thread(daemon.stop) == 0  # what `betcode daemon stop` sends
+        # Told that the call was approved, the resumed claude's model makes it again.
+        mock_api.enqueue(Reply(blocks=(ToolUseBlock("Bash", {"command": HELLO}),)))
+        await asyncio.to_thread(daemon.start)
+
+        waiting = await betcode(daemon.socket, workspace.repo, "permissions", "pending", "--json")
+        assert [row["request_id"] for row in json.loads(waiting.out)] == [request_id]
+        done = await allowed_then_done(daemon, workspace.repo, request_id, running)
+    finally:
+        await asyncio.to_thread(daemon.stop)
+    assert "SUBPROCESS_CRASHED" not in done.err
+    assert "DAEMON_STOPPED" in done.err
+
+
+async def test_a_turn_cut_off_by_a_plain_daemon_stop_exits_2_not_as_a_crash(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    fake = make_fake_claude(
+        tmp_path / "fake",
+        {"turns": [[{"do": "text", "text": "starting"}, {"do": "sleep", "seconds": 300}]]},
+    )
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    daemon = daemon_process_in(tmp_path, fake, environ)
+    await asyncio.to_thread(daemon.start)
+    try:
+        running = await spawn(daemon.socket, repo, "run", "do something", "--output", "json")
+        await until(lambda: "starting" in sessions_text(daemon.root))
+        assert await asyncio.to_thread(daemon.stop) == 0  # what `betcode daemon stop` sends
+        await asyncio.to_thread(daemon.start)
+        done = await finish(running)
+    finally:
+        await asyncio.to_thread(daemon.stop)
+    assert done.code == 2, done.err
+    error = json.loads(done.out)["error"]
+    assert error["code"] == "DAEMON_STOPPED", error
+    assert "send a message to continue" in error["message"]
+
+
+def sessions_text(root: Path) -> str:
+    """Every text claude said in the daemon's sessions so far (read from its database)."""
+    with closing(sqlite3.connect(root / "data" / "daemon.db")) as db:
+        rows = db.execute("SELECT payload FROM messages WHERE direction = 'out'").fetchall()
+    return "".join(str(payload) for (payload,) in rows)
 
 
 async def test_a_run_asks_for_the_input_lock_another_client_holds(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from harness.cli_process import betcode
-from harness.daemon import Client, DaemonProcess, daemon_process_env
+from harness.daemon import Client, daemon_process_in
 from harness.environment import Workspace
 
 from betcode.devtools.mock_anthropic import MockAnthropic, Reply, ToolUseBlock
@@ -29,11 +29,7 @@ CALL = {"command": APPEND, "description": "Append a line"}
 async def test_an_approval_after_kill_9_of_the_daemon_runs_the_tool_exactly_once(
     tmp_path: Path, claude_bin: Path, mock_api: MockAnthropic, workspace: Workspace
 ) -> None:
-    root = tmp_path / "daemon"
-    root.mkdir()
-    daemon = DaemonProcess(
-        root, daemon_process_env(root, claude_bin, workspace.env(mock_api.base_url))
-    )
+    daemon = daemon_process_in(tmp_path, claude_bin, workspace.env(mock_api.base_url))
     await asyncio.to_thread(daemon.start)
     try:
         first = Client(daemon.socket, "first")

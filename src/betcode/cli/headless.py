@@ -41,6 +41,8 @@ ALLOW_RULE_ORIGIN = "--allow"
 QUIET_ERROR_CODES = frozenset({"API_RETRY"})  # retried by claude itself: a note, not a failure
 # An answer of ours that lost a race (someone else answered first) is not a failure.
 STALE_ANSWER_CODES = frozenset({"PERMISSION_STALE", "PERMISSION_NOT_FOUND"})
+# The daemon stopped claude (plain `daemon stop`): a request still pending stays answerable.
+DAEMON_STOPPED = "DAEMON_STOPPED"
 DENIED_OUTCOMES = frozenset({"denied", "expired"})
 MAX_SHOWN_INPUT = 120
 MAX_DENIAL_MESSAGE = 500
@@ -288,6 +290,11 @@ class TurnFollower:
             return
         if event.sequence == 0 and not error.is_fatal:
             self.streams.note(f"{error.code}: {error.message}")  # e.g. our answer was refused
+            return
+        if error.code == DAEMON_STOPPED and self.waiting:
+            # Answered after the start, the request goes to a resumed claude (told as a
+            # message), whose next turn carries on with the work: the run waits for that.
+            self.streams.note(f"{error.code}: {error.message}; still waiting for the answer")
             return
         self._fail(error)
 

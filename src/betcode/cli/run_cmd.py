@@ -70,7 +70,7 @@ Exit codes:
   0  done
   1  claude failed the turn, it was cancelled, or it did not finish within
      --timeout
-  2  the daemon cannot be reached
+  2  the daemon cannot be reached, or it stopped claude during the turn
   3  a permission request was denied or expired, or not answered within
      --timeout
   4  rate limited (stderr says when to retry)

@@ -52,6 +52,9 @@ class ErrorCode(enum.StrEnum):
     CLIENT_SILENT = "CLIENT_SILENT"
     # A turn cut off by a daemon restart (stored by storage.reconcile; the next message resumes).
     TURN_INTERRUPTED = "TURN_INTERRUPTED"
+    # claude stopped on purpose by a plain `daemon stop` during a turn (no crash; the message
+    # says how the session continues once the daemon is back).
+    DAEMON_STOPPED = "DAEMON_STOPPED"
     # A service command this daemon knows but will not run (CommandService; the message says why).
     COMMAND_REFUSED = "COMMAND_REFUSED"
     # Subagents: an unknown subagent / orchestration id; a step asking for a worktree of its
@@ -102,6 +105,7 @@ GRPC_STATUS: Mapping[ErrorCode, grpc.StatusCode] = {
     ErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
     ErrorCode.CLIENT_SILENT: grpc.StatusCode.UNAVAILABLE,
     ErrorCode.TURN_INTERRUPTED: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.DAEMON_STOPPED: grpc.StatusCode.UNAVAILABLE,
     ErrorCode.COMMAND_REFUSED: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.SUBAGENT_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorCode.ORCHESTRATION_NOT_FOUND: grpc.StatusCode.NOT_FOUND,

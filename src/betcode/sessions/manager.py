@@ -563,7 +563,10 @@ class SessionManager:
         for session in sessions:
             session.lock.close()
         await asyncio.gather(
-            *(session.close(keep_claude=keep_claude) for session in sessions),
+            *(
+                session.close(keep_claude=keep_claude, daemon_stops=not keep_claude)
+                for session in sessions
+            ),
             return_exceptions=True,
         )
 

@@ -561,11 +561,14 @@ class Session:
             status = (change.status, change.message)
         self.translator.recall(messages, status)
 
-    async def close(self, *, keep_claude: bool = False) -> None:
+    async def close(self, *, keep_claude: bool = False, daemon_stops: bool = False) -> None:
         """Stop claude and the session; `keep_claude`: leave claude running under its holder
-        (whatever is not committed yet, the next daemon gets again from the holder)."""
+        (whatever is not committed yet, the next daemon gets again from the holder);
+        `daemon_stops`: claude is stopped because the daemon stops, which is no crash."""
         if self.closed:
             return
+        if daemon_stops:
+            self._reports.daemon_stops(request_open=self.permission_pending())
         self.closed = True
         if keep_claude:
             self.supervisor.detach()

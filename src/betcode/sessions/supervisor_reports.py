@@ -24,6 +24,15 @@ Status = common_pb2.AgentStatus
 
 CRASHED_HINT = "send a message to try again"
 CONVERSATION_LOST = "CONVERSATION_LOST"
+DAEMON_STOPPED = "DAEMON_STOPPED"
+STOPPED_WAITING = (
+    "the daemon stopped, and stopped claude during the turn; the permission request stays "
+    "pending: answered once the daemon is back, a resumed claude is told the answer"
+)
+STOPPED_WORKING = (
+    "the daemon stopped, and stopped claude during the turn; once the daemon is back, send a "
+    "message to continue"
+)
 
 
 class SupervisorReports:
@@ -45,6 +54,13 @@ class SupervisorReports:
         self._set_status = set_status
         self._enqueue = enqueue  # behind the stdout lines already queued
         self._turn_cut = turn_cut  # a turn ended without its `result` (message, exit code)
+        # Set when the daemon stops (not keeping sessions): whether claude waited on an answer.
+        self._daemon_stopping: bool | None = None
+
+    def daemon_stops(self, *, request_open: bool) -> None:
+        """The daemon is about to stop claude on purpose: its exit is no crash. Whether a
+        permission request was open is read now, while claude is still the one that asked."""
+        self._daemon_stopping = request_open
 
     def on_state(self, state: SupervisorState, detail: str) -> None:
         # Whether a user line waits for this process is read now: by the time the report is
@@ -53,7 +69,11 @@ class SupervisorReports:
         self._enqueue(partial(self._state_changed, state, detail, waiting))
 
     def on_exit(self, returncode: int, stderr_tail: list[str]) -> None:
-        self._enqueue(partial(self._exited, returncode, stderr_tail, self._turns.current))
+        self._enqueue(
+            partial(
+                self._exited, returncode, stderr_tail, self._turns.current, self._daemon_stopping
+            )
+        )
 
     def on_conversation_lost(self, claude_session_id: str) -> None:
         self._enqueue(partial(self._conversation_lost, claude_session_id))
@@ -86,22 +106,28 @@ class SupervisorReports:
         status = Status.AGENT_STATUS_THINKING if self._turns.active else Status.AGENT_STATUS_IDLE
         self._emit(self._translator.set_status(status, "claude is running again"))
 
-    def _exited(self, returncode: int, stderr_tail: list[str], turn: int) -> None:
+    def _exited(
+        self, returncode: int, stderr_tail: list[str], turn: int, daemon_stopping: bool | None
+    ) -> None:
         """claude exited (any code): a turn it was running will never see its `result`, so
-        it ends here — unless a message recorded after the exit already began the next one."""
+        it ends here — unless a message recorded after the exit already began the next one.
+        `daemon_stopping`: the daemon stopped it on purpose (whether a request was open)."""
         if not self._turns.exited(turn):  # no turn was running on it
             if returncode == 0:
                 self._set_status("idle")
             return
-        how = (
-            f"exited with code {returncode}"
-            if returncode >= 0
-            else "was " + describe_returncode(returncode)
-        )
-        message = f"claude {how} during the turn"
-        if stderr_tail:
-            message += f": {stderr_tail[-1]}"
-        events = [translate.error_event("SUBPROCESS_CRASHED", message)]
+        if daemon_stopping is not None:
+            code, message = DAEMON_STOPPED, STOPPED_WAITING if daemon_stopping else STOPPED_WORKING
+        else:
+            how = (
+                f"exited with code {returncode}"
+                if returncode >= 0
+                else "was " + describe_returncode(returncode)
+            )
+            code, message = "SUBPROCESS_CRASHED", f"claude {how} during the turn"
+            if stderr_tail:
+                message += f": {stderr_tail[-1]}"
+        events = [translate.error_event(code, message)]
         if not self._turns.active:
             self._set_status("idle")
             events += self._translator.set_status(Status.AGENT_STATUS_IDLE, message)

@@ -314,6 +314,7 @@ def test_a_question_is_said_once_not_also_as_a_tool_call_with_its_json() -> None
         (error("AGENT_ERROR", api_error_status="429"), ExitCode.RATE_LIMITED, False),
         (error("RATE_LIMITED", fatal=True), ExitCode.RATE_LIMITED, True),
         (error("SUBPROCESS_CRASHED"), ExitCode.INTERNAL, True),
+        (error("DAEMON_STOPPED"), ExitCode.CONNECTION, True),  # nothing left to wait for
         (error("SESSION_NOT_FOUND", fatal=True), ExitCode.SESSION_NOT_FOUND, True),
         (error("SQLITE_ERROR", fatal=True), ExitCode.INTERNAL, True),
     ],
@@ -322,6 +323,15 @@ def test_errors_map_to_exit_codes(event: agent_pb2.AgentEvent, code: ExitCode, d
     run = follower()
     feed(run, echo(), event)
     assert (run.exit_code(), run.done) == (code, done)
+
+
+def test_a_daemon_stop_while_a_request_waits_leaves_the_run_waiting_for_it() -> None:
+    run = follower()
+    feed(run, echo(), request("r1", "Bash", command="make"), error("DAEMON_STOPPED"))
+    assert (run.done, run.error, run.waiting) == (False, None, {"r1": "Bash: make"})
+    assert "DAEMON_STOPPED happened; still waiting for the answer" in err(run)
+    feed(run, resolved("r1", "allowed"), echo(content="[BetCode] note"), COMPLETE)
+    assert (run.done, run.exit_code()) == (True, ExitCode.OK)
 
 
 def test_retries_and_lost_answer_races_are_notes_not_failures() -> None:
@@ -382,6 +392,7 @@ def test_summary_carries_usage_and_cost() -> None:
         ("MACHINE_OFFLINE", {}, ExitCode.CONNECTION),
         ("SUBPROCESS_CRASHED", {}, ExitCode.INTERNAL),
         (INTERRUPTED_CODE, {}, ExitCode.CONNECTION),  # the daemon died mid-turn
+        ("DAEMON_STOPPED", {}, ExitCode.CONNECTION),  # a plain `daemon stop` mid-turn
         ("CLIENT_SILENT", {}, ExitCode.CONNECTION),
         ("SESSION_ACTIVE", {}, ExitCode.AGENT_ERROR),
         ("some_claude_code", {}, ExitCode.AGENT_ERROR),
