@@ -26,7 +26,7 @@ from harness.environment import Workspace, make_workspace
 from harness.paths import require_pinned_claude
 from harness.web import WebClient, new_link
 
-from betcode.config.settings import DaemonSettings, HttpSettings
+from betcode.config.settings import DaemonSettings, HttpSettings, LimitSettings
 from betcode.daemon import Daemon, DaemonConfig
 from betcode.devtools import fake_claude_messages as lines
 from betcode.devtools.fake_claude import make_fake_claude
@@ -329,7 +329,9 @@ async def test_read_only_under_another_clients_lock_until_the_page_asks_for_it(
         await expect(page.locator("#lock-holder")).to_have_text(
             "Read-only: terminal holds the input lock."
         )
-        await expect(page.get_by_role("button", name="Send")).to_be_disabled()
+        # Read-only: no message can be sent, and the box is put away to leave room to read.
+        await expect(page.locator("#send")).to_be_disabled()
+        await expect(page.get_by_label("Message", exact=True)).to_be_hidden()
         # An approval needs no lock: answered here, seen by the terminal.
         await page.get_by_role("button", name="Allow for session").click()
         resolved = await terminal.wait_for("permission_resolved")
@@ -711,3 +713,108 @@ async def test_a_page_viewing_a_session_does_not_hold_up_a_terminal_run(
     assert "holds the input lock" not in run.err
     await expect(page.locator(".assistant").last).to_have_text("from the terminal")
     await expect(page.locator("#lock-banner")).to_be_hidden()  # the run has gone again
+
+
+async def test_a_phone_shows_the_viewed_sessions_request_with_room_to_read(
+    browser: Any, site: WebSite
+) -> None:
+    """At 390x844, read-only under a terminal's lock, the bar offers the viewed session's own
+    request though another session's waits longer, and leaves the conversation real room; once
+    it is answered, the other session's request says at the top whose it is (short id)."""
+    older = Client(site.config.socket_path, "terminal-older")
+    viewed = Client(site.config.socket_path, "terminal-viewed")
+    context = await browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    try:
+        for terminal, prompt in ((older, DENIED_PROMPT), (viewed, ALLOWED_PROMPT)):
+            terminal.converse(
+                agent_pb2.StartConversation(working_directory=str(site.workspace.repo))
+            )
+            await terminal.wait_for("session_info")
+            terminal.say(prompt)
+            await terminal.wait_for("permission_request")
+        page = await context.new_page()
+        await page.goto(await site.link())
+        await page.goto(f"{site.url}/#/s/{viewed.session_id}")
+        bar = page.locator("#action-bar")
+        await expect(page.locator("#lock-banner")).to_be_visible()
+        await expect(bar.locator(".summary")).to_contain_text("print(6 * 7)")
+        await expect(bar).to_contain_text("in this session")
+        await expect(bar.locator(".bar-from")).to_have_count(0)
+        await expect(page.locator(".request-card")).to_have_count(1)
+        names = ("Allow once", "Allow for session", "Deny")
+        await bar_buttons_on_top(page, names)
+        await screenshot(page, "phone-approval-read-only")
+        room = await page.locator("#conversation").evaluate("node => node.clientHeight")
+        assert room >= 200, f"{room} px of conversation at 390x844"
+        bar_height = await bar.evaluate("node => node.offsetHeight")
+        assert bar_height <= 0.45 * PHONE["height"] + 1, bar_height
+        await screenshot(page, "phone-approval-read-only")
+
+        await bar.get_by_role("button", name="Allow once").click()
+        assert (await viewed.wait_for("permission_resolved")).permission_resolved.outcome == (
+            "allowed"
+        )
+        short = older.session_id[:8]
+        await expect(bar.locator(".bar-from")).to_have_text(
+            f"From another session: session {short}"
+        )
+        await expect(bar.locator(".summary")).to_contain_text("print(13)")
+        assert older.session_id not in await bar.inner_text()
+        await bar_buttons_on_top(page, names)
+        await screenshot(page, "phone-approval-other-session")
+        await bar.get_by_role("button", name="Deny").click()
+        assert (await older.wait_for("permission_resolved")).permission_resolved.outcome == (
+            "denied"
+        )
+        await expect(bar).to_be_hidden()
+    finally:
+        await context.close()
+        await older.close()
+        await viewed.close()
+
+
+async def test_a_cost_limit_request_shows_its_question_not_a_raw_tool_name(
+    browser: Any, tmp_path: Path, site: WebSite, module_mock_api: MockAnthropic
+) -> None:
+    """A session past its cost cap asks before the next turn: the card and the bar say so in
+    words, with the amounts, and an allow sends the held message."""
+    settings = DaemonSettings(
+        http=HttpSettings(listen="127.0.0.1:0"),
+        limits=LimitSettings(session_cost_usd=0.000001),  # the first turn reaches it
+    )
+    config = replace(
+        daemon_config(
+            tmp_path / "daemon",
+            require_pinned_claude(),
+            site.workspace.env(module_mock_api.base_url),
+        ),
+        settings=settings,
+    )
+    daemon = Daemon(config)
+    await daemon.start()
+    context = await browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    try:
+        assert daemon.web is not None
+        assert daemon.web.url is not None
+        page = await context.new_page()
+        await page.goto(await new_link(daemon.web.url, read_or_create_token(config.config_dir)))
+        session_id = await start_session(page, site.workspace.repo, 'SCN:plain {"text": "one"} a')
+        await expect(page.locator(".assistant").last).to_have_text("one")
+        await send(page, 'SCN:plain {"text": "two"} b')
+        card = page.locator(".request-card").last
+        question = f"session {session_id} has spent $"
+        await expect(card.locator("strong")).to_have_text("Cost limit reached")
+        await expect(card.locator(".description")).to_contain_text(question)
+        await expect(card.locator(".description")).to_contain_text("limit; allow another $")
+        assert "BetCode:CostLimit" not in await card.inner_text()
+        bar = page.locator("#action-bar")
+        await expect(bar.locator(".description")).to_contain_text(question)
+        await expect(bar.locator(".held q")).to_have_text('SCN:plain {"text": "two"} b')
+        assert "BetCode:CostLimit" not in await bar.inner_text()
+        await bar_buttons_on_top(page, ("Allow once", "Allow for session", "Deny"))
+        await screenshot(page, "phone-cost-limit")
+        await bar.get_by_role("button", name="Allow once").click()
+        await expect(page.locator(".assistant").last).to_have_text("two")
+    finally:
+        await context.close()
+        await daemon.stop()

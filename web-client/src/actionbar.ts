@@ -1,11 +1,11 @@
-// The action bar above the input: the oldest request waiting in any session, with everything
-// needed to judge it (the tool, what it will do, the diff of an edit) and its answers. It is
+// The action bar above the input: the viewed session's oldest waiting request (else the oldest
+// in any session, its session named at the top), with everything needed to judge it (the tool, what it will do, the diff of an edit) and its answers. It is
 // part of the page's bottom dock, never over the conversation, so nothing covers its buttons.
 import { api, type QuestionPrompt, type Waiting } from "./api";
 import { byId, el } from "./dom";
 import { toolDiff } from "./render/diff";
 import { diffView } from "./render/diffview";
-import { toolSummary } from "./render/tools";
+import { COST_LIMIT_TOOL, requestTitle, toolSummary } from "./render/tools";
 import { stats } from "./stats";
 import { waiting } from "./waiting";
 
@@ -25,11 +25,21 @@ export function pin(requestId: string): void {
   renderBar();
 }
 
-function sessionLabel(sessionId: string): string {
-  return waiting.sessionNames.get(sessionId) || waiting.sessionPreviews.get(sessionId) || sessionId;
+/** A session as a person tells it: its name, else the first 8 characters of its id. */
+export function sessionLabel(sessionId: string): string {
+  return waiting.sessionNames.get(sessionId) || `session ${sessionId.slice(0, 8)}`;
+}
+
+/** The label, and for an unnamed session its last message too (the inbox has the room). */
+function sessionLabelLong(sessionId: string): string {
+  const preview = waiting.sessionNames.has(sessionId) ? "" : waiting.sessionPreviews.get(sessionId);
+  return preview ? `${sessionLabel(sessionId)} (${preview})` : sessionLabel(sessionId);
 }
 
 export function inputView(request: Pick<Waiting, "tool_name" | "input">): HTMLElement {
+  if (request.tool_name === COST_LIMIT_TOOL) {
+    return el("div", { class: "held" }, "The message it holds: ", el("q", { text: String(request.input.message ?? "") }));
+  }
   const diff = toolDiff(request.tool_name, request.input);
   if (diff) return diffView(diff);
   return el("pre", { class: "input", text: JSON.stringify(request.input ?? {}, null, 2) });
@@ -95,17 +105,18 @@ function questionFields(request: Waiting): { sets: HTMLFieldSetElement[]; collec
 
 function buildBar(request: Waiting): HTMLElement[] {
   const error = el("p", { class: "error", role: "alert" });
-  const where =
-    request.session_id === currentSession
-      ? el("span", { class: "where", text: "in this session" })
-      : el("a", { class: "where", href: `#/s/${encodeURIComponent(request.session_id)}`, text: `in ${sessionLabel(request.session_id)}` });
+  // Another session's request says so first: its answer goes to that session, not this one.
+  const elsewhere = request.session_id !== currentSession;
+  const where = elsewhere
+    ? el("div", { class: "bar-from" }, currentSession ? "From another session: " : "From ",
+        el("a", { class: "where", href: `#/s/${encodeURIComponent(request.session_id)}`, text: sessionLabel(request.session_id) }))
+    : null;
   const others = waiting.count - 1;
   const head = el(
     "div",
     { class: "bar-head" },
-    el("strong", { text: request.is_question ? "Question" : `Permission: ${request.tool_name}` }),
-    " ",
-    where,
+    el("strong", { text: requestTitle(request.tool_name, request.is_question) }),
+    elsewhere ? null : el("span", { class: "where", text: "in this session" }),
     others > 0 ? el("button", { type: "button", class: "link", text: `+${others} more`, onclick: () => toggleInbox() }) : null,
   );
   if (request.is_question) {
@@ -119,6 +130,7 @@ function buildBar(request: Waiting): HTMLElement[] {
       void answer(request.request_id, { answers }, error);
     };
     return [
+      ...(where ? [where] : []),
       head,
       el("div", { class: "bar-body" }, ...sets),
       el("div", { class: "bar-actions" }, el("button", { type: "button", class: "primary", onclick: submit, text: "Submit answers" })),
@@ -127,14 +139,17 @@ function buildBar(request: Waiting): HTMLElement[] {
   }
   const message = el("input", { type: "text", "aria-label": "Deny message", placeholder: "Why not (sent to claude with Deny)" });
   const decide = (decision: string) => () => void answer(request.request_id, { decision, message: message.value }, error);
+  const costLimit = request.tool_name === COST_LIMIT_TOOL;
   return [
+    ...(where ? [where] : []),
     head,
     el(
       "div",
       { class: "bar-body" },
-      el("div", { class: "summary", text: toolSummary(request.tool_name, request.input) }),
+      costLimit ? null : el("div", { class: "summary", text: toolSummary(request.tool_name, request.input) }),
       request.description ? el("div", { class: "description", text: request.description }) : null,
       inputView(request),
+      el("p", { class: "rule", text: ruleText(request) }),
     ),
     el(
       "div",
@@ -144,7 +159,6 @@ function buildBar(request: Waiting): HTMLElement[] {
       el("button", { type: "button", class: "danger", onclick: decide("deny"), text: "Deny" }),
     ),
     el("div", { class: "bar-deny" }, message),
-    el("p", { class: "rule", text: ruleText(request) }),
     error,
   ];
 }
@@ -152,7 +166,7 @@ function buildBar(request: Waiting): HTMLElement[] {
 export function renderBar(): void {
   const bar = byId("action-bar");
   const pinned = pinnedId ? waiting.all.find((w) => w.request_id === pinnedId) : undefined;
-  const request = pinned ?? waiting.oldest;
+  const request = pinned ?? waiting.first(currentSession);
   if (!pinned) pinnedId = null;
   if (!request) {
     shownId = null;
@@ -172,7 +186,7 @@ export function renderBar(): void {
     const rule = bar.querySelector(".rule");
     if (rule) rule.textContent = ruleText(request);
     const where = bar.querySelector("a.where");
-    if (where) where.textContent = `in ${sessionLabel(request.session_id)}`; // the list came
+    if (where) where.textContent = sessionLabel(request.session_id); // the list came
   }
   renderBadge();
   if (!byId("inbox").hidden) renderInbox();
@@ -201,7 +215,7 @@ function renderInbox(): void {
           {},
           el("button", { type: "button", class: "inbox-item", onclick: () => pin(request.request_id) },
             el("span", { text: request.is_question ? "Question" : toolSummary(request.tool_name, request.input) }),
-            el("span", { class: "meta", text: `${sessionLabel(request.session_id)} · ${Math.max(0, Math.round((now - request.received_at) / 1000))} s ago` })),
+            el("span", { class: "meta", text: `${sessionLabelLong(request.session_id)} · ${Math.max(0, Math.round((now - request.received_at) / 1000))} s ago` })),
         ),
       ),
     ),

@@ -8,7 +8,15 @@ import { byId, el, newId } from "./dom";
 import { toolDiff } from "./render/diff";
 import { diffView } from "./render/diffview";
 import { setMarkdown } from "./render/sanitize";
-import { clientLabel, outcomeText, toolSummary, turnEnding, turnEndingText } from "./render/tools";
+import {
+  clientLabel,
+  COST_LIMIT_TOOL,
+  outcomeText,
+  requestTitle,
+  toolSummary,
+  turnEnding,
+  turnEndingText,
+} from "./render/tools";
 import { stats } from "./stats";
 import { waiting } from "./waiting";
 
@@ -364,8 +372,12 @@ export class SessionStream {
       }
     },
     permission_request: (request, parent, event) => {
-      this.requestCard(request.request_id, parent, el("strong", { text: `Permission: ${request.tool_name}` }),
-        el("div", { class: "summary", text: toolSummary(request.tool_name, request.input) }),
+      // A cost limit's question says all (who spent what of which limit): shown as it is.
+      const costLimit = request.tool_name === COST_LIMIT_TOOL;
+      this.requestCard(request.request_id, parent, el("strong", { text: requestTitle(request.tool_name) }),
+        costLimit
+          ? el("div", { class: "description", text: request.description || "" })
+          : el("div", { class: "summary", text: toolSummary(request.tool_name, request.input) }),
         request.decision_reason ? el("div", { class: "note", text: request.decision_reason }) : null,
         // The bar below shows it in full while it waits: here it is folded, one tap away.
         el("details", { class: "request-input" }, el("summary", { text: "What it will do" }),
@@ -479,6 +491,8 @@ export class SessionStream {
     byId("lock-holder").textContent = readOnly ? `Read-only: ${who} holds the input lock.` : "";
     byId<HTMLButtonElement>("send").disabled = readOnly;
     byId<HTMLTextAreaElement>("message").disabled = readOnly;
+    // Read-only, the message box is put away (only Interrupt stays): its room goes to reading.
+    byId("composer").classList.toggle("read-only", readOnly);
     if (!readOnly) this.lockAsked("");
   }
 

@@ -1,6 +1,7 @@
-// Every request waiting for an answer, in any session: the action bar shows the oldest, the
-// inbox (from the badge) all of them. The daemon's list (GET /api/permissions) is the truth;
-// the open session's stream adds and removes its own at once, without waiting for a refresh.
+// Every request waiting for an answer, in any session: the action bar shows the viewed
+// session's oldest (or the oldest of all), the inbox (from the badge) all of them. The daemon's
+// list (GET /api/permissions) is the truth; the open session's stream adds and removes its own
+// at once, without waiting for a refresh.
 import { api, type Waiting } from "./api";
 
 const REFRESH_MS = 4000;
@@ -28,8 +29,10 @@ class WaitingRequests {
     return [...this.byId.values()].sort((a, b) => a.received_at - b.received_at);
   }
 
-  get oldest(): Waiting | undefined {
-    return this.all[0];
+  /** What the bar shows: the viewed session's oldest request first, else the oldest of all. */
+  first(sessionId: string | null): Waiting | undefined {
+    const all = this.all;
+    return all.find((request) => request.session_id === sessionId) ?? all[0];
   }
 
   get count(): number {

@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { clientLabel, outcomeText, toolSummary, turnEnding, turnEndingText } from "../src/render/tools";
+import {
+  clientLabel,
+  COST_LIMIT_TOOL,
+  outcomeText,
+  requestTitle,
+  toolSummary,
+  turnEnding,
+  turnEndingText,
+} from "../src/render/tools";
 
 test("a tool call in one line, from its most telling input", () => {
   assert.equal(toolSummary("Bash", { command: "npm   test\n  --watch" }), "Bash: npm test --watch");
@@ -32,4 +40,11 @@ test("clients read as who they are", () => {
   assert.equal(clientLabel("web-1234567890abcdef", "web-other"), "another browser (web-12345678…)");
   assert.equal(clientLabel("terminal", "web-me"), "terminal");
   assert.equal(clientLabel("", "web-me"), "");
+});
+
+test("a cost limit's request is named as one, never by its raw tool name", () => {
+  assert.equal(requestTitle(COST_LIMIT_TOOL), "Cost limit reached");
+  assert.equal(requestTitle("Bash"), "Permission: Bash");
+  assert.equal(requestTitle("AskUserQuestion", true), "Question");
+  assert.equal(toolSummary(COST_LIMIT_TOOL, { message: "go on", spent_usd: 1 }), 'Cost limit: holds "go on"');
 });

@@ -9,9 +9,19 @@ function shorten(value: string, limit = MAX_SUMMARY): string {
   return line.length > limit ? `${line.slice(0, limit - 1)}…` : line;
 }
 
+/** The daemon's own question before a turn past a cost cap (not a tool claude calls). */
+export const COST_LIMIT_TOOL = "BetCode:CostLimit";
+
+/** A waiting request's heading: what kind of answer it needs. */
+export function requestTitle(toolName: string, isQuestion = false): string {
+  if (isQuestion) return "Question";
+  return toolName === COST_LIMIT_TOOL ? "Cost limit reached" : `Permission: ${toolName}`;
+}
+
 /** What a call does, in one line: `Bash: npm test`, `Edit: src/app.ts`, `Task: look around`. */
 export function toolSummary(toolName: string, input: Input | undefined, description = ""): string {
   const given = input ?? {};
+  if (toolName === COST_LIMIT_TOOL) return `Cost limit: holds "${shorten(text(given.message))}"`;
   const detail =
     text(given.command) ||
     text(given.file_path) ||
