@@ -270,13 +270,19 @@ async def test_reload_mid_turn_and_a_network_cut_lose_and_repeat_nothing(
     await expect(conversation).to_contain_text("word5 ")
     await page.reload()  # mid-turn: the whole history again, once, then live
     await expect(conversation).to_contain_text("word15 ")
+    # The reloaded page may show word15 from its first page of events before its stream is
+    # routed: the cut waits for that stream, or it would cut the closed first one.
+    await expect(page.locator("#connection")).to_contain_text("live")
+    assert len(sockets) == 2
     cut.set()
-    route, server = sockets[-1]  # the live connection (the reload closed the first one)
+    route, server = sockets[-1]  # the reloaded page's live connection
     await server.close()
     await route.close(code=4000, reason="network down")
     await expect(page.locator("#connection")).to_have_text("reconnecting…")
     await asyncio.sleep(1.0)  # the turn goes on without the page
     cut.clear()
+    # Back live (the turn may have ended before the cut: its end alone proves no reconnect).
+    await expect(page.locator("#connection")).to_contain_text("live")
     await expect(page.locator(".note", has_text="turn complete")).to_have_count(1)
     text = await conversation.inner_text()
     words = text.split()
