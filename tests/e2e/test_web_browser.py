@@ -8,6 +8,7 @@ One daemon and one browser serve the whole module. Screenshots go to `test-artif
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -132,6 +133,25 @@ async def page(browser: Any, site: WebSite) -> AsyncIterator[Any]:
     await opened.goto(await site.link())
     yield opened
     await context.close()
+
+
+@contextlib.asynccontextmanager
+async def page_on_own_daemon(
+    browser: Any, config: DaemonConfig, **context_options: Any
+) -> AsyncIterator[Any]:
+    """A daemon of the test's own (another claude, other settings) and a page signed in to it."""
+    daemon = Daemon(config)
+    await daemon.start()
+    context = await browser.new_context(**context_options)
+    try:
+        assert daemon.web is not None
+        assert daemon.web.url is not None
+        page = await context.new_page()
+        await page.goto(await new_link(daemon.web.url, read_or_create_token(config.config_dir)))
+        yield page
+    finally:
+        await context.close()
+        await daemon.stop()
 
 
 async def fits_width(page: Any, width: int, buttons: tuple[str, ...] = ()) -> None:
@@ -383,22 +403,12 @@ async def test_subagent_activity_is_nested_under_its_task_call(
         daemon_config(tmp_path / "daemon", fake, dict(os.environ)),
         settings=DaemonSettings(http=http),
     )
-    daemon = Daemon(config)
-    await daemon.start()
-    context = await browser.new_context(viewport=DESKTOP)
-    try:
-        assert daemon.web is not None
-        assert daemon.web.url is not None
-        page = await context.new_page()
-        await page.goto(await new_link(daemon.web.url, read_or_create_token(config.config_dir)))
+    async with page_on_own_daemon(browser, config, viewport=DESKTOP) as page:
         await start_session(page, site.workspace.repo, "use a subagent")
         call = page.locator(".tool", has_text="Task")
         await expect(call.locator(".children .assistant")).to_have_text("inner finding")
         await expect(call.locator(".result")).to_contain_text("task done")
         await expect(page.locator(".conversation > .assistant")).to_have_text("outer summary")
-    finally:
-        await context.close()
-        await daemon.stop()
 
 
 XSS = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
@@ -594,14 +604,9 @@ async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
         daemon_config(tmp_path / "daemon", fake, dict(os.environ)),
         settings=DaemonSettings(http=http),
     )
-    daemon = Daemon(config)
-    await daemon.start()
-    context = await browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
-    try:
-        assert daemon.web is not None
-        assert daemon.web.url is not None
-        page = await context.new_page()
-        await page.goto(await new_link(daemon.web.url, read_or_create_token(config.config_dir)))
+    async with page_on_own_daemon(
+        browser, config, viewport=PHONE, has_touch=True, is_mobile=True
+    ) as page:
         await start_session(page, site.workspace.repo, "work")
         await expect(page.locator(".turn-end")).to_have_text("turn complete")
         last = (await page_stats(page))["received"][-1]
@@ -634,9 +639,6 @@ async def test_a_long_session_opens_at_its_end_and_pages_back_on_scroll(
         await screenshot(page, "desktop-long-session-edit-approval")
         await bar.get_by_role("button", name="Allow once").click()
         await expect(bar).to_be_hidden()
-    finally:
-        await context.close()
-        await daemon.stop()
 
 
 async def test_directories_are_picked_sessions_renamed_and_deleted_in_the_dark(
@@ -796,14 +798,9 @@ async def test_a_cost_limit_request_shows_its_question_not_a_raw_tool_name(
         ),
         settings=settings,
     )
-    daemon = Daemon(config)
-    await daemon.start()
-    context = await browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
-    try:
-        assert daemon.web is not None
-        assert daemon.web.url is not None
-        page = await context.new_page()
-        await page.goto(await new_link(daemon.web.url, read_or_create_token(config.config_dir)))
+    async with page_on_own_daemon(
+        browser, config, viewport=PHONE, has_touch=True, is_mobile=True
+    ) as page:
         session_id = await start_session(page, site.workspace.repo, 'SCN:plain {"text": "one"} a')
         await expect(page.locator(".assistant").last).to_have_text("one")
         await send(page, 'SCN:plain {"text": "two"} b')
@@ -821,6 +818,3 @@ async def test_a_cost_limit_request_shows_its_question_not_a_raw_tool_name(
         await screenshot(page, "phone-cost-limit")
         await bar.get_by_role("button", name="Allow once").click()
         await expect(page.locator(".assistant").last).to_have_text("two")
-    finally:
-        await context.close()
-        await daemon.stop()
