@@ -7,11 +7,13 @@ import hashlib
 from pathlib import Path
 from typing import Any, cast
 
+import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from betcode.config.settings import HttpSettings
-from betcode.web.access import Access, credential
+from betcode.web.access import Access, credential, is_relayed
 from betcode.web.devices import Devices
 from betcode.web.token import TokenFile, read_or_create_token, rotate_token, token_path
 
@@ -109,3 +111,34 @@ def test_token_is_private_and_rotation_is_seen_without_a_restart(tmp_path: Path)
 )
 def test_the_credential_comes_from_a_header_only(headers: dict[str, str], given: str) -> None:
     assert credential(make_mocked_request("GET", "/api/sessions", headers=headers)) == given
+
+
+async def test_only_the_gateway_socket_makes_a_request_relayed(tmp_path: Path) -> None:
+    """The same app on TCP (the LAN listener) and on a Unix socket (the gateway's): only the
+    socket a request arrives on decides, a header claiming to be relayed changes nothing."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response(is_relayed(request))
+
+    app = web.Application()
+    app.router.add_get("/api/relayed", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    gateway_socket = tmp_path / "gateway.sock"
+    try:
+        await web.UnixSite(runner, str(gateway_socket)).start()
+        tcp = web.TCPSite(runner, "127.0.0.1", 0)
+        await tcp.start()
+        port = runner.addresses[-1][1]
+        claims = {"X-BetCode-Relayed": "1", "Forwarded": "for=relay", "X-Forwarded-For": "relay"}
+        url = f"http://127.0.0.1:{port}/api/relayed"
+        async with aiohttp.ClientSession() as lan, lan.get(url, headers=claims) as got:
+            assert await got.json() is False
+        connector = aiohttp.UnixConnector(path=str(gateway_socket))
+        async with (
+            aiohttp.ClientSession(connector=connector) as gateway,
+            gateway.get("http://localhost/api/relayed") as got,
+        ):
+            assert await got.json() is True
+    finally:
+        await runner.cleanup()

@@ -13,12 +13,16 @@
    a one-time link or pairing code. The owner's endpoints (links, codes, rotation) take the
    access token only; any signed-in client lists and revokes devices.
    Without a valid credential: 401 and a JSON error saying how to get a link.
+4. Through the relay (`is_relayed`: the request came in on the daemon's private gateway socket,
+   which only the web gateway connects to): a device's credential only, never the access token.
+   Nothing a client sends can make a request look relayed, nor a relayed one look local.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -47,6 +51,10 @@ PUBLIC_PREFIXES = ("/static/", "/icons/")
 # from the laptop at hand.)
 OWNER_PATHS = ("/api/links", "/api/pairing-codes", "/api/rotate")
 PRINCIPAL_KEY = web.RequestKey("principal", Principal)
+RELAYED_KEY = web.RequestKey("relayed", bool)
+RELAYED_OWNER_HINT = (
+    "through the relay, sign in as a device (a link or pairing code), not with the access token"
+)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -102,9 +110,26 @@ def principal(request: web.Request) -> Principal:
     return request[PRINCIPAL_KEY]
 
 
+def is_relayed(request: web.Request) -> bool:
+    """Whether the request came through the web gateway (the relay), not from a browser."""
+    relayed = request.get(RELAYED_KEY)
+    if relayed is None:
+        # Known by the socket it arrived on (the gateway's Unix socket; the LAN listener is TCP),
+        # kept for handlers that ask once the connection is gone.
+        relayed = request[RELAYED_KEY] = _arrived_on_unix_socket(request)
+    return relayed
+
+
+def _arrived_on_unix_socket(request: web.Request) -> bool:
+    transport = request.transport
+    connection = transport.get_extra_info("socket") if transport is not None else None
+    return connection is not None and connection.family == socket.AF_UNIX
+
+
 def make_guard(access: Access) -> Middleware:
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        relayed = is_relayed(request)
         host = request.headers.get("Host")
         if not access.host_allowed(host):
             log.warning("web: refused a request for host %r", host)
@@ -118,6 +143,8 @@ def make_guard(access: Access) -> Middleware:
         who = access.devices.authenticate(credential(request))
         if who is None:
             return refusal(401, "UNAUTHENTICATED", SIGN_IN_HINT)
+        if relayed and who.id == OWNER:
+            return refusal(401, "UNAUTHENTICATED", RELAYED_OWNER_HINT)
         if request.path.startswith(OWNER_PATHS) and who.id != OWNER:
             return refusal(403, "OWNER_ONLY", "only the daemon's owner (`betcode web`) may do this")
         request[PRINCIPAL_KEY] = who
