@@ -78,6 +78,8 @@ WHAT = {
     "web.push.allow_loopback_endpoints": "also accept Web Push subscriptions whose push "
     "service is `http://127.0.0.1:PORT` (tests, a push service on this machine); else https "
     "only",
+    "web.push.contact": "the VAPID `sub` every Web Push is signed with: a `mailto:` address "
+    "or `https:` URL where a push service's operator can reach whoever runs this daemon",
     "subagent.max_concurrent": "subagents running at once; more wait in the queue",
     "subagent.queue_size": "subagents waiting for a place; one more spawn is refused with "
     "POOL_EXHAUSTED",

@@ -27,7 +27,7 @@ def start_push(
     """`signed_in(device_id)`: the web client's answer to whether a device is signed in."""
     key = VapidKey.load_or_create(config_dir)
     subscriptions = Subscriptions(core.writer, core.reader)
-    sender = PushSender(key, subscriptions.delete)
+    sender = PushSender(key, subscriptions.delete, settings.contact)
     notifications = PushNotifications(core.bridge, subscriptions, sender, signed_in=signed_in)
     for session in core.sessions.live:
         notifications.watch(session)

@@ -10,6 +10,7 @@ may construct these dataclasses directly with other values, e.g. a 2-second watc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from betcode.config.addresses import is_loopback_host, split_host_port
 from betcode.config.values import DAY, HOUR, MIB, setting
@@ -109,13 +110,33 @@ class HttpSettings:
             )
 
 
+def check_push_contact(contact: str) -> None:
+    """A `mailto:` address or an `https:` URL (RFC 8292 asks for one of them)."""
+    scheme, _, rest = contact.partition(":")
+    if scheme == "mailto" and "@" in rest.strip("@") and not any(c.isspace() for c in rest):
+        return
+    url = urlsplit(contact)
+    if url.scheme == "https" and url.hostname and not any(c.isspace() for c in contact):
+        return
+    raise SettingConflict(
+        "contact",
+        f"{contact!r} must be a mailto: address (mailto:you@example.com) or an https: "
+        "URL, for push services' operators to reach you",
+    )
+
+
 @dataclass(frozen=True)
 class WebPushSettings:
     """Web Push to the web client's browsers (betcode.push): a push service's endpoint must be
     https; `allow_loopback_endpoints` also admits `http://127.0.0.1:PORT` ones (tests, a push
-    service run on this machine)."""
+    service run on this machine). `contact` is the VAPID `sub` every push is signed with: how a
+    push service's operator reaches whoever runs this daemon, a `mailto:` or `https:` URL."""
 
     allow_loopback_endpoints: bool = setting(False, "bool")
+    contact: str = setting("mailto:betcode@localhost", "text")
+
+    def __post_init__(self) -> None:
+        check_push_contact(self.contact)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 Push to every subscribed browser. A push goes out when a permission request or a question
 waits (each once while it waits), a turn finishes or a session fails; none for a session whose
 input lock a client holds (someone is at it: a request skipped so is pushed once the lock is
-free, if it still waits); deduplicated and rate-limited as the relay's are
-(remote/attention_limits.py: 5 per hour per session, 20 per day for this daemon).
+free, if it still waits); deduplicated and rate-limited (remote/attention_limits.py) in two
+budgets, so that turn ends never starve what waits for an answer: requests and questions at
+most 20 an hour per session and 100 a day for this daemon; turn ends and failures, as the
+relay's webhook, 5 an hour per session and 20 a day.
 
 The payload names the session, the tool and what it wants to do (the audit log's redacted
 preview of its input), and carries the request id, so the notification can answer it. A pushed
@@ -21,13 +23,19 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from betcode.observability.redaction import cap_utf8, preview_of, redact
 from betcode.permissions.decisions import outcome_of
 from betcode.push.sender import PushSender
 from betcode.push.subscriptions import Subscriptions
-from betcode.remote.attention_limits import MemoryLimits, admit_notification
+from betcode.remote.attention_limits import (
+    PER_SESSION_PER_HOUR,
+    PER_USER_PER_DAY,
+    MemoryLimits,
+    admit_notification,
+)
 from betcode.sessions.attention import AttentionLog, AttentionSession, WaitingNotices
 from betcode.storage.pending import PendingPermission
 
@@ -37,6 +45,26 @@ log = logging.getLogger(__name__)
 # held is pushed at most this long after the lock is free.
 POLL_SECONDS = 5.0
 USER_KEY = "daemon"  # the daemon's one user: the per-user limit is this daemon's
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One rate limit: its own windows, counted apart from the other budget's."""
+
+    name: str
+    per_session_per_hour: int
+    per_day: int
+
+
+# A request waits for a human: an active user's turn ends must not use up its pushes.
+REQUESTS = Budget("requests", 20, 100)
+STATUS = Budget("status", PER_SESSION_PER_HOUR, PER_USER_PER_DAY)
+BUDGET_OF_KIND = {
+    "permission": REQUESTS,
+    "question": REQUESTS,
+    "turn_finished": STATUS,
+    "error": STATUS,
+}
 TITLE_BYTES = 120
 DESCRIPTION_BYTES = 500  # a push message holds about 4 KB
 HEADLINES = {
@@ -113,8 +141,14 @@ class PushNotifications:
             if row.push_notification_id is None:
                 notices.append(self._request_notice(row))
         for notice in notices:
+            budget = BUDGET_OF_KIND[notice["kind"]]
             if not await admit_notification(
-                self._limits, notice["notification_id"], notice["session_id"], USER_KEY
+                self._limits,
+                notice["notification_id"],
+                f"{budget.name}:{notice['session_id']}",
+                f"{budget.name}:{USER_KEY}",
+                per_session_per_hour=budget.per_session_per_hour,
+                per_user_per_day=budget.per_day,
             ):
                 continue
             if await self._push(notice) and "request_id" in notice:

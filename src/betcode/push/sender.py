@@ -19,8 +19,6 @@ from betcode.storage.push_subscriptions import PushSubscription
 
 log = logging.getLogger(__name__)
 
-# VAPID's `sub`: how a push service's operator reaches the sender.
-CONTACT = "mailto:betcode@localhost"
 POST_TIMEOUT_SECONDS = 10.0
 # How long a push service keeps a message for a browser that is offline: a waiting approval
 # is worth delivering for a day.
@@ -31,9 +29,11 @@ Forget = Callable[[str], Awaitable[object]]
 
 
 class PushSender:
-    def __init__(self, key: VapidKey, forget: Forget) -> None:
-        """`forget(endpoint)` deletes a subscription its push service no longer knows."""
+    def __init__(self, key: VapidKey, forget: Forget, contact: str) -> None:
+        """`forget(endpoint)` deletes a subscription its push service no longer knows;
+        `contact` is VAPID's `sub` (daemon.web.push.contact)."""
         self._key = key
+        self._contact = contact
         self._forget = forget
         self._http: aiohttp.ClientSession | None = None
 
@@ -53,7 +53,7 @@ class PushSender:
                 subscription.subscription_info(),
                 data=json.dumps(payload, separators=(",", ":")),
                 vapid_private_key=Vapid02(private_key=self._key.private_key),
-                vapid_claims={"sub": CONTACT, "aud": f"{url.scheme}://{url.netloc}"},
+                vapid_claims={"sub": self._contact, "aud": f"{url.scheme}://{url.netloc}"},
                 ttl=MESSAGE_TTL_SECONDS,
                 headers={"Urgency": "high"},
                 aiohttp_session=self._http,

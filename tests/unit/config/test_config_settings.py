@@ -220,7 +220,7 @@ def test_settings_items_lists_every_leaf() -> None:
     assert items["daemon.subagent.max_concurrent"] == 5
     assert items["daemon.worktree.setup_timeout_secs"] == 120
     assert items["daemon.grpc.max_concurrent_streams"] == 1000
-    assert len(items) == 60
+    assert len(items) == 61
 
 
 @pytest.mark.parametrize(

@@ -81,9 +81,11 @@ def test_text_shows_each_value_with_its_origin_in_columns(config: Path, project:
     assert rows["daemon.permission.reminder_seconds"][:2] == ("1h, 1d", "default")
     assert rows["daemon.holder.spool_limit_bytes"][:2] == ("67108864", "default")
     assert rows["daemon.holder.unattended_seconds"][:2] == ("30d", file)
-    # One origin column, except for a value too long for the value column (the command).
+    # One origin column, except for values too long for the value column (the command, the
+    # push contact).
     notify = rows.pop("daemon.permission.notify_command")
     assert notify[:2] == ('["notify-send", "BetCode", "--urgency=critical"]', file)
+    assert rows.pop("daemon.web.push.contact")[:2] == ('"mailto:betcode@localhost"', "default")
     assert len({column for _, _, column in rows.values()}) == 1
     assert notify[2] > next(iter(rows.values()))[2]
 

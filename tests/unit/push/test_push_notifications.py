@@ -17,6 +17,9 @@ import pytest
 from harness.attention import waiting_row, watched
 from harness.push_service import PushService
 
+from betcode.config.errors import ConfigError
+from betcode.config.resolve import load_daemon_settings
+from betcode.config.settings import WebPushSettings
 from betcode.push.notifications import PushNotifications
 from betcode.push.sender import PushSender
 from betcode.push.subscriptions import (
@@ -103,7 +106,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
     writer, reader = StoreWriter(database), StoreReader(database)
     key = VapidKey.load_or_create(tmp_path / "config")
     subscriptions = Subscriptions(writer, reader)
-    sender = PushSender(key, subscriptions.delete)
+    sender = PushSender(key, subscriptions.delete, "mailto:alice@example.com")
     requests = StandIn()
     now = [1_000_000.0]
     signed_out: set[str] = set()
@@ -156,7 +159,7 @@ async def test_a_waiting_request_is_pushed_encrypted_to_the_subscription_and_sig
     # Signed by the daemon's VAPID key, for this push service, with a contact.
     assert push.vapid_key == setup.key.public_key_base64url()
     assert push.claims["aud"] == setup.service.url
-    assert push.claims["sub"].startswith("mailto:")
+    assert push.claims["sub"] == "mailto:alice@example.com"  # daemon.web.push.contact
     assert push.headers["urgency"] == "high"
     assert int(push.headers["ttl"]) > 0
 
@@ -216,7 +219,7 @@ async def test_turn_ends_and_failures_are_pushed_without_conversation_text(setup
     assert all("SECRET" not in json.dumps(push.payload) for push in pushes)
 
 
-async def test_each_request_once_and_the_rate_limits_hold(setup: Setup) -> None:
+async def test_each_request_once_and_the_request_limits_hold(setup: Setup) -> None:
     """Every request stays waiting here (one that stops waiting is pushed as resolved)."""
     await setup.subscribe()
     pending = setup.requests.pending
@@ -224,29 +227,58 @@ async def test_each_request_once_and_the_rate_limits_hold(setup: Setup) -> None:
     for _ in range(3):
         await setup.notifications.round()
     assert len(await setup.service.wait_for(1)) == 1
-    # 5 an hour per session: of 7 more requests in s1, 4 are pushed (5 in all).
-    pending += [waiting(f"req-{n}", "s1") for n in range(2, 9)]
+    # 20 an hour per session: of 24 more requests in s1, 19 are pushed (20 in all).
+    pending += [waiting(f"req-{n}", "s1") for n in range(2, 26)]
     await setup.notifications.round()
     assert [p.payload["request_id"] for p in setup.service.received] == [
-        f"req-{n}" for n in range(1, 6)
+        f"req-{n}" for n in range(1, 21)
     ]
-    # 20 a day for the daemon: three more sessions fill it, a fifth gets nothing.
-    pending += [waiting(f"{s}-{n}", s) for s in ("s2", "s3", "s4", "s5") for n in range(5)]
+    # 100 a day for the daemon: four more sessions fill it, a sixth gets nothing.
+    pending += [waiting(f"{s}-{n}", s) for s in ("s2", "s3", "s4", "s5", "s6") for n in range(20)]
     await setup.notifications.round()
-    assert len(setup.service.received) == 20
-    assert not any(p.payload["session_id"] == "s5" for p in setup.service.received)
-    # An hour later s1 may have 5 more, but the day's 20 are spent.
+    assert len(setup.service.received) == 100
+    assert not any(p.payload["session_id"] == "s6" for p in setup.service.received)
+    # An hour later s1 may have 20 more, but the day's 100 are spent.
     setup.now[0] += 3601
     pending.append(waiting("later", "s1"))
     await setup.notifications.round()
-    assert len(setup.service.received) == 20
+    assert len(setup.service.received) == 100
     setup.now[0] += 86_400
     await setup.notifications.round()
-    assert len(setup.service.received) == 20  # "later" was counted out, not kept for later
+    assert len(setup.service.received) == 100  # "later" was counted out, not kept for later
     pending.append(waiting("next-day", "s1"))
     await setup.notifications.round()
-    await setup.service.wait_for(21)
+    await setup.service.wait_for(101)
     assert setup.service.received[-1].payload["request_id"] == "next-day"
+
+
+async def test_turn_ends_have_a_budget_of_their_own_and_never_starve_requests(
+    setup: Setup,
+) -> None:
+    await setup.subscribe()
+    sessions = [watched(f"s{n}", f"/home/alice/repo{n}") for n in range(5)]
+    for session in sessions:
+        setup.notifications.watch(session)
+    # 6 turn ends in each of 5 sessions: 5 an hour per session, then 20 a day in all.
+    for _ in range(6):
+        for session in sessions:
+            session.end_turn(ok=True)
+    await setup.notifications.round()
+    ends = await setup.service.wait_for(20)
+    assert {p.payload["kind"] for p in ends} == {"turn_finished"}
+    sessions[0].end_turn(ok=False)
+    await setup.notifications.round()
+    assert len(setup.service.received) == 20  # a failure counts in the spent budget too
+    # The turn ends' budget is spent; what waits for an answer is pushed all the same.
+    setup.requests.pending = [waiting("req-1", "s0"), waiting("req-2", "s4")]
+    await setup.notifications.round()
+    pushes = await setup.service.wait_for(22)
+    assert [p.payload["request_id"] for p in pushes[20:]] == ["req-1", "req-2"]
+    # A day later turn ends are pushed again.
+    setup.now[0] += 86_401
+    sessions[1].end_turn(ok=True)
+    await setup.notifications.round()
+    assert (await setup.service.wait_for(23))[-1].payload["kind"] == "turn_finished"
 
 
 async def test_an_answered_request_is_pushed_again_as_resolved_once(setup: Setup) -> None:
@@ -382,3 +414,33 @@ def test_an_endpoint_must_be_https_or_an_admitted_loopback_one() -> None:
         registered({"endpoint": "https://p.example/a", "keys": {**keys, "p256dh": "AAAA"}})
     with pytest.raises(SubscriptionRefused, match="auth"):
         registered({"endpoint": "https://p.example/a", "keys": {"p256dh": keys["p256dh"]}})
+
+
+@pytest.mark.parametrize(
+    ("contact", "admitted"),
+    [
+        ("mailto:alice@example.com", True),
+        ("https://example.com/contact", True),
+        ("alice@example.com", False),
+        ("mailto:", False),
+        ("mailto:alice", False),
+        ("mailto:a b@example.com", False),
+        ("http://example.com/contact", False),
+        ("https://", False),
+        ("", False),
+    ],
+)
+def test_the_vapid_contact_is_a_mailto_or_https_url(contact: str, admitted: bool) -> None:
+    if admitted:
+        assert WebPushSettings(contact=contact).contact == contact
+    else:
+        with pytest.raises(ValueError, match="must be a mailto: address"):
+            WebPushSettings(contact=contact)
+
+
+def test_a_bad_vapid_contact_in_the_settings_file_is_refused_at_load(tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text(
+        json.dumps({"daemon": {"web": {"push": {"contact": "betcode@localhost"}}}})
+    )
+    with pytest.raises(ConfigError, match=r"daemon\.web\.push\.contact: .* mailto:"):
+        load_daemon_settings(tmp_path, environ={})
