@@ -19,7 +19,7 @@ from harness.conditions import until
 from harness.fake_claude import FakeClaude, resume_id
 
 from betcode.claude.backoff import SupervisorPolicy
-from betcode.claude.holder.client import HeldClaude, HolderPlace, StdoutMark
+from betcode.claude.holder.client import HeldClaude, HolderPlace, StdoutMark, kill_group
 from betcode.claude.holder.discovery import find_holders
 from betcode.claude.holder.holder import EXIT_RECORD, PIPE_READ_BYTES, PROTOCOL
 from betcode.claude.locate import BinarySource, ClaudeBinary
@@ -174,6 +174,42 @@ def endless_flood(fake: FakeClaude, tmp_path: Path, **run: object) -> Path:
     never = str(tmp_path / "never")  # the flood goes on until claude is ended
     flood = {"do": "flood", "lines": 0, "text": "u", "rate": 100, "until_file": never}
     return fake.binary([{**run, "turns": [[flood]]}])
+
+
+def gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_claude_and_its_children_do_not_outlive_a_holder_killed_with_no_daemon(
+    tmp_path: Path,
+) -> None:
+    """The daemon is gone and then the holder is SIGKILLed while claude waits on a permission.
+    claude does not exit on stdin EOF while it waits (neither does this fake), so without a
+    guard it lived on for ever, with the tools it had started."""
+    fake = FakeClaude(tmp_path)
+    child_pid_file = tmp_path / "tool.pid"
+    turn = [
+        {"do": "grandchild", "seconds": 300, "pid_file": str(child_pid_file)},
+        {"do": "permission", "tool_name": "Bash", "input": {"command": "true"}},
+    ]
+    binary = fake.binary([{"turns": [turn]}])
+    received = Received()
+    process = HeldClaude(received.on_lines, HolderPlace(tmp_path / "holders"), "s1")
+    await process.start([str(binary), "-p"], tmp_path, {**ENV, "HOME": str(tmp_path)})
+    await process.write(USER_LINE)
+    await until(lambda: any(b'"can_use_tool"' in line.data for line in received.lines))
+    holder, claude = psutil.Process(process.holder_pid), psutil.Process(process.pid)
+    tool = psutil.Process(int(child_pid_file.read_text()))
+    process.detach()  # the daemon went away: nobody else will kill claude's group
+    try:
+        holder.kill()
+        await until(lambda: gone(holder), within_s=10)
+        await until(lambda: gone(claude) and gone(tool), within_s=10)
+    finally:
+        kill_group(claude.pid)
 
 
 async def test_a_holder_without_a_daemon_for_too_long_ends_claude_and_keeps_its_output(

@@ -109,9 +109,8 @@ class DaemonProcess:
     def kill9(self, *, holders_too: bool = False) -> None:
         """SIGKILL the daemon as a crash would. The holders of its claude processes run in
         sessions of their own, so they (and claude) live on, as they would for real; they are
-        remembered for `stop`. `holders_too`: SIGKILL the holders as well, so each claude is
-        orphaned as a daemon's direct child would be (EOF on stdin, a broken stdout) and no
-        session can be re-attached."""
+        remembered for `stop`. `holders_too`: SIGKILL the holders as well, so each claude dies
+        with its holder (its guard kills claude's group) and no session can be re-attached."""
         assert self.process is not None
         with contextlib.suppress(psutil.Error):
             self.orphans += psutil.Process(self.process.pid).children(recursive=True)

@@ -6,6 +6,11 @@ imports the standard library only: it starts in milliseconds and its code is all
 * It starts claude in a process group of its own (pgid = claude's pid: the daemon signals that
   group for stop, cancel and the watchdog) and prints ``READY <claude pid>`` (or ``ERROR ...``)
   on its stdout, which it then closes.
+* claude's group dies with the holder: a guard (a forked copy of the holder that does nothing
+  but read a pipe only the holder writes) kills it when the pipe ends without a word, which is
+  how a holder killed with SIGKILL ends it. A claude waiting on a permission does not exit on
+  stdin EOF, and the tools it started would live on too: nobody would ever end them. Once
+  claude has exited the holder tells the guard so, and the guard leaves without killing.
 * Every byte claude prints on stdout is appended to the spool (segment files in DIR/spool,
   named by their first byte's offset in claude's stdout) and, while a daemon is attached, sent
   to it. The daemon acknowledges the offset it has committed; fully acknowledged segments are
@@ -49,7 +54,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 PROTOCOL = 2  # in HELLO: a daemon refuses a holder that speaks another version
 # A pipe holds 64 KiB, so no read of claude's pipes returns more. Asking for more costs: CPython
@@ -201,6 +206,7 @@ class Holder:
         self.unattended = unattended
         self.kill_grace = kill_grace  # from SIGTERM to SIGKILL when claude is ended unattended
         self.claude: subprocess.Popen[bytes] | None = None  # None: replaying an ended claude
+        self.guard: Guard | None = None
         self.stdin = StdinLines(None)
         self.state = threading.Condition()
         self.conn: socket.socket | None = None
@@ -209,11 +215,12 @@ class Holder:
         self.returncode: int | None = None  # set once claude exited and its output is read
         self.leaving = False  # no daemon came in time: claude is ended, then the holder leaves
 
-    def run(self, claude: subprocess.Popen[bytes]) -> None:
+    def run(self, claude: subprocess.Popen[bytes], guard: Guard) -> None:
         """Take claude's pipes, each on a thread of its own."""
         assert claude.stdout is not None
         assert claude.stderr is not None
         self.claude = claude
+        self.guard = guard
         self.stdin = StdinLines(claude.stdin)
         for target, args in (
             (self.pump_stdout, (claude.stdout,)),
@@ -259,6 +266,8 @@ class Holder:
             self._drain()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.claude_pid, signal.SIGKILL)  # what is left of its group
+        if self.guard is not None:
+            self.guard.dismiss()
         with self.state:
             self.returncode = returncode
             self.state.notify_all()
@@ -426,6 +435,42 @@ class Holder:
             self._finish_if_done()
 
 
+class Guard:
+    """Kills claude's process group once the holder is gone, however it went (see above)."""
+
+    def __init__(self, claude_pid: int) -> None:
+        read_end, self._write_end = os.pipe()
+        self.pid = os.fork()  # before the holder's threads start: only this thread is copied
+        if self.pid == 0:
+            _guard(read_end, claude_pid)
+        os.close(read_end)
+
+    def dismiss(self) -> None:
+        """claude has exited and its group is dealt with: the guard leaves, killing nothing
+        (the group's id may soon be another's)."""
+        with contextlib.suppress(OSError):
+            os.write(self._write_end, b"x")
+            os.close(self._write_end)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def _guard(read_end: int, claude_pid: int) -> NoReturn:
+    """The guard's whole life, in the forked child: it keeps no other descriptor of the
+    holder's (a socket or pipe held here would keep the daemon or claude waiting on it)."""
+    try:
+        os.dup2(read_end, 0)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the log on 2 stays
+        if not os.read(0, 1):
+            log(f"the holder is gone; killing claude's process group {claude_pid}")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(claude_pid, signal.SIGKILL)
+    finally:
+        os._exit(0)
+
+
 class Requests:
     """What the daemon sends on `conn`, read by the main thread, buffered (a header is one recv,
     not one per byte). It waits in poll() for input, never in recv(): the kernel wakes every
@@ -512,6 +557,7 @@ def run(argv: list[str]) -> int:
         return 2
     _log_to_file(directory)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    claude: subprocess.Popen[bytes] | None = None
     try:
         listener = _listen(os.path.join(directory, "sock"))
         spool = Spool.new(os.path.join(directory, "spool"), int(limit))
@@ -522,7 +568,11 @@ def run(argv: list[str]) -> int:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        guard = Guard(claude.pid)
     except OSError as error:
+        if claude is not None:  # unguarded, it could outlive this holder: not started at all
+            os.killpg(claude.pid, signal.SIGKILL)
+            claude.wait()
         print(f"ERROR {error}", flush=True)
         shutil.rmtree(directory, ignore_errors=True)
         return 1
@@ -536,7 +586,7 @@ def run(argv: list[str]) -> int:
     with open(os.path.join(directory, "holder.json"), "w", encoding="utf-8") as file:
         json.dump(facts, file)
     log(f"claude pid {claude.pid} started: {claude_argv[0]}")
-    holder.run(claude)
+    holder.run(claude, guard)
     _ready(claude.pid)
     holder.serve(listener)
     return 0
