@@ -150,12 +150,10 @@ async def test_the_shell_loads_offline_and_says_the_daemon_cannot_be_reached(
     await browser_context.set_offline(True)
     await page.reload()
     connection = page.locator("#connection")
-    await playwright_api.expect(connection).to_contain_text(
-        "the daemon cannot be reached", timeout=30_000
-    )
+    await playwright_api.expect(connection).to_contain_text("daemon unreachable", timeout=30_000)
     await browser_context.set_offline(False)
     await page.reload()
-    await playwright_api.expect(connection).not_to_contain_text("cannot be reached")
+    await playwright_api.expect(connection).not_to_contain_text("unreachable")
 
 
 async def test_a_notification_action_answers_the_request_first_answer_wins(

@@ -1,6 +1,8 @@
-// The daemon's JSON endpoints and stream URL (betcode/web/api.py, stream.py; docs/WEB.md).
+// The daemon's JSON endpoints and session stream (betcode/web/api.py, stream.py; docs/WEB.md),
+// reached on the LAN or through a relay (transport.ts).
 import { forgetDevice, storedDevice } from "./credential";
 import { newId } from "./dom";
+import { lanTransport, RelayRefused, Unreachable, type Reply, type StreamSocket, type Transport } from "./transport";
 
 // One id per tab, kept across reloads: the audit log and other clients see who answered.
 export const clientId: string = sessionStorage.getItem("betcode-client") || newId("web-");
@@ -16,6 +18,13 @@ export class ApiError extends Error {
   }
 }
 
+let transport: Transport = lanTransport;
+
+/** The way to the daemon from now on (the relay origin's page, once a machine is opened). */
+export function useTransport(chosen: Transport): void {
+  transport = chosen;
+}
+
 export async function api<T = Record<string, unknown>>(
   method: string,
   path: string,
@@ -24,21 +33,28 @@ export async function api<T = Record<string, unknown>>(
   const headers: Record<string, string> = { "Content-Type": "application/json", "X-BetCode-Client": clientId };
   const device = storedDevice();
   if (device) headers.Authorization = `Bearer ${device.credential}`;
-  const response = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "omit",
-  });
-  if (response.status === 401 && path !== "/api/devices/pair") {
+  let reply: Reply;
+  try {
+    reply = await transport.request(method, path, headers, body === undefined ? undefined : JSON.stringify(body));
+  } catch (failure) {
+    if (failure instanceof Unreachable) throw new ApiError(failure.message, 503, "UNAVAILABLE");
+    if (failure instanceof RelayRefused) throw new ApiError(failure.message, 502, failure.code);
+    throw failure;
+  }
+  if (reply.status === 401 && path !== "/api/devices/pair") {
     await forgetDevice(); // revoked, or the token rotated: the page asks for a new link
     signedOut();
     throw new ApiError("not signed in", 401, "UNAUTHENTICATED");
   }
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) {
+  let data: unknown = {};
+  try {
+    data = JSON.parse(reply.body);
+  } catch {
+    // not JSON: the status says it
+  }
+  if (reply.status < 200 || reply.status >= 300) {
     const error = (data as { error?: { message?: string; code?: string } }).error ?? {};
-    throw new ApiError(error.message || `HTTP ${response.status}`, response.status, error.code || "");
+    throw new ApiError(error.message || `HTTP ${reply.status}`, reply.status, error.code || "");
   }
   return data as T;
 }
@@ -51,17 +67,10 @@ function signedOut(): void {
   onSignedOut();
 }
 
-/** The WebSocket's subprotocols: the stream's, and the credential (a browser's WebSocket
- * cannot send an Authorization header). */
-export function streamProtocols(): string[] {
-  const device = storedDevice();
-  return device ? ["betcode", `bearer.${device.credential}`] : ["betcode"];
-}
-
-export function streamUrl(sessionId: string, after: number): string {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
+/** A session's stream from the event after `after` (docs/WEB.md "The stream"). */
+export function openStream(sessionId: string, after: number): StreamSocket {
   const query = `from=${after}&client=${encodeURIComponent(clientId)}`;
-  return `${scheme}://${location.host}/api/sessions/${encodeURIComponent(sessionId)}/stream?${query}`;
+  return transport.socket(`/api/sessions/${encodeURIComponent(sessionId)}/stream?${query}`, storedDevice()?.credential ?? "");
 }
 
 // ---- what the endpoints answer ----

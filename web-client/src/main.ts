@@ -85,7 +85,10 @@ async function refreshList(): Promise<void> {
     if (!data.sessions.length) list.append(el("li", { class: "meta", text: "No sessions yet." }));
     byId("connection").textContent = "";
   } catch (error) {
-    byId("connection").textContent = `offline: ${(error as Error).message}`;
+    // Unreachable: the message says where ("daemon unreachable", "relay unreachable", "machine
+    // offline").
+    const unreachable = error instanceof ApiError && error.code === "UNAVAILABLE";
+    byId("connection").textContent = unreachable ? (error as Error).message : `offline: ${(error as Error).message}`;
   }
 }
 

@@ -1,5 +1,6 @@
-// The few protobuf messages the relay page reads and writes by hand (betcode.v1; docs/RELAY.md):
-// length-delimited and varint fields of protobuf's wire format, nothing more.
+// The few protobuf messages the web client reads and writes by hand through a relay (betcode.v1;
+// docs/RELAY.md, docs/WEB.md): length-delimited and varint fields of protobuf's wire format,
+// nothing more.
 export class ProtoError extends Error {}
 
 export function concat(...parts: Uint8Array[]): Uint8Array {
@@ -35,6 +36,21 @@ export function encodeMessage(fields: [number, Uint8Array | string | number][]):
     if (value.length) parts.push(varint((field << 3) | 2), varint(value.length), value);
   }
   return concat(...parts);
+}
+
+/** A length-delimited field written even when empty: a `oneof` member's presence is its value
+ * (an empty text frame is still a text frame). */
+export function presentField(field: number, value: Uint8Array | string): Uint8Array {
+  const bytes = typeof value === "string" ? new TextEncoder().encode(value) : value;
+  return concat(varint((field << 3) | 2), varint(bytes.length), bytes);
+}
+
+/** A `map<string, string>` field's entries (each a message {key = 1, value = 2}). */
+export function mapEntries(field: number, map: Record<string, string>): [number, Uint8Array][] {
+  return Object.entries(map).map(([key, value]) => [
+    field,
+    concat(presentField(1, key), encodeMessage([[2, value]])),
+  ]);
 }
 
 export interface Field {
@@ -86,6 +102,21 @@ export function decodeMessage(data: Uint8Array): Field[] {
 
 export function bytesOf(fields: Field[], field: number): Uint8Array {
   return fields.find((f) => f.field === field)?.bytes ?? new Uint8Array();
+}
+
+export function numberOf(fields: Field[], field: number): number {
+  return fields.find((f) => f.field === field)?.number ?? 0;
+}
+
+/** A `map<string, string>` field, read back. */
+export function mapOf(fields: Field[], field: number): Record<string, string> {
+  const map: Record<string, string> = {};
+  for (const entry of fields) {
+    if (entry.field !== field || !entry.bytes) continue;
+    const pair = decodeMessage(entry.bytes);
+    map[textOf(pair, 1)] = textOf(pair, 2);
+  }
+  return map;
 }
 
 export function textOf(fields: Field[], field: number): string {

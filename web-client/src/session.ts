@@ -2,7 +2,7 @@
 // has, so a reconnect after any drop resumes with no gap and no duplicate) and its rendering.
 // Viewing takes nothing: the daemon gives the input lock at the page's first input or when
 // it is asked for (the "Request input lock" button).
-import { api, ApiError, clientId, streamProtocols, streamUrl } from "./api";
+import { api, ApiError, clientId, openStream } from "./api";
 import { inputView, setCurrentSession } from "./actionbar";
 import { byId, el, newId } from "./dom";
 import { toolDiff } from "./render/diff";
@@ -18,6 +18,7 @@ import {
   turnEndingText,
 } from "./render/tools";
 import { stats } from "./stats";
+import type { StreamSocket } from "./transport";
 import { waiting } from "./waiting";
 
 const HEARTBEAT_MS = 15000;
@@ -82,7 +83,7 @@ export class SessionStream {
   private lastSeq = 0;
   private closed = false;
   private retryMs = 500;
-  private socket: WebSocket | null = null;
+  private socket: StreamSocket | null = null;
   private heartbeat: number | undefined;
   private holder = "";
   private lockAsk: { until: number; timer: number } | null = null;
@@ -196,7 +197,7 @@ export class SessionStream {
   // ---- the connection ----
 
   private connect(): void {
-    const socket = new WebSocket(streamUrl(this.sessionId, this.lastSeq), streamProtocols());
+    const socket = openStream(this.sessionId, this.lastSeq);
     this.socket = socket;
     byId("connection").textContent = "connecting…";
     let opened = false;
@@ -207,16 +208,16 @@ export class SessionStream {
       byId("connection").textContent = "live";
       this.heartbeat = window.setInterval(() => this.send({}), HEARTBEAT_MS);
     };
-    socket.onmessage = (message) => this.onBatch(JSON.parse(message.data as string) as Json[]);
-    socket.onclose = (event) => {
+    socket.onmessage = (text) => this.onBatch(JSON.parse(text) as Json[]);
+    socket.onclose = (code, reason) => {
       clearInterval(this.heartbeat);
       if (this.closed || this.socket !== socket) return;
       // Signed out (revoked, rotated) or refused before opening: api() tells on a 401.
-      if (!opened || event.code === SIGNED_OUT) {
+      if (!opened || code === SIGNED_OUT) {
         api("GET", "/api/whoami").catch(() => {});
-        if (event.code === SIGNED_OUT) return;
+        if (code === SIGNED_OUT) return;
       }
-      byId("connection").textContent = "reconnecting…";
+      byId("connection").textContent = reason ? `reconnecting… ${reason}` : "reconnecting…";
       setTimeout(() => this.closed || this.connect(), this.retryMs);
       this.retryMs = Math.min(this.retryMs * 2, 5000);
     };
@@ -232,7 +233,7 @@ export class SessionStream {
   }
 
   send(request: Json): boolean {
-    if (!this.socket || this.socket.readyState !== WebSocket.OPEN) {
+    if (!this.socket || !this.socket.isOpen) {
       byId("composer-error").textContent = "not connected; try again in a moment";
       return false;
     }

@@ -1,8 +1,8 @@
 // BetCode's service worker (plain JavaScript, apart from the page's bundle): keeps the app
-// shell for when the daemon cannot be reached, shows the daemon's Web Push messages, and
-// answers a waiting approval from the notification's Allow once / Deny actions through the
-// page's own answer endpoint (first answer wins, as for every client). docs/WEB.md
-// "Notifications" describes the messages.
+// shell for when the daemon (or, at a relay's address, the relay) cannot be reached, shows the
+// daemon's Web Push messages, and answers a waiting approval from the notification's Allow once
+// / Deny actions through the page's own answer endpoint (first answer wins, as for every
+// client). docs/WEB.md "Notifications" describes the messages.
 "use strict";
 
 const SHELL_CACHE = "betcode-shell-v1";
@@ -16,9 +16,11 @@ const SHELL = [
   "/icons/icon-512.png",
 ];
 const CLIENT_ID = "web-notification";
+// As web-client/src/transport.ts says them.
 const UNREACHABLE =
-  "the daemon cannot be reached: this device is offline, or the daemon or the network " +
-  "between them is down";
+  "daemon unreachable: this device is offline, or the daemon or the network between them is down";
+const RELAY_UNREACHABLE =
+  "relay unreachable: this device is offline, or the relay or the network to it is down";
 
 self.addEventListener("install", (event) => {
   event.waitUntil(cacheShell().then(() => self.skipWaiting()));
@@ -53,7 +55,11 @@ self.addEventListener("fetch", (event) => {
   const url = new URL(request.url);
   if (url.origin !== self.location.origin || request.method !== "GET") return;
   if (url.pathname.startsWith("/api/")) {
-    event.respondWith(fetch(request).catch(() => unreachable()));
+    event.respondWith(fetch(request).catch(() => unreachable(UNREACHABLE)));
+    return;
+  }
+  if (url.pathname.startsWith("/relay/api/")) {
+    event.respondWith(fetch(request).catch(() => unreachable(RELAY_UNREACHABLE)));
     return;
   }
   const shellPath = request.mode === "navigate" ? "/" : url.pathname;
@@ -77,9 +83,9 @@ async function networkThenShell(request, shellPath) {
   }
 }
 
-// The page's API, unreachable: the page's own error path shows the reason.
-function unreachable() {
-  const body = JSON.stringify({ error: { code: "UNAVAILABLE", message: UNREACHABLE } });
+// The page's API (or the relay's), unreachable: the page's own error path shows the reason.
+function unreachable(message) {
+  const body = JSON.stringify({ error: { code: "UNAVAILABLE", message } });
   return new Response(body, {
     status: 503,
     headers: { "Content-Type": "application/json", "X-BetCode-Offline": "1" },
