@@ -20,6 +20,7 @@ from harness.relay import BetcodeUser, RelayProcess, betcode_argv, finish, stder
 
 from betcode.daemon import Daemon
 from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.tunnel.identity import MachineIdentity, RelayAddress
 
 pytestmark = pytest.mark.real_cli
 
@@ -60,6 +61,9 @@ async def world(
         # It remembered the relay for the daemon: what a plain `daemon start` dials.
         settings = json.loads((owner.config_dir / "settings.json").read_text())
         assert settings["daemon"]["relay"]["urls"] == [relay.tunnel_url]
+        # And its clients' address, for `web pair` to ask for pairing tickets there.
+        remembered = MachineIdentity(owner.config_dir / "certs").relay()
+        assert remembered == RelayAddress(relay.url, str(relay.ca.resolve()))
         config = replace(
             daemon_config(tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url)),
             relay_urls=tuple(settings["daemon"]["relay"]["urls"]),  # its CA: the one stored

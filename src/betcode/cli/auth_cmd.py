@@ -1,5 +1,6 @@
-"""`betcode --relay URL auth register|login|logout|status`: an account on a relay; tokens are
-kept in <config dir>/auth.json (0600)."""
+"""`betcode --relay URL auth register|login|logout|status|devices|revoke`: an account on a relay;
+tokens are kept in <config dir>/auth.json (0600). The devices are the phones paired through the
+relay (`betcode web pair`), each a login of the account for one machine."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import click
 import grpc.aio
 
 from betcode.cli.relay_call import call_relay, required_relay
-from betcode.cli.relay_login import StoredLogin, auth_file
+from betcode.cli.relay_login import StoredLogin, access_token, auth_file
 from betcode.v1 import auth_pb2, auth_pb2_grpc
 
 password_option = click.option(
@@ -123,3 +124,60 @@ def status() -> None:
     click.echo(f"logged in to {stored.relay_url} as {stored.username} ({access})")
     if stored.active_machine:
         click.echo(f"active machine: {stored.active_machine}")
+
+
+def _devices() -> list[auth_pb2.DeviceLogin]:
+    choice = required_relay()
+
+    async def action(channel: grpc.aio.Channel) -> list[auth_pb2.DeviceLogin]:
+        token = await access_token(channel, choice)
+        response: auth_pb2.ListDevicesResponse = await auth_pb2_grpc.AuthServiceStub(
+            channel
+        ).ListDevices(
+            auth_pb2.ListDevicesRequest(),
+            metadata=(("authorization", f"Bearer {token}"),),
+            timeout=30,
+        )
+        return list(response.devices)
+
+    return call_relay(choice, action)
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
+
+
+@auth_group.command("devices")
+def devices() -> None:
+    """The phones paired through the relay (`betcode web pair`): each reaches one machine."""
+    listed = _devices()
+    if not listed:
+        click.echo("no devices: `betcode web pair` on a machine pairs a phone through the relay")
+    for device in listed:
+        state = (
+            f"revoked {_when(device.revoked_at.ToSeconds())}"
+            if device.HasField("revoked_at")
+            else "signed in"
+        )
+        click.echo(
+            f"{device.device_id}  {device.machine_id:<16} {state:<24} "
+            f"last used {_when(device.last_used_at.ToSeconds())}  {device.name}"
+        )
+
+
+@auth_group.command("revoke")
+@click.argument("device_id")
+def revoke(device_id: str) -> None:
+    """Sign a paired device out: its tokens stop working at once."""
+    choice = required_relay()
+
+    async def action(channel: grpc.aio.Channel) -> None:
+        token = await access_token(channel, choice)
+        await auth_pb2_grpc.AuthServiceStub(channel).RevokeDevice(
+            auth_pb2.RevokeDeviceRequest(device_id=device_id),
+            metadata=(("authorization", f"Bearer {token}"),),
+            timeout=30,
+        )
+
+    call_relay(choice, action)
+    click.echo(f"device {device_id} revoked; its tokens no longer work")

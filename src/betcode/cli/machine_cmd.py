@@ -14,7 +14,7 @@ from betcode.config.dirs import config_dir
 from betcode.config.keys import set_dotted
 from betcode.config.layers import SETTINGS_FILE, read_settings_file
 from betcode.relay.machine_service import CA_KEY, CERTIFICATE_KEY, CSR_KEY, TUNNEL_PORT_KEY
-from betcode.tunnel.identity import MachineIdentity
+from betcode.tunnel.identity import MachineIdentity, RelayAddress
 from betcode.v1 import machine_pb2, machine_pb2_grpc
 
 STATUS_NAMES = {
@@ -58,6 +58,7 @@ def register(machine_id: str, name: str) -> None:
         machine.name,
         machine.metadata[CERTIFICATE_KEY],
         machine.metadata[CA_KEY],
+        RelayAddress(choice.url, str(choice.ca_file.resolve()) if choice.ca_file else ""),
     )
     click.echo(f"machine {machine.machine_id} registered; certificate in {identity.cert_file}")
     tunnel_port = machine.metadata.get(TUNNEL_PORT_KEY)

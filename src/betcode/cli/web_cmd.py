@@ -1,5 +1,6 @@
 """`betcode web`: a one-time sign-in link to the web client the daemon serves; `web pair`, a
-pairing code and its QR code for a phone; the signed-in devices (`web devices`, `web revoke ID`)
+pairing code and its QR code for a phone (through the machine's relay when it has one:
+cli/relay_pairing.py); the signed-in devices (`web devices`, `web revoke ID`)
 and `web rotate-token` (docs/WEB.md "Access").
 
 The owner's requests go to the daemon's web address with the access token (0600 in the config
@@ -24,9 +25,19 @@ import click
 
 from betcode.cli.health import ask_health
 from betcode.cli.paths import resolve_paths
+from betcode.cli.relay_pairing import (
+    TicketUnavailable,
+    browser_address,
+    machine_key,
+    pairing_ticket,
+    pairing_url,
+    typed_form,
+)
 from betcode.config.addresses import is_loopback_host
 from betcode.config.dirs import config_dir
+from betcode.remote.e2e import fingerprint
 from betcode.storage.data_dir_lock import data_dir_holder
+from betcode.tunnel.identity import MachineIdentity
 from betcode.web.server import address_path
 from betcode.web.token import read_or_create_token, rotate_token, token_path
 
@@ -135,22 +146,54 @@ def _fail(message: str) -> NoReturn:
 @web_group.command("pair")
 @click.option(
     "--base-url",
-    help="The address the phone opens, when not the daemon's own (e.g. its LAN name with TLS).",
+    help="The address the phone opens, when not the daemon's (or the relay's) own.",
+)
+@click.option(
+    "--relay/--lan",
+    "through_relay",
+    default=None,
+    help="Pair through the relay this machine is registered with (the default when it is), "
+    "or directly with the daemon's web address.",
 )
 @click.pass_obj
-def pair(data_dir: Path | None, base_url: str | None) -> None:
+def pair(data_dir: Path | None, base_url: str | None, through_relay: bool | None) -> None:
     """Sign a phone in: a QR code to scan, or a short code to type on the page's sign-in screen."""
     import segno  # only this command draws a QR code
 
+    identity = MachineIdentity(config_dir() / "certs")
+    relay = identity.relay() if identity.exists() else None
+    if through_relay and relay is None:
+        _fail(
+            "this machine is not registered with a relay (or was before the relay's address "
+            "was remembered): run `betcode --relay URL machine register --id ID`, or pair on "
+            "the LAN with --lan"
+        )
     base = _live_address(resolve_paths(None, data_dir).data_dir)
     made = _owner_call(base, "POST", "/api/pairing-codes")
-    code = str(made["code"])
-    shown = base_url or base
-    url = f"{shown.rstrip('/')}/#code={code.replace('-', '')}"
-    segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
     minutes = max(1, round((float(made["expires_at"]) - time.time()) / 60))
-    click.echo(f"\nScan it, or open {shown} and type the code:\n\n    {code}\n")
-    click.echo(f"It signs in one browser, once, within {minutes} minutes.")
+    code = str(made["code"]).replace("-", "")
+    if relay is not None and through_relay is not False:
+        try:
+            ticket = pairing_ticket(identity, relay)
+        except TicketUnavailable as error:
+            _fail(f"{error}; pair on the LAN with --lan")
+        shown = (base_url or browser_address(relay.url)).rstrip("/")
+        key = machine_key(identity)
+        url = pairing_url(shown, ticket.ticket, code, ticket.machine_id, key)
+        typed = typed_form(ticket.ticket, code)
+        where = f"through the relay, to machine {ticket.machine_id}"
+    else:
+        shown = (base_url or base).rstrip("/")
+        url = f"{shown}/#code={code}"
+        typed = str(made["code"])
+        where = ""
+    segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
+    click.echo(f"\nScan it, or open {shown} and type the code:\n\n    {typed}\n")
+    if where:
+        click.echo(f"It signs in one browser {where}, once, within {minutes} minutes.")
+        click.echo(f"The machine's key fingerprint: {fingerprint(key)}")
+    else:
+        click.echo(f"It signs in one browser, once, within {minutes} minutes.")
     if _on_loopback(shown):
         click.echo(LOOPBACK_HINT.format(url=shown))
 

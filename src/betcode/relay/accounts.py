@@ -32,6 +32,17 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS invites (
         code_hash TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL,
         expires_at DOUBLE PRECISION NOT NULL, uses_left INTEGER NOT NULL)""",
+    # A machine's pairing tickets (hashed; one use) and the device logins they made: a device's
+    # refresh tokens are one family, its tokens reach its one machine.
+    """CREATE TABLE IF NOT EXISTS pairing_tickets (
+        ticket_hash TEXT PRIMARY KEY, machine_id TEXT NOT NULL, owner_id TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL,
+        used INTEGER NOT NULL DEFAULT 0)""",
+    """CREATE TABLE IF NOT EXISTS device_logins (
+        device_id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, machine_id TEXT NOT NULL,
+        name TEXT NOT NULL, family TEXT NOT NULL UNIQUE, created_at DOUBLE PRECISION NOT NULL,
+        last_used_at DOUBLE PRECISION NOT NULL, revoked_at DOUBLE PRECISION)""",
+    "CREATE INDEX IF NOT EXISTS device_logins_owner ON device_logins (owner_id)",
     """CREATE TABLE IF NOT EXISTS relayed_calls (
         at DOUBLE PRECISION NOT NULL, user_id TEXT NOT NULL, machine_id TEXT NOT NULL,
         method TEXT NOT NULL, outcome TEXT NOT NULL)""",
@@ -183,6 +194,23 @@ class Machine:
     registered_at: float
     last_seen: float
     online_relay: str
+
+
+@dataclass(frozen=True)
+class DeviceLogin:
+    device_id: str
+    owner_id: str
+    machine_id: str
+    name: str
+    family: str
+    created_at: float
+    last_used_at: float
+    revoked_at: float | None
+
+
+DEVICE_COLUMNS = (
+    "device_id, owner_id, machine_id, name, family, created_at, last_used_at, revoked_at"
+)
 
 
 class Accounts:
@@ -394,3 +422,82 @@ class Accounts:
             machine_id,
             relay_id,
         )
+
+    async def add_pairing_ticket(
+        self, ticket_hash: str, machine: Machine, now: float, expires_at: float
+    ) -> None:
+        await self.database.execute(
+            "INSERT INTO pairing_tickets (ticket_hash, machine_id, owner_id, created_at, "
+            "expires_at) VALUES (?, ?, ?, ?, ?)",
+            ticket_hash,
+            machine.machine_id,
+            machine.owner_id,
+            now,
+            expires_at,
+        )
+        # The expired ones are of no use to anyone: they go as new ones come.
+        await self.database.execute("DELETE FROM pairing_tickets WHERE expires_at <= ?", now)
+
+    async def use_pairing_ticket(self, ticket_hash: str, now: float) -> tuple[str, str] | None:
+        """(machine id, owner id) of the ticket, now used (atomically: two phones cannot share
+        it); None when it is unknown, used or expired."""
+        changed = await self.database.execute(
+            "UPDATE pairing_tickets SET used = 1 "
+            "WHERE ticket_hash = ? AND used = 0 AND expires_at > ?",
+            ticket_hash,
+            now,
+        )
+        if changed != 1:
+            return None
+        row = await self.database.fetchone(
+            "SELECT machine_id, owner_id FROM pairing_tickets WHERE ticket_hash = ?", ticket_hash
+        )
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    async def add_device(self, device: DeviceLogin) -> None:
+        await self.database.execute(
+            f"INSERT INTO device_logins ({DEVICE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            device.device_id,
+            device.owner_id,
+            device.machine_id,
+            device.name,
+            device.family,
+            device.created_at,
+            device.last_used_at,
+            device.revoked_at,
+        )
+
+    async def device_of_family(self, family: str) -> DeviceLogin | None:
+        row = await self.database.fetchone(
+            f"SELECT {DEVICE_COLUMNS} FROM device_logins WHERE family = ?", family
+        )
+        return None if row is None else DeviceLogin(*row)
+
+    async def devices_of(self, owner_id: str) -> list[DeviceLogin]:
+        rows = await self.database.fetchall(
+            f"SELECT {DEVICE_COLUMNS} FROM device_logins WHERE owner_id = ? ORDER BY created_at",
+            owner_id,
+        )
+        return [DeviceLogin(*row) for row in rows]
+
+    async def device_used(self, family: str, now: float) -> None:
+        await self.database.execute(
+            "UPDATE device_logins SET last_used_at = ? WHERE family = ?", now, family
+        )
+
+    async def revoke_device(self, device_id: str, owner_id: str, now: float) -> bool:
+        """Signs the owner's device out: its token family first (every token of it stops at
+        once), then the device's row; False when the owner has no such device signed in."""
+        row = await self.database.fetchone(
+            "SELECT family FROM device_logins "
+            "WHERE device_id = ? AND owner_id = ? AND revoked_at IS NULL",
+            device_id,
+            owner_id,
+        )
+        if row is None:
+            return False
+        await self.revoke_family(str(row[0]), now)
+        await self.database.execute(
+            "UPDATE device_logins SET revoked_at = ? WHERE device_id = ?", now, device_id
+        )
+        return True

@@ -1,5 +1,6 @@
-"""AuthService (register, login, refresh with rotation, revoke) and the check every other relay
-call starts with: the caller's ``authorization: Bearer <jwt>``."""
+"""AuthService (register, login, refresh with rotation, revoke; a device paired with a ticket,
+the device logins listed and revoked) and the check every other relay call starts with: the
+caller's ``authorization: Bearer <jwt>``."""
 
 from __future__ import annotations
 
@@ -17,8 +18,16 @@ from typing import Any
 import grpc
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from google.protobuf.timestamp_pb2 import Timestamp
 
-from betcode.relay.accounts import Accounts, InviteRefused, NotFirstUser, UserExists
+from betcode.relay.accounts import (
+    Accounts,
+    DeviceLogin,
+    InviteRefused,
+    NotFirstUser,
+    UserExists,
+)
+from betcode.relay.pairing import Pairing, TicketRefused, TooManyWrongTickets
 from betcode.relay.tokens import Claims, InvalidToken, TokenIssuer
 from betcode.v1 import auth_pb2, auth_pb2_grpc
 
@@ -115,6 +124,7 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
         self._registration = registration
         self._hasher = PasswordHasher()  # argon2id, memory-hard
         self._limiter = AttemptLimiter(ATTEMPTS_PER_MINUTE)
+        self._pairing = Pairing(accounts, issuer)
 
     def _client_address(self, context: grpc.aio.ServicerContext) -> str:
         metadata = {key: str(value) for key, value in context.invocation_metadata() or ()}
@@ -251,3 +261,71 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
         return auth_pb2.RevokeTokenResponse(
             revoked=await self._issuer.revoke(request.refresh_token)
         )
+
+    async def PairDevice(
+        self, request: auth_pb2.PairDeviceRequest, context: grpc.aio.ServicerContext
+    ) -> auth_pb2.PairDeviceResponse:
+        try:
+            device, pair = await self._pairing.pair(
+                request.ticket, request.name, self._client_address(context)
+            )
+        except TooManyWrongTickets as refused:
+            context.set_trailing_metadata(
+                (("retry-after-ms", str(int(refused.retry_after * 1000))),)
+            )
+            await abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
+            raise AssertionError from None
+        except TicketRefused:
+            await abort(
+                context,
+                grpc.StatusCode.UNAUTHENTICATED,
+                "this pairing ticket is wrong, used already or expired (tickets work once, for "
+                "minutes): run `betcode web pair` on the machine for a new one",
+            )
+            raise AssertionError from None
+        return auth_pb2.PairDeviceResponse(
+            access_token=pair.access_token,
+            refresh_token=pair.refresh_token,
+            expires_in_secs=pair.expires_in_secs,
+            user_id=device.owner_id,
+            machine_id=device.machine_id,
+            device_id=device.device_id,
+        )
+
+    async def ListDevices(
+        self, request: auth_pb2.ListDevicesRequest, context: grpc.aio.ServicerContext
+    ) -> auth_pb2.ListDevicesResponse:
+        claims = await caller_claims(context, self._issuer)
+        devices = await self._accounts.devices_of(claims.user_id)
+        return auth_pb2.ListDevicesResponse(devices=[_device_login(d) for d in devices])
+
+    async def RevokeDevice(
+        self, request: auth_pb2.RevokeDeviceRequest, context: grpc.aio.ServicerContext
+    ) -> auth_pb2.RevokeDeviceResponse:
+        claims = await caller_claims(context, self._issuer)
+        if not await self._accounts.revoke_device(request.device_id, claims.user_id, time.time()):
+            await abort(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"no signed-in device {request.device_id!r} (`betcode auth devices` lists them)",
+            )
+        return auth_pb2.RevokeDeviceResponse(revoked=True)
+
+
+def timestamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+def _device_login(device: DeviceLogin) -> auth_pb2.DeviceLogin:
+    login = auth_pb2.DeviceLogin(
+        device_id=device.device_id,
+        name=device.name,
+        machine_id=device.machine_id,
+        created_at=timestamp(device.created_at),
+        last_used_at=timestamp(device.last_used_at),
+    )
+    if device.revoked_at is not None:
+        login.revoked_at.CopyFrom(timestamp(device.revoked_at))
+    return login

@@ -9,11 +9,12 @@ import re
 import time
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from betcode.relay.accounts import Accounts, Machine, MachineTaken
-from betcode.relay.auth_service import abort, caller_claims
-from betcode.relay.tokens import TokenIssuer
+from betcode.relay.auth_service import abort, caller_claims, timestamp
+from betcode.relay.pairing import TICKET_SECONDS, new_ticket
+from betcode.relay.tokens import Claims, TokenIssuer
+from betcode.relay.tunnels import proven_machine
 from betcode.remote.pki import Authority, cert_pem, serial_hex
 from betcode.v1 import machine_pb2, machine_pb2_grpc
 
@@ -26,12 +27,6 @@ MAX_METADATA_ENTRIES = 32
 MAX_METADATA_CHARS = 1024
 
 
-def _timestamp(seconds: float) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromNanoseconds(int(seconds * 1e9))
-    return stamp
-
-
 def machine_info(machine: Machine) -> machine_pb2.MachineInfo:
     return machine_pb2.MachineInfo(
         machine_id=machine.machine_id,
@@ -42,8 +37,8 @@ def machine_info(machine: Machine) -> machine_pb2.MachineInfo:
             if machine.online_relay
             else machine_pb2.MACHINE_STATUS_OFFLINE
         ),
-        registered_at=_timestamp(machine.registered_at),
-        last_seen=_timestamp(machine.last_seen),
+        registered_at=timestamp(machine.registered_at),
+        last_seen=timestamp(machine.last_seen),
         metadata=json.loads(machine.metadata_json),
     )
 
@@ -68,7 +63,7 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
     async def RegisterMachine(
         self, request: machine_pb2.RegisterMachineRequest, context: grpc.aio.ServicerContext
     ) -> machine_pb2.RegisterMachineResponse:
-        claims = await caller_claims(context, self._issuer)
+        claims = await _full_login(context, self._issuer)
         if not MACHINE_ID.match(request.machine_id):
             await abort(
                 context,
@@ -138,7 +133,11 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
         self, request: machine_pb2.ListMachinesRequest, context: grpc.aio.ServicerContext
     ) -> machine_pb2.ListMachinesResponse:
         claims = await caller_claims(context, self._issuer)
-        infos = [machine_info(m) for m in await self._accounts.machines_of(claims.user_id)]
+        infos = [
+            machine_info(m)
+            for m in await self._accounts.machines_of(claims.user_id)
+            if claims.machine_ids is None or m.machine_id in claims.machine_ids
+        ]
         if request.status_filter:
             infos = [info for info in infos if info.status == request.status_filter]
         total = len(infos)
@@ -147,11 +146,17 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
             page = page[: request.limit]
         return machine_pb2.ListMachinesResponse(machines=page, total=total)
 
-    async def _owned(self, machine_id: str, context: grpc.aio.ServicerContext) -> Machine:
-        claims = await caller_claims(context, self._issuer)
+    async def _owned(
+        self, machine_id: str, context: grpc.aio.ServicerContext, claims: Claims
+    ) -> Machine:
         machine = await self._accounts.machine(machine_id)
-        # Another user's machine is reported exactly like a missing one (no probing of ids).
-        if machine is None or machine.owner_id != claims.user_id:
+        # Another user's machine, or one the token does not reach, is reported exactly like a
+        # missing one (no probing of ids).
+        if (
+            machine is None
+            or machine.owner_id != claims.user_id
+            or (claims.machine_ids is not None and machine_id not in claims.machine_ids)
+        ):
             await abort(context, grpc.StatusCode.NOT_FOUND, f"no machine {machine_id!r}")
             raise AssertionError
         return machine
@@ -159,13 +164,38 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
     async def GetMachine(
         self, request: machine_pb2.GetMachineRequest, context: grpc.aio.ServicerContext
     ) -> machine_pb2.GetMachineResponse:
+        claims = await caller_claims(context, self._issuer)
         return machine_pb2.GetMachineResponse(
-            machine=machine_info(await self._owned(request.machine_id, context))
+            machine=machine_info(await self._owned(request.machine_id, context, claims))
         )
 
     async def RemoveMachine(
         self, request: machine_pb2.RemoveMachineRequest, context: grpc.aio.ServicerContext
     ) -> machine_pb2.RemoveMachineResponse:
-        machine = await self._owned(request.machine_id, context)
+        claims = await _full_login(context, self._issuer)
+        machine = await self._owned(request.machine_id, context, claims)
         removed = await self._accounts.remove_machine(machine.machine_id, machine.owner_id)
         return machine_pb2.RemoveMachineResponse(removed=removed)
+
+    async def CreatePairingTicket(
+        self, request: machine_pb2.CreatePairingTicketRequest, context: grpc.aio.ServicerContext
+    ) -> machine_pb2.CreatePairingTicketResponse:
+        machine = await proven_machine(context, self._authority.cert, self._accounts)
+        return machine_pb2.CreatePairingTicketResponse(
+            ticket=await new_ticket(self._accounts, machine),
+            machine_id=machine.machine_id,
+            expires_in_secs=TICKET_SECONDS,
+        )
+
+
+async def _full_login(context: grpc.aio.ServicerContext, issuer: TokenIssuer) -> Claims:
+    """The caller's claims, from a login that reaches all of the account's machines: a
+    device's (one machine) neither registers nor removes machines."""
+    claims = await caller_claims(context, issuer)
+    if claims.machine_ids is not None:
+        await abort(
+            context,
+            grpc.StatusCode.PERMISSION_DENIED,
+            "this login is a paired device's, for one machine: log in with the account",
+        )
+    return claims

@@ -137,8 +137,9 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             await abort(
                 context, grpc.StatusCode.PERMISSION_DENIED, "the token does not reach this machine"
             )
+        device_family = claims.family if claims.machine_ids is not None else None
         context.add_done_callback(
-            functools.partial(self._audit, claims.user_id, machine_id, method)
+            functools.partial(self._audit, claims.user_id, machine_id, method, device_family)
         )
         forwarded = frames.encode_metadata(
             (k, v) for k, v in metadata if k not in NOT_FORWARDED and not k.startswith("grpc-")
@@ -156,10 +157,16 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             del self._calls[request_id]
 
     def _audit(
-        self, user_id: str, machine_id: str, method: str, context: grpc.aio.ServicerContext
+        self,
+        user_id: str,
+        machine_id: str,
+        method: str,
+        device_family: str | None,
+        context: grpc.aio.ServicerContext,
     ) -> None:
         """Every relayed call, as the relay authenticated it (the token's user, never an id the
-        client sent), once it ended: logged, and kept in the accounts database."""
+        client sent), once it ended: logged, and kept in the accounts database; a paired
+        device's call is its last use."""
         code = context.code()
         outcome = code.name if isinstance(code, grpc.StatusCode) else "OK"
         if context.cancelled():
@@ -171,11 +178,14 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             method,
             outcome,
         )
-        task = asyncio.create_task(
-            self._accounts.record_relayed_call(time.time(), user_id, machine_id, method, outcome)
-        )
-        self._audits.add(task)
-        task.add_done_callback(self._audits.discard)
+        now = time.time()
+        writes = [self._accounts.record_relayed_call(now, user_id, machine_id, method, outcome)]
+        if device_family is not None:
+            writes.append(self._accounts.device_used(device_family, now))
+        for write in writes:
+            task = asyncio.create_task(write)
+            self._audits.add(task)
+            task.add_done_callback(self._audits.discard)
 
     async def _open(
         self, machine_id: str, method: str, request_id: str, metadata: dict[str, str]

@@ -1,6 +1,7 @@
 """Access tokens (JWT, SEC-02 claims) and refresh tokens (opaque, stored hashed, rotated on
 every use; a replayed refresh token revokes its whole family, which also ends every access
-token issued from it)."""
+token issued from it). A device login (relay/pairing.py) is one family whose tokens carry the
+one machine they reach (`machine_ids`), kept through every rotation."""
 
 from __future__ import annotations
 
@@ -58,8 +59,10 @@ class TokenIssuer:
         self.access_ttl = access_ttl
         self.refresh_ttl = refresh_ttl
 
-    def _access(self, user: User, family: str, now: float) -> str:
-        claims = {
+    def _access(
+        self, user: User, family: str, now: float, machine_ids: tuple[str, ...] | None
+    ) -> str:
+        claims: dict[str, object] = {
             "sub": user.id,
             "email": user.email,
             "iss": ISSUER,
@@ -69,14 +72,23 @@ class TokenIssuer:
             # The family prefix lets one revocation row end every access token of a login.
             "jti": f"{family}.{uuid.uuid4().hex}",
         }
+        if machine_ids is not None:
+            claims["machine_ids"] = list(machine_ids)
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
 
-    async def issue(self, user: User, family: str | None = None) -> TokenPair:
+    async def issue(
+        self,
+        user: User,
+        family: str | None = None,
+        machine_ids: tuple[str, ...] | None = None,
+    ) -> TokenPair:
+        """``machine_ids``: the machines the tokens reach (None: every one the user owns)."""
         now = time.time()
         family = family or uuid.uuid4().hex
         refresh = secrets.token_urlsafe(32)
         await self._accounts.add_refresh(_hash(refresh), user.id, family, now + self.refresh_ttl)
-        return TokenPair(self._access(user, family, now), refresh, self.access_ttl)
+        access = self._access(user, family, now, machine_ids)
+        return TokenPair(access, refresh, self.access_ttl)
 
     async def rotate(self, refresh_token: str) -> TokenPair:
         row = await self._accounts.refresh_row(_hash(refresh_token))
@@ -93,7 +105,11 @@ class TokenIssuer:
         user = await self._accounts.user_by_id(row.user_id)
         if user is None:
             raise InvalidToken("the token's user no longer exists")
-        return await self.issue(user, row.family)
+        device = await self._accounts.device_of_family(row.family)
+        if device is None:
+            return await self.issue(user, row.family)
+        await self._accounts.device_used(row.family, time.time())
+        return await self.issue(user, row.family, (device.machine_id,))
 
     async def revoke(self, refresh_token: str) -> bool:
         row = await self._accounts.refresh_row(_hash(refresh_token))

@@ -73,6 +73,27 @@ def verified_machine_certificate(
     return cert
 
 
+async def proven_machine(
+    context: grpc.aio.ServicerContext, ca: x509.Certificate, accounts: Accounts
+) -> Machine:
+    """The registered machine whose current certificate the caller holds; aborts
+    UNAUTHENTICATED otherwise."""
+    try:
+        cert = verified_machine_certificate(context, ca)
+    except TunnelRefused as error:
+        await abort(context, grpc.StatusCode.UNAUTHENTICATED, str(error))
+        raise AssertionError from None
+    machine = await accounts.machine(common_name(cert))
+    if machine is None or machine.cert_serial != serial_hex(cert):
+        await abort(
+            context,
+            grpc.StatusCode.UNAUTHENTICATED,
+            "the machine certificate was revoked or replaced; register the machine again",
+        )
+        raise AssertionError
+    return machine
+
+
 class _Tunnel:
     def __init__(self, nc: Nats, machine_id: str) -> None:
         self.nc = nc
@@ -193,20 +214,7 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
         self.authority: Authority | None = None  # signs renewed machine certificates
 
     async def _machine(self, context: grpc.aio.ServicerContext) -> Machine:
-        try:
-            cert = verified_machine_certificate(context, self._ca)
-        except TunnelRefused as error:
-            await abort(context, grpc.StatusCode.UNAUTHENTICATED, str(error))
-            raise AssertionError from None
-        machine = await self._accounts.machine(common_name(cert))
-        if machine is None or machine.cert_serial != serial_hex(cert):
-            await abort(
-                context,
-                grpc.StatusCode.UNAUTHENTICATED,
-                "the machine certificate was revoked or replaced; register the machine again",
-            )
-            raise AssertionError
-        return machine
+        return await proven_machine(context, self._ca, self._accounts)
 
     async def Register(
         self, request: tunnel_pb2.TunnelRegisterRequest, context: grpc.aio.ServicerContext

@@ -7,6 +7,11 @@ and the calls it makes, as a browser can make them (HTTP and WebSockets, no gRPC
   answered `{"access_token", "user_id", "expires_in_secs"}`; 10 attempts a minute per browser
   address, as for gRPC clients (the front names the browser's address to AuthService, with a
   secret made at each start that proves the front said so).
+- `POST /relay/api/pair` `{"ticket", "name"?}`: a machine's pairing ticket (docs/RELAY.md "Pairing
+  a phone through the relay") exchanged for a device login of the machine's owner that reaches
+  that machine only, answered `{"access_token", "refresh_token", "expires_in_secs", "user_id",
+  "machine_id", "device_id"}`; without a name the device is named after the browser's user
+  agent. Wrong tickets are limited per browser address as logins are.
 - `GET /relay/api/machines`: the caller's machines and their state (MachineService).
 - `GET /relay/api/machines/{id}/call` upgraded to a WebSocket: one call to the machine, carried
   as it comes. The first message is JSON `{"method", "e2e", "token", "client_id"}` (the full
@@ -63,6 +68,7 @@ CLIENT_ID = re.compile(r"web-[A-Za-z0-9._-]{1,80}")
 CHANNEL_KEY = web.AppKey("channel", grpc.aio.Channel)
 FRONT_SECRET = web.AppKey("front_secret", str)
 FILES_KEY = web.AppKey("files", dict[str, bytes])
+RETRY_AFTER_MS = "retry-after-ms"
 
 
 def _refusal(status: int, code: str, message: str) -> web.Response:
@@ -118,6 +124,61 @@ async def _login(request: web.Request) -> web.Response:
             "expires_in_secs": reply.expires_in_secs,
         }
     )
+
+
+async def _pair(request: web.Request) -> web.Response:
+    """A pairing ticket (from `betcode web pair`'s QR code) exchanged for a device login that
+    reaches the ticket's machine: no password on the phone."""
+    try:
+        body = await request.json()
+        ticket = str(body["ticket"])
+        name = str(body.get("name") or device_name(request.headers.get("User-Agent", "")))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return _refusal(400, "INVALID_ARGUMENT", 'send {"ticket"} (and optionally "name")')
+    try:
+        reply = await auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY]).PairDevice(
+            auth_pb2.PairDeviceRequest(ticket=ticket, name=name),
+            metadata=(
+                (FRONT_SECRET_KEY, request.app[FRONT_SECRET]),
+                (FORWARDED_KEY, request.remote or ""),
+            ),
+        )
+    except grpc.aio.AioRpcError as error:
+        refusal = _grpc_refusal(error)
+        trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
+        if RETRY_AFTER_MS in trailers:
+            refusal.headers["Retry-After"] = str(
+                max(1, round(int(trailers[RETRY_AFTER_MS]) / 1000))
+            )
+        return refusal
+    return web.json_response(
+        {
+            "access_token": reply.access_token,
+            "refresh_token": reply.refresh_token,
+            "expires_in_secs": reply.expires_in_secs,
+            "user_id": reply.user_id,
+            "machine_id": reply.machine_id,
+            "device_id": reply.device_id,
+        }
+    )
+
+
+BROWSERS = (("Edg/", "Edge"), ("Firefox/", "Firefox"), ("Chrome/", "Chrome"), ("Safari/", "Safari"))
+SYSTEMS = (
+    ("Android", "Android"),
+    ("iPhone", "iPhone"),
+    ("iPad", "iPad"),
+    ("Mac OS X", "macOS"),
+    ("Windows", "Windows"),
+    ("Linux", "Linux"),
+)
+
+
+def device_name(user_agent: str) -> str:
+    """`Chrome on Android`: what a device list shows for a browser that gave no name."""
+    browser = next((name for mark, name in BROWSERS if mark in user_agent), "a browser")
+    system = next((name for mark, name in SYSTEMS if mark in user_agent), "")
+    return f"{browser} on {system}" if system else browser
 
 
 async def _machines(request: web.Request) -> web.Response:
@@ -273,6 +334,7 @@ class RelayWeb:
                 web.get("/", _page),
                 web.get("/static/{name}", _page),
                 web.post("/relay/api/login", _login),
+                web.post("/relay/api/pair", _pair),
                 web.get("/relay/api/machines", _machines),
                 web.get("/relay/api/machines/{machine_id}/call", _call),
             ]

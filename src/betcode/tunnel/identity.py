@@ -22,6 +22,12 @@ class NoMachineIdentity(Exception):
 
 
 @dataclass(frozen=True)
+class RelayAddress:
+    url: str  # the relay's client address (`betcode --relay URL`)
+    ca_file: str  # the CA its certificate is checked by ("" = the system's)
+
+
+@dataclass(frozen=True)
 class MachineIdentity:
     root: Path  # <config dir>/certs
 
@@ -57,11 +63,29 @@ class MachineIdentity:
         write_private(self.key_file, key_pem(key))
         return certificate_request(key, machine_id)
 
-    def store(self, machine_id: str, name: str, cert_pem: str, ca_pem: str) -> None:
+    def store(
+        self,
+        machine_id: str,
+        name: str,
+        cert_pem: str,
+        ca_pem: str,
+        relay: RelayAddress | None = None,
+    ) -> None:
+        """``relay``: where the machine was registered, for `web pair` to reach it again."""
         write_private(self.cert_file, cert_pem.encode())
         write_private(self.ca_file, ca_pem.encode())
         info = {"machine_id": machine_id, "name": name}
+        if relay is not None:
+            info |= {"relay_url": relay.url, "relay_ca_file": relay.ca_file}
         write_private(self.info_file, json.dumps(info, indent=2).encode())
+
+    def relay(self) -> RelayAddress | None:
+        """The relay's client address the machine was registered at (None: registered before
+        it was remembered)."""
+        self.require()
+        info = json.loads(self.info_file.read_text())
+        url = info.get("relay_url")
+        return RelayAddress(str(url), str(info.get("relay_ca_file") or "")) if url else None
 
     def exists(self) -> bool:
         return all(p.exists() for p in (self.key_file, self.cert_file, self.info_file))

@@ -22,31 +22,46 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62\x65tcode/v1/auth.proto\x12\nbetcode.v1\"2\n\x0cLoginRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\"f\n\rLoginResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\x12\x0f\n\x07user_id\x18\x04 \x01(\t\"Y\n\x0fRegisterRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\r\n\x05\x65mail\x18\x03 \x01(\t\x12\x13\n\x0binvite_code\x18\x04 \x01(\t\"i\n\x10RegisterResponse\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x02 \x01(\t\x12\x15\n\rrefresh_token\x18\x03 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x04 \x01(\x03\",\n\x13RefreshTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"\\\n\x14RefreshTokenResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\"+\n\x12RevokeTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"&\n\x13RevokeTokenResponse\x12\x0f\n\x07revoked\x18\x01 \x01(\x08\x32\xb5\x02\n\x0b\x41uthService\x12<\n\x05Login\x12\x18.betcode.v1.LoginRequest\x1a\x19.betcode.v1.LoginResponse\x12\x45\n\x08Register\x12\x1b.betcode.v1.RegisterRequest\x1a\x1c.betcode.v1.RegisterResponse\x12Q\n\x0cRefreshToken\x12\x1f.betcode.v1.RefreshTokenRequest\x1a .betcode.v1.RefreshTokenResponse\x12N\n\x0bRevokeToken\x12\x1e.betcode.v1.RevokeTokenRequest\x1a\x1f.betcode.v1.RevokeTokenResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62\x65tcode/v1/auth.proto\x12\nbetcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"2\n\x0cLoginRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\"f\n\rLoginResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\x12\x0f\n\x07user_id\x18\x04 \x01(\t\"Y\n\x0fRegisterRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\r\n\x05\x65mail\x18\x03 \x01(\t\x12\x13\n\x0binvite_code\x18\x04 \x01(\t\"i\n\x10RegisterResponse\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x02 \x01(\t\x12\x15\n\rrefresh_token\x18\x03 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x04 \x01(\x03\",\n\x13RefreshTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"\\\n\x14RefreshTokenResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\"+\n\x12RevokeTokenRequest\x12\x15\n\rrefresh_token\x18\x01 \x01(\t\"&\n\x13RevokeTokenResponse\x12\x0f\n\x07revoked\x18\x01 \x01(\x08\"1\n\x11PairDeviceRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x92\x01\n\x12PairDeviceResponse\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x01 \x01(\t\x12\x15\n\rrefresh_token\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12\x12\n\nmachine_id\x18\x05 \x01(\t\x12\x11\n\tdevice_id\x18\x06 \x01(\t\"\xd4\x01\n\x0b\x44\x65viceLogin\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nmachine_id\x18\x03 \x01(\t\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0clast_used_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nrevoked_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x14\n\x12ListDevicesRequest\"?\n\x13ListDevicesResponse\x12(\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x17.betcode.v1.DeviceLogin\"(\n\x13RevokeDeviceRequest\x12\x11\n\tdevice_id\x18\x01 \x01(\t\"\'\n\x14RevokeDeviceResponse\x12\x0f\n\x07revoked\x18\x01 \x01(\x08\x32\xa5\x04\n\x0b\x41uthService\x12<\n\x05Login\x12\x18.betcode.v1.LoginRequest\x1a\x19.betcode.v1.LoginResponse\x12\x45\n\x08Register\x12\x1b.betcode.v1.RegisterRequest\x1a\x1c.betcode.v1.RegisterResponse\x12Q\n\x0cRefreshToken\x12\x1f.betcode.v1.RefreshTokenRequest\x1a .betcode.v1.RefreshTokenResponse\x12N\n\x0bRevokeToken\x12\x1e.betcode.v1.RevokeTokenRequest\x1a\x1f.betcode.v1.RevokeTokenResponse\x12K\n\nPairDevice\x12\x1d.betcode.v1.PairDeviceRequest\x1a\x1e.betcode.v1.PairDeviceResponse\x12N\n\x0bListDevices\x12\x1e.betcode.v1.ListDevicesRequest\x1a\x1f.betcode.v1.ListDevicesResponse\x12Q\n\x0cRevokeDevice\x12\x1f.betcode.v1.RevokeDeviceRequest\x1a .betcode.v1.RevokeDeviceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'betcode.v1.auth_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOGINREQUEST']._serialized_start=37
-  _globals['_LOGINREQUEST']._serialized_end=87
-  _globals['_LOGINRESPONSE']._serialized_start=89
-  _globals['_LOGINRESPONSE']._serialized_end=191
-  _globals['_REGISTERREQUEST']._serialized_start=193
-  _globals['_REGISTERREQUEST']._serialized_end=282
-  _globals['_REGISTERRESPONSE']._serialized_start=284
-  _globals['_REGISTERRESPONSE']._serialized_end=389
-  _globals['_REFRESHTOKENREQUEST']._serialized_start=391
-  _globals['_REFRESHTOKENREQUEST']._serialized_end=435
-  _globals['_REFRESHTOKENRESPONSE']._serialized_start=437
-  _globals['_REFRESHTOKENRESPONSE']._serialized_end=529
-  _globals['_REVOKETOKENREQUEST']._serialized_start=531
-  _globals['_REVOKETOKENREQUEST']._serialized_end=574
-  _globals['_REVOKETOKENRESPONSE']._serialized_start=576
-  _globals['_REVOKETOKENRESPONSE']._serialized_end=614
-  _globals['_AUTHSERVICE']._serialized_start=617
-  _globals['_AUTHSERVICE']._serialized_end=926
+  _globals['_LOGINREQUEST']._serialized_start=70
+  _globals['_LOGINREQUEST']._serialized_end=120
+  _globals['_LOGINRESPONSE']._serialized_start=122
+  _globals['_LOGINRESPONSE']._serialized_end=224
+  _globals['_REGISTERREQUEST']._serialized_start=226
+  _globals['_REGISTERREQUEST']._serialized_end=315
+  _globals['_REGISTERRESPONSE']._serialized_start=317
+  _globals['_REGISTERRESPONSE']._serialized_end=422
+  _globals['_REFRESHTOKENREQUEST']._serialized_start=424
+  _globals['_REFRESHTOKENREQUEST']._serialized_end=468
+  _globals['_REFRESHTOKENRESPONSE']._serialized_start=470
+  _globals['_REFRESHTOKENRESPONSE']._serialized_end=562
+  _globals['_REVOKETOKENREQUEST']._serialized_start=564
+  _globals['_REVOKETOKENREQUEST']._serialized_end=607
+  _globals['_REVOKETOKENRESPONSE']._serialized_start=609
+  _globals['_REVOKETOKENRESPONSE']._serialized_end=647
+  _globals['_PAIRDEVICEREQUEST']._serialized_start=649
+  _globals['_PAIRDEVICEREQUEST']._serialized_end=698
+  _globals['_PAIRDEVICERESPONSE']._serialized_start=701
+  _globals['_PAIRDEVICERESPONSE']._serialized_end=847
+  _globals['_DEVICELOGIN']._serialized_start=850
+  _globals['_DEVICELOGIN']._serialized_end=1062
+  _globals['_LISTDEVICESREQUEST']._serialized_start=1064
+  _globals['_LISTDEVICESREQUEST']._serialized_end=1084
+  _globals['_LISTDEVICESRESPONSE']._serialized_start=1086
+  _globals['_LISTDEVICESRESPONSE']._serialized_end=1149
+  _globals['_REVOKEDEVICEREQUEST']._serialized_start=1151
+  _globals['_REVOKEDEVICEREQUEST']._serialized_end=1191
+  _globals['_REVOKEDEVICERESPONSE']._serialized_start=1193
+  _globals['_REVOKEDEVICERESPONSE']._serialized_end=1232
+  _globals['_AUTHSERVICE']._serialized_start=1235
+  _globals['_AUTHSERVICE']._serialized_end=1784
 # @@protoc_insertion_point(module_scope)

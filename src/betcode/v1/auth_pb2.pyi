@@ -3,8 +3,11 @@
 isort:skip_file
 Relay accounts and tokens (relay-side service)."""
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -206,3 +209,179 @@ class RevokeTokenResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RevokeTokenResponse: _TypeAlias = RevokeTokenResponse  # noqa: Y015
+
+@_typing.final
+class PairDeviceRequest(_message.Message):
+    """BetCode addition: the ticket's one use, as a new device login of the machine's owner."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TICKET_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ticket: _builtins.str
+    name: _builtins.str
+    """What the device is called in the list (the relay's web front derives one from the
+    browser's user agent when none is given).
+    """
+    def __init__(
+        self,
+        *,
+        ticket: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "ticket", b"ticket"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PairDeviceRequest: _TypeAlias = PairDeviceRequest  # noqa: Y015
+
+@_typing.final
+class PairDeviceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCESS_TOKEN_FIELD_NUMBER: _builtins.int
+    REFRESH_TOKEN_FIELD_NUMBER: _builtins.int
+    EXPIRES_IN_SECS_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    MACHINE_ID_FIELD_NUMBER: _builtins.int
+    DEVICE_ID_FIELD_NUMBER: _builtins.int
+    access_token: _builtins.str
+    refresh_token: _builtins.str
+    expires_in_secs: _builtins.int
+    user_id: _builtins.str
+    machine_id: _builtins.str
+    """The one machine the device's tokens reach."""
+    device_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        access_token: _builtins.str = ...,
+        refresh_token: _builtins.str = ...,
+        expires_in_secs: _builtins.int = ...,
+        user_id: _builtins.str = ...,
+        machine_id: _builtins.str = ...,
+        device_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_token", b"access_token", "device_id", b"device_id", "expires_in_secs", b"expires_in_secs", "machine_id", b"machine_id", "refresh_token", b"refresh_token", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PairDeviceResponse: _TypeAlias = PairDeviceResponse  # noqa: Y015
+
+@_typing.final
+class DeviceLogin(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    MACHINE_ID_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    LAST_USED_AT_FIELD_NUMBER: _builtins.int
+    REVOKED_AT_FIELD_NUMBER: _builtins.int
+    device_id: _builtins.str
+    name: _builtins.str
+    machine_id: _builtins.str
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_used_at(self) -> _timestamp_pb2.Timestamp:
+        """Its last token refresh or relayed call."""
+
+    @_builtins.property
+    def revoked_at(self) -> _timestamp_pb2.Timestamp:
+        """Unset while it is signed in."""
+
+    def __init__(
+        self,
+        *,
+        device_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        machine_id: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        last_used_at: _timestamp_pb2.Timestamp | None = ...,
+        revoked_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "last_used_at", b"last_used_at", "revoked_at", b"revoked_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "device_id", b"device_id", "last_used_at", b"last_used_at", "machine_id", b"machine_id", "name", b"name", "revoked_at", b"revoked_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceLogin: _TypeAlias = DeviceLogin  # noqa: Y015
+
+@_typing.final
+class ListDevicesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDevicesRequest: _TypeAlias = ListDevicesRequest  # noqa: Y015
+
+@_typing.final
+class ListDevicesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceLogin]: ...
+    def __init__(
+        self,
+        *,
+        devices: _abc.Iterable[Global___DeviceLogin] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDevicesResponse: _TypeAlias = ListDevicesResponse  # noqa: Y015
+
+@_typing.final
+class RevokeDeviceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_ID_FIELD_NUMBER: _builtins.int
+    device_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        device_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_id", b"device_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeDeviceRequest: _TypeAlias = RevokeDeviceRequest  # noqa: Y015
+
+@_typing.final
+class RevokeDeviceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVOKED_FIELD_NUMBER: _builtins.int
+    revoked: _builtins.bool
+    def __init__(
+        self,
+        *,
+        revoked: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revoked", b"revoked"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeDeviceResponse: _TypeAlias = RevokeDeviceResponse  # noqa: Y015

@@ -54,6 +54,21 @@ class AuthServiceStub:
                 request_serializer=betcode_dot_v1_dot_auth__pb2.RevokeTokenRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_auth__pb2.RevokeTokenResponse.FromString,
                 _registered_method=True)
+        self.PairDevice = channel.unary_unary(
+                '/betcode.v1.AuthService/PairDevice',
+                request_serializer=betcode_dot_v1_dot_auth__pb2.PairDeviceRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_auth__pb2.PairDeviceResponse.FromString,
+                _registered_method=True)
+        self.ListDevices = channel.unary_unary(
+                '/betcode.v1.AuthService/ListDevices',
+                request_serializer=betcode_dot_v1_dot_auth__pb2.ListDevicesRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_auth__pb2.ListDevicesResponse.FromString,
+                _registered_method=True)
+        self.RevokeDevice = channel.unary_unary(
+                '/betcode.v1.AuthService/RevokeDevice',
+                request_serializer=betcode_dot_v1_dot_auth__pb2.RevokeDeviceRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_auth__pb2.RevokeDeviceResponse.FromString,
+                _registered_method=True)
 
 
 class AuthServiceServicer:
@@ -83,6 +98,27 @@ class AuthServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PairDevice(self, request, context):
+        """BetCode additions: a phone paired through the relay with a machine's pairing ticket
+        (MachineService.CreatePairingTicket) gets a device login: tokens that reach that one
+        machine, listed and revocable by the account's every login.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDevices(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeDevice(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuthServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +141,21 @@ def add_AuthServiceServicer_to_server(servicer, server):
                     servicer.RevokeToken,
                     request_deserializer=betcode_dot_v1_dot_auth__pb2.RevokeTokenRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_auth__pb2.RevokeTokenResponse.SerializeToString,
+            ),
+            'PairDevice': grpc.unary_unary_rpc_method_handler(
+                    servicer.PairDevice,
+                    request_deserializer=betcode_dot_v1_dot_auth__pb2.PairDeviceRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_auth__pb2.PairDeviceResponse.SerializeToString,
+            ),
+            'ListDevices': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDevices,
+                    request_deserializer=betcode_dot_v1_dot_auth__pb2.ListDevicesRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_auth__pb2.ListDevicesResponse.SerializeToString,
+            ),
+            'RevokeDevice': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeDevice,
+                    request_deserializer=betcode_dot_v1_dot_auth__pb2.RevokeDeviceRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_auth__pb2.RevokeDeviceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +266,87 @@ class AuthService:
             '/betcode.v1.AuthService/RevokeToken',
             betcode_dot_v1_dot_auth__pb2.RevokeTokenRequest.SerializeToString,
             betcode_dot_v1_dot_auth__pb2.RevokeTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PairDevice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.AuthService/PairDevice',
+            betcode_dot_v1_dot_auth__pb2.PairDeviceRequest.SerializeToString,
+            betcode_dot_v1_dot_auth__pb2.PairDeviceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDevices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.AuthService/ListDevices',
+            betcode_dot_v1_dot_auth__pb2.ListDevicesRequest.SerializeToString,
+            betcode_dot_v1_dot_auth__pb2.ListDevicesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeDevice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.AuthService/RevokeDevice',
+            betcode_dot_v1_dot_auth__pb2.RevokeDeviceRequest.SerializeToString,
+            betcode_dot_v1_dot_auth__pb2.RevokeDeviceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -35,6 +35,13 @@ class AuthServiceStub:
     Register: _grpc.UnaryUnaryMultiCallable[_auth_pb2.RegisterRequest, _auth_pb2.RegisterResponse]
     RefreshToken: _grpc.UnaryUnaryMultiCallable[_auth_pb2.RefreshTokenRequest, _auth_pb2.RefreshTokenResponse]
     RevokeToken: _grpc.UnaryUnaryMultiCallable[_auth_pb2.RevokeTokenRequest, _auth_pb2.RevokeTokenResponse]
+    PairDevice: _grpc.UnaryUnaryMultiCallable[_auth_pb2.PairDeviceRequest, _auth_pb2.PairDeviceResponse]
+    """BetCode additions: a phone paired through the relay with a machine's pairing ticket
+    (MachineService.CreatePairingTicket) gets a device login: tokens that reach that one
+    machine, listed and revocable by the account's every login.
+    """
+    ListDevices: _grpc.UnaryUnaryMultiCallable[_auth_pb2.ListDevicesRequest, _auth_pb2.ListDevicesResponse]
+    RevokeDevice: _grpc.UnaryUnaryMultiCallable[_auth_pb2.RevokeDeviceRequest, _auth_pb2.RevokeDeviceResponse]
 
 @_typing.type_check_only
 class AuthServiceAsyncStub(AuthServiceStub):
@@ -43,6 +50,13 @@ class AuthServiceAsyncStub(AuthServiceStub):
     Register: _aio.UnaryUnaryMultiCallable[_auth_pb2.RegisterRequest, _auth_pb2.RegisterResponse]  # type: ignore[assignment]
     RefreshToken: _aio.UnaryUnaryMultiCallable[_auth_pb2.RefreshTokenRequest, _auth_pb2.RefreshTokenResponse]  # type: ignore[assignment]
     RevokeToken: _aio.UnaryUnaryMultiCallable[_auth_pb2.RevokeTokenRequest, _auth_pb2.RevokeTokenResponse]  # type: ignore[assignment]
+    PairDevice: _aio.UnaryUnaryMultiCallable[_auth_pb2.PairDeviceRequest, _auth_pb2.PairDeviceResponse]  # type: ignore[assignment]
+    """BetCode additions: a phone paired through the relay with a machine's pairing ticket
+    (MachineService.CreatePairingTicket) gets a device login: tokens that reach that one
+    machine, listed and revocable by the account's every login.
+    """
+    ListDevices: _aio.UnaryUnaryMultiCallable[_auth_pb2.ListDevicesRequest, _auth_pb2.ListDevicesResponse]  # type: ignore[assignment]
+    RevokeDevice: _aio.UnaryUnaryMultiCallable[_auth_pb2.RevokeDeviceRequest, _auth_pb2.RevokeDeviceResponse]  # type: ignore[assignment]
 
 class AuthServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -72,5 +86,30 @@ class AuthServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _auth_pb2.RevokeTokenRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_auth_pb2.RevokeTokenResponse, _abc.Awaitable[_auth_pb2.RevokeTokenResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def PairDevice(
+        self,
+        request: _auth_pb2.PairDeviceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_auth_pb2.PairDeviceResponse, _abc.Awaitable[_auth_pb2.PairDeviceResponse]]:
+        """BetCode additions: a phone paired through the relay with a machine's pairing ticket
+        (MachineService.CreatePairingTicket) gets a device login: tokens that reach that one
+        machine, listed and revocable by the account's every login.
+        """
+
+    @_abc_1.abstractmethod
+    def ListDevices(
+        self,
+        request: _auth_pb2.ListDevicesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_auth_pb2.ListDevicesResponse, _abc.Awaitable[_auth_pb2.ListDevicesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RevokeDevice(
+        self,
+        request: _auth_pb2.RevokeDeviceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_auth_pb2.RevokeDeviceResponse, _abc.Awaitable[_auth_pb2.RevokeDeviceResponse]]: ...
 
 def add_AuthServiceServicer_to_server(servicer: AuthServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

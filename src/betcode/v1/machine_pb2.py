@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x65tcode/v1/machine.proto\x12\nbetcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x02\n\x0bMachineInfo\x12\x12\n\nmachine_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08owner_id\x18\x03 \x01(\t\x12)\n\x06status\x18\x04 \x01(\x0e\x32\x19.betcode.v1.MachineStatus\x12\x31\n\rregistered_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tlast_seen\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x08metadata\x18\x07 \x03(\x0b\x32%.betcode.v1.MachineInfo.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xaf\x01\n\x16RegisterMachineRequest\x12\x12\n\nmachine_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x42\n\x08metadata\x18\x03 \x03(\x0b\x32\x30.betcode.v1.RegisterMachineRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x17RegisterMachineResponse\x12(\n\x07machine\x18\x01 \x01(\x0b\x32\x17.betcode.v1.MachineInfo\"f\n\x13ListMachinesRequest\x12\x30\n\rstatus_filter\x18\x01 \x01(\x0e\x32\x19.betcode.v1.MachineStatus\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0e\n\x06offset\x18\x03 \x01(\r\"P\n\x14ListMachinesResponse\x12)\n\x08machines\x18\x01 \x03(\x0b\x32\x17.betcode.v1.MachineInfo\x12\r\n\x05total\x18\x02 \x01(\r\"*\n\x14RemoveMachineRequest\x12\x12\n\nmachine_id\x18\x01 \x01(\t\"(\n\x15RemoveMachineResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x08\"\'\n\x11GetMachineRequest\x12\x12\n\nmachine_id\x18\x01 \x01(\t\">\n\x12GetMachineResponse\x12(\n\x07machine\x18\x01 \x01(\x0b\x32\x17.betcode.v1.MachineInfo*f\n\rMachineStatus\x12\x1e\n\x1aMACHINE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15MACHINE_STATUS_ONLINE\x10\x01\x12\x1a\n\x16MACHINE_STATUS_OFFLINE\x10\x02\x32\xe2\x02\n\x0eMachineService\x12Z\n\x0fRegisterMachine\x12\".betcode.v1.RegisterMachineRequest\x1a#.betcode.v1.RegisterMachineResponse\x12Q\n\x0cListMachines\x12\x1f.betcode.v1.ListMachinesRequest\x1a .betcode.v1.ListMachinesResponse\x12T\n\rRemoveMachine\x12 .betcode.v1.RemoveMachineRequest\x1a!.betcode.v1.RemoveMachineResponse\x12K\n\nGetMachine\x12\x1d.betcode.v1.GetMachineRequest\x1a\x1e.betcode.v1.GetMachineResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x65tcode/v1/machine.proto\x12\nbetcode.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x02\n\x0bMachineInfo\x12\x12\n\nmachine_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08owner_id\x18\x03 \x01(\t\x12)\n\x06status\x18\x04 \x01(\x0e\x32\x19.betcode.v1.MachineStatus\x12\x31\n\rregistered_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tlast_seen\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x08metadata\x18\x07 \x03(\x0b\x32%.betcode.v1.MachineInfo.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xaf\x01\n\x16RegisterMachineRequest\x12\x12\n\nmachine_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x42\n\x08metadata\x18\x03 \x03(\x0b\x32\x30.betcode.v1.RegisterMachineRequest.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x17RegisterMachineResponse\x12(\n\x07machine\x18\x01 \x01(\x0b\x32\x17.betcode.v1.MachineInfo\"f\n\x13ListMachinesRequest\x12\x30\n\rstatus_filter\x18\x01 \x01(\x0e\x32\x19.betcode.v1.MachineStatus\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x0e\n\x06offset\x18\x03 \x01(\r\"P\n\x14ListMachinesResponse\x12)\n\x08machines\x18\x01 \x03(\x0b\x32\x17.betcode.v1.MachineInfo\x12\r\n\x05total\x18\x02 \x01(\r\"*\n\x14RemoveMachineRequest\x12\x12\n\nmachine_id\x18\x01 \x01(\t\"(\n\x15RemoveMachineResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x08\"\'\n\x11GetMachineRequest\x12\x12\n\nmachine_id\x18\x01 \x01(\t\">\n\x12GetMachineResponse\x12(\n\x07machine\x18\x01 \x01(\x0b\x32\x17.betcode.v1.MachineInfo\"\x1c\n\x1a\x43reatePairingTicketRequest\"Z\n\x1b\x43reatePairingTicketResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x12\n\nmachine_id\x18\x02 \x01(\t\x12\x17\n\x0f\x65xpires_in_secs\x18\x03 \x01(\x03*f\n\rMachineStatus\x12\x1e\n\x1aMACHINE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15MACHINE_STATUS_ONLINE\x10\x01\x12\x1a\n\x16MACHINE_STATUS_OFFLINE\x10\x02\x32\xca\x03\n\x0eMachineService\x12Z\n\x0fRegisterMachine\x12\".betcode.v1.RegisterMachineRequest\x1a#.betcode.v1.RegisterMachineResponse\x12Q\n\x0cListMachines\x12\x1f.betcode.v1.ListMachinesRequest\x1a .betcode.v1.ListMachinesResponse\x12T\n\rRemoveMachine\x12 .betcode.v1.RemoveMachineRequest\x1a!.betcode.v1.RemoveMachineResponse\x12K\n\nGetMachine\x12\x1d.betcode.v1.GetMachineRequest\x1a\x1e.betcode.v1.GetMachineResponse\x12\x66\n\x13\x43reatePairingTicket\x12&.betcode.v1.CreatePairingTicketRequest\x1a\'.betcode.v1.CreatePairingTicketResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MACHINEINFO_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_REGISTERMACHINEREQUEST_METADATAENTRY']._loaded_options = None
   _globals['_REGISTERMACHINEREQUEST_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_MACHINESTATUS']._serialized_start=1012
-  _globals['_MACHINESTATUS']._serialized_end=1114
+  _globals['_MACHINESTATUS']._serialized_start=1134
+  _globals['_MACHINESTATUS']._serialized_end=1236
   _globals['_MACHINEINFO']._serialized_start=74
   _globals['_MACHINEINFO']._serialized_end=386
   _globals['_MACHINEINFO_METADATAENTRY']._serialized_start=339
@@ -60,6 +60,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETMACHINEREQUEST']._serialized_end=946
   _globals['_GETMACHINERESPONSE']._serialized_start=948
   _globals['_GETMACHINERESPONSE']._serialized_end=1010
-  _globals['_MACHINESERVICE']._serialized_start=1117
-  _globals['_MACHINESERVICE']._serialized_end=1471
+  _globals['_CREATEPAIRINGTICKETREQUEST']._serialized_start=1012
+  _globals['_CREATEPAIRINGTICKETREQUEST']._serialized_end=1040
+  _globals['_CREATEPAIRINGTICKETRESPONSE']._serialized_start=1042
+  _globals['_CREATEPAIRINGTICKETRESPONSE']._serialized_end=1132
+  _globals['_MACHINESERVICE']._serialized_start=1239
+  _globals['_MACHINESERVICE']._serialized_end=1697
 # @@protoc_insertion_point(module_scope)

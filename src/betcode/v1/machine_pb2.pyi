@@ -287,3 +287,43 @@ class GetMachineResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetMachineResponse: _TypeAlias = GetMachineResponse  # noqa: Y015
+
+@_typing.final
+class CreatePairingTicketRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreatePairingTicketRequest: _TypeAlias = CreatePairingTicketRequest  # noqa: Y015
+
+@_typing.final
+class CreatePairingTicketResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TICKET_FIELD_NUMBER: _builtins.int
+    MACHINE_ID_FIELD_NUMBER: _builtins.int
+    EXPIRES_IN_SECS_FIELD_NUMBER: _builtins.int
+    ticket: _builtins.str
+    machine_id: _builtins.str
+    expires_in_secs: _builtins.int
+    def __init__(
+        self,
+        *,
+        ticket: _builtins.str = ...,
+        machine_id: _builtins.str = ...,
+        expires_in_secs: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_in_secs", b"expires_in_secs", "machine_id", b"machine_id", "ticket", b"ticket"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreatePairingTicketResponse: _TypeAlias = CreatePairingTicketResponse  # noqa: Y015

@@ -54,6 +54,11 @@ class MachineServiceStub:
                 request_serializer=betcode_dot_v1_dot_machine__pb2.GetMachineRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_machine__pb2.GetMachineResponse.FromString,
                 _registered_method=True)
+        self.CreatePairingTicket = channel.unary_unary(
+                '/betcode.v1.MachineService/CreatePairingTicket',
+                request_serializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketResponse.FromString,
+                _registered_method=True)
 
 
 class MachineServiceServicer:
@@ -83,6 +88,15 @@ class MachineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreatePairingTicket(self, request, context):
+        """BetCode addition: called by the machine itself (its certificate and proof, as for the
+        tunnel), a one-use ticket that pairs a phone with this machine through the relay
+        (AuthService.PairDevice).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MachineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +119,11 @@ def add_MachineServiceServicer_to_server(servicer, server):
                     servicer.GetMachine,
                     request_deserializer=betcode_dot_v1_dot_machine__pb2.GetMachineRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_machine__pb2.GetMachineResponse.SerializeToString,
+            ),
+            'CreatePairingTicket': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePairingTicket,
+                    request_deserializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +234,33 @@ class MachineService:
             '/betcode.v1.MachineService/GetMachine',
             betcode_dot_v1_dot_machine__pb2.GetMachineRequest.SerializeToString,
             betcode_dot_v1_dot_machine__pb2.GetMachineResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePairingTicket(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.MachineService/CreatePairingTicket',
+            betcode_dot_v1_dot_machine__pb2.CreatePairingTicketRequest.SerializeToString,
+            betcode_dot_v1_dot_machine__pb2.CreatePairingTicketResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -35,6 +35,11 @@ class MachineServiceStub:
     ListMachines: _grpc.UnaryUnaryMultiCallable[_machine_pb2.ListMachinesRequest, _machine_pb2.ListMachinesResponse]
     RemoveMachine: _grpc.UnaryUnaryMultiCallable[_machine_pb2.RemoveMachineRequest, _machine_pb2.RemoveMachineResponse]
     GetMachine: _grpc.UnaryUnaryMultiCallable[_machine_pb2.GetMachineRequest, _machine_pb2.GetMachineResponse]
+    CreatePairingTicket: _grpc.UnaryUnaryMultiCallable[_machine_pb2.CreatePairingTicketRequest, _machine_pb2.CreatePairingTicketResponse]
+    """BetCode addition: called by the machine itself (its certificate and proof, as for the
+    tunnel), a one-use ticket that pairs a phone with this machine through the relay
+    (AuthService.PairDevice).
+    """
 
 @_typing.type_check_only
 class MachineServiceAsyncStub(MachineServiceStub):
@@ -43,6 +48,11 @@ class MachineServiceAsyncStub(MachineServiceStub):
     ListMachines: _aio.UnaryUnaryMultiCallable[_machine_pb2.ListMachinesRequest, _machine_pb2.ListMachinesResponse]  # type: ignore[assignment]
     RemoveMachine: _aio.UnaryUnaryMultiCallable[_machine_pb2.RemoveMachineRequest, _machine_pb2.RemoveMachineResponse]  # type: ignore[assignment]
     GetMachine: _aio.UnaryUnaryMultiCallable[_machine_pb2.GetMachineRequest, _machine_pb2.GetMachineResponse]  # type: ignore[assignment]
+    CreatePairingTicket: _aio.UnaryUnaryMultiCallable[_machine_pb2.CreatePairingTicketRequest, _machine_pb2.CreatePairingTicketResponse]  # type: ignore[assignment]
+    """BetCode addition: called by the machine itself (its certificate and proof, as for the
+    tunnel), a one-use ticket that pairs a phone with this machine through the relay
+    (AuthService.PairDevice).
+    """
 
 class MachineServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -72,5 +82,16 @@ class MachineServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _machine_pb2.GetMachineRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_machine_pb2.GetMachineResponse, _abc.Awaitable[_machine_pb2.GetMachineResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreatePairingTicket(
+        self,
+        request: _machine_pb2.CreatePairingTicketRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_machine_pb2.CreatePairingTicketResponse, _abc.Awaitable[_machine_pb2.CreatePairingTicketResponse]]:
+        """BetCode addition: called by the machine itself (its certificate and proof, as for the
+        tunnel), a one-use ticket that pairs a phone with this machine through the relay
+        (AuthService.PairDevice).
+        """
 
 def add_MachineServiceServicer_to_server(servicer: MachineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

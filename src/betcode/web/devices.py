@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from betcode.remote.short_codes import new_code, normal_code
 from betcode.storage import web_devices as rows
 from betcode.storage.reader import StoreReader
 from betcode.storage.web_devices import WebDevice
@@ -55,21 +56,12 @@ MAX_NAME = 80
 CLOSE_WAIT_SECONDS = 1.0
 CODE_SECONDS = 300.0
 CODE_LENGTH = 8
-# Crockford's base32: no I, L, O or U, so what is read aloud or typed is what was shown.
-CODE_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-CODE_READS_AS = str.maketrans({"O": "0", "I": "1", "L": "1"})
 MAX_WRONG_CODES = 5
 WRONG_CODE_WINDOW = 600.0
 
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def normal_code(typed: str) -> str:
-    """A code as typed (any case, spaces or dashes, O for 0, I or L for 1) as it was made."""
-    kept = "".join(ch for ch in typed.upper() if ch not in " -")
-    return kept.translate(CODE_READS_AS)
 
 
 def shown_code(code: str) -> str:
@@ -143,7 +135,7 @@ class Devices:
         return secret, expires_at
 
     async def new_code(self) -> tuple[str, float]:
-        code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+        code = new_code(CODE_LENGTH)
         expires_at = time.time() + CODE_SECONDS
         fingerprint = self.token.fingerprint()
         await self._writer.call(

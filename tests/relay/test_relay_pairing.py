@@ -1,0 +1,384 @@
+"""Pairing a phone through the relay with a real relay (its own nats-server), a real daemon on
+the tunnel and `betcode web pair`: the machine's ticket (asked as the machine) exchanged at the
+relay's web front for a device login that reaches that machine only; one use, expiry, the
+guessing limit; the device listed, and its revocation ending its access and refresh tokens at
+once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import ssl
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import grpc
+import pytest
+from harness.qr import draws
+from harness.relay import MACHINE, Rig, bearer, register_machine, rig_fixture, until_reachable
+from harness.web import WebClient
+
+from betcode.cli.relay_e2e import EncryptingChannel
+from betcode.config.settings import DaemonSettings, HttpSettings
+from betcode.relay.buffer import BufferSettings
+from betcode.relay.pairing import MAX_WRONG_PER_ADDRESS
+from betcode.relay.web import device_name
+from betcode.remote import e2e
+from betcode.remote.machine_proof import proof_metadata
+from betcode.tunnel.identity import MachineIdentity, RelayAddress
+from betcode.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    auth_pb2,
+    auth_pb2_grpc,
+    machine_pb2,
+    machine_pb2_grpc,
+)
+
+rig = pytest.fixture(rig_fixture(BufferSettings(), web_listen="127.0.0.1:0"))
+PHONE_AGENT = (
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/126.0 Mobile Safari/537.36"
+)
+
+
+def front_url(rig: Rig) -> str:
+    """Where browsers reach the relay."""
+    assert rig.relay.web is not None
+    return f"https://127.0.0.1:{rig.relay.web.port}"
+
+
+def machine_identity(rig: Rig) -> MachineIdentity:
+    return MachineIdentity(rig.config.config_dir / "certs")
+
+
+@pytest.fixture
+async def http(rig: Rig) -> AsyncIterator[aiohttp.ClientSession]:
+    trusted = ssl.create_default_context(cafile=str(rig.relay.options.files.ca_cert))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trusted)) as session:
+        yield session
+
+
+async def new_ticket(rig: Rig) -> str:
+    """A pairing ticket, asked for as the machine (its certificate and proof)."""
+    identity = machine_identity(rig)
+    reply = await machine_pb2_grpc.MachineServiceStub(rig.channel).CreatePairingTicket(
+        machine_pb2.CreatePairingTicketRequest(),
+        metadata=proof_metadata(identity.private_key(), identity.certificate()),
+    )
+    assert (reply.machine_id, reply.expires_in_secs) == (MACHINE, 300)
+    return str(reply.ticket)
+
+
+async def pair(
+    http: aiohttp.ClientSession, rig: Rig, ticket: str, **extra: str
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    headers = {"User-Agent": PHONE_AGENT}
+    async with http.post(
+        f"{front_url(rig)}/relay/api/pair", json={"ticket": ticket, **extra}, headers=headers
+    ) as response:
+        return response.status, await response.json(), dict(response.headers)
+
+
+def auth(rig: Rig) -> auth_pb2_grpc.AuthServiceStub:
+    return auth_pb2_grpc.AuthServiceStub(rig.channel)
+
+
+def agent_as(rig: Rig, token: str, machine_id: str = MACHINE) -> tuple[Any, Any]:
+    """An AgentService stub sealed to the machine's key, and the metadata of a caller with
+    ``token``."""
+    identity = e2e.DaemonIdentity.load_or_create(machine_identity(rig).e2e_key_file)
+    channel = EncryptingChannel(rig.channel, e2e.ClientSession.sealed(identity.public))
+    metadata = (*bearer(token), ("x-machine-id", machine_id), ("x-client-id", "phone"))
+    return agent_pb2_grpc.AgentServiceStub(channel), metadata
+
+
+async def devices_listed(rig: Rig, token: str) -> list[auth_pb2.DeviceLogin]:
+    reply = await auth(rig).ListDevices(auth_pb2.ListDevicesRequest(), metadata=bearer(token))
+    return list(reply.devices)
+
+
+async def test_a_ticket_logs_a_phone_in_once_for_its_one_machine(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    await rig.start_daemon()
+    ticket = await new_ticket(rig)
+    status, login, _ = await pair(http, rig, f" {ticket[:5].lower()}-{ticket[5:]} ")
+    assert status == 200, login
+    assert (login["user_id"], login["machine_id"]) == (rig.account.user_id, MACHINE)
+    token = login["access_token"]
+    assert login["refresh_token"]
+
+    # Used: refused, however it is typed.
+    status, refused, _ = await pair(http, rig, ticket)
+    assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+    assert "betcode web pair" in refused["error"]["message"]
+
+    # The device's token reaches its machine (a sealed call to the daemon)...
+    agent, metadata = agent_as(rig, token)
+    listed = await agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=metadata)
+    assert list(listed.sessions) == []
+    # ...lists that machine alone...
+    await register_machine(rig.channel, rig.account, "other")
+    machines = machine_pb2_grpc.MachineServiceStub(rig.channel)
+    mine = await machines.ListMachines(machine_pb2.ListMachinesRequest(), metadata=bearer(token))
+    assert [m.machine_id for m in mine.machines] == [MACHINE]
+    everything = await machines.ListMachines(
+        machine_pb2.ListMachinesRequest(), metadata=bearer(rig.account.access)
+    )
+    assert sorted(m.machine_id for m in everything.machines) == [MACHINE, "other"]
+    # ...and nothing else of the owner's: another machine, registering one.
+    other, other_metadata = agent_as(rig, token, "other")
+    with pytest.raises(grpc.aio.AioRpcError) as refused_call:
+        await other.ListSessions(agent_pb2.ListSessionsRequest(), metadata=other_metadata)
+    assert refused_call.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(grpc.aio.AioRpcError) as not_found:
+        await machines.GetMachine(
+            machine_pb2.GetMachineRequest(machine_id="other"), metadata=bearer(token)
+        )
+    assert not_found.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.aio.AioRpcError) as no_register:
+        await register_machine(rig.channel, replace(rig.account, access=token), "third")
+    assert no_register.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+    # Listed for the owner, named after the browser, used just now.
+    [device] = await devices_listed(rig, rig.account.access)
+    assert (device.device_id, device.name) == (login["device_id"], "Chrome on Android")
+    assert device.machine_id == MACHINE
+    assert not device.HasField("revoked_at")
+    assert device.last_used_at.ToSeconds() >= device.created_at.ToSeconds()
+
+    # A refreshed token keeps the one machine.
+    fresh = await auth(rig).RefreshToken(
+        auth_pb2.RefreshTokenRequest(refresh_token=login["refresh_token"])
+    )
+    other, other_metadata = agent_as(rig, fresh.access_token, "other")
+    with pytest.raises(grpc.aio.AioRpcError) as still_refused:
+        await other.ListSessions(agent_pb2.ListSessionsRequest(), metadata=other_metadata)
+    assert still_refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def accounts_db(rig: Rig) -> sqlite3.Connection:
+    return sqlite3.connect(rig.relay.options.files.accounts_db)
+
+
+async def test_an_expired_ticket_logs_nobody_in(rig: Rig, http: aiohttp.ClientSession) -> None:
+    ticket = await new_ticket(rig)
+    with accounts_db(rig) as database:  # five minutes on
+        database.execute("UPDATE pairing_tickets SET expires_at = expires_at - 301")
+    status, refused, _ = await pair(http, rig, ticket)
+    assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+    assert await devices_listed(rig, rig.account.access) == []
+
+
+async def test_wrong_tickets_refuse_every_ticket_from_there_for_a_while(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    ticket = await new_ticket(rig)
+    for wrong in range(MAX_WRONG_PER_ADDRESS):
+        status, refused, _ = await pair(http, rig, f"000000000{wrong}")
+        assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+    status, refused, headers = await pair(http, rig, ticket)  # the right one, too late
+    assert (status, refused["error"]["code"]) == (429, "RESOURCE_EXHAUSTED")
+    assert "too many wrong pairing tickets" in refused["error"]["message"]
+    assert 500 < int(headers["Retry-After"]) <= 600
+    # Refused unread: the ticket was not used up by it.
+    with accounts_db(rig) as database:
+        assert database.execute("SELECT used FROM pairing_tickets").fetchall() == [(0,)]
+    assert await devices_listed(rig, rig.account.access) == []
+
+
+async def test_a_revoked_device_is_refused_at_once_calls_and_refresh(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    await rig.start_daemon()
+    status, login, _ = await pair(http, rig, await new_ticket(rig), name="alice's phone")
+    assert status == 200, login
+    agent, metadata = agent_as(rig, login["access_token"])
+    await agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=metadata)
+    # Any login of the account lists and revokes devices (the phone itself, too).
+    [device] = await devices_listed(rig, login["access_token"])
+    assert device.name == "alice's phone"
+    await auth(rig).RevokeDevice(
+        auth_pb2.RevokeDeviceRequest(device_id=device.device_id),
+        metadata=bearer(rig.account.access),
+    )
+    [revoked] = await devices_listed(rig, rig.account.access)
+    assert revoked.HasField("revoked_at")
+    with pytest.raises(grpc.aio.AioRpcError) as call_refused:
+        await agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=metadata)
+    assert call_refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(grpc.aio.AioRpcError) as refresh_refused:
+        await auth(rig).RefreshToken(
+            auth_pb2.RefreshTokenRequest(refresh_token=login["refresh_token"])
+        )
+    assert refresh_refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    headers = {"Authorization": f"Bearer {login['access_token']}"}
+    async with http.get(f"{front_url(rig)}/relay/api/machines", headers=headers) as listed:
+        assert listed.status == 401
+    with pytest.raises(grpc.aio.AioRpcError) as again:
+        await auth(rig).RevokeDevice(
+            auth_pb2.RevokeDeviceRequest(device_id=device.device_id),
+            metadata=bearer(rig.account.access),
+        )
+    assert again.value.code() == grpc.StatusCode.NOT_FOUND
+    # The owner's own login goes on.
+    owner, owner_metadata = agent_as(rig, rig.account.access)
+    await owner.ListSessions(agent_pb2.ListSessionsRequest(), metadata=owner_metadata)
+
+
+async def test_only_the_machine_itself_gets_a_ticket(rig: Rig) -> None:
+    machines = machine_pb2_grpc.MachineServiceStub(rig.channel)
+    for metadata in ((), bearer(rig.account.access)):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await machines.CreatePairingTicket(
+                machine_pb2.CreatePairingTicketRequest(), metadata=metadata
+            )
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    # A replaced certificate (the machine registered again) no longer gets one.
+    identity = machine_identity(rig)
+    old_key, old_cert = identity.private_key(), identity.certificate()
+    await register_machine(rig.channel, rig.account, MACHINE, identity)
+    with pytest.raises(grpc.aio.AioRpcError) as replaced:
+        await machines.CreatePairingTicket(
+            machine_pb2.CreatePairingTicketRequest(), metadata=proof_metadata(old_key, old_cert)
+        )
+    assert replaced.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "replaced" in (replaced.value.details() or "")
+
+
+def test_a_device_is_named_after_its_browser() -> None:
+    iphone = (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 "
+        "(KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
+    )
+    assert device_name(iphone) == "Safari on iPhone"
+    assert device_name(PHONE_AGENT) == "Chrome on Android"
+    assert device_name("") == "a browser"
+
+
+async def web_pair(rig: Rig, *args: str) -> tuple[int, str, str]:
+    """`betcode web pair ARGS` on the daemon's machine: (exit code, stdout, stderr)."""
+    env = {
+        **os.environ,
+        "BETCODE_CONFIG_DIR": str(rig.config.config_dir),
+        "BETCODE_DATA_DIR": str(rig.config.data_dir),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "betcode.cli.main", "web", "pair", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_web_pair_shows_the_relay_pairing_link_as_a_qr_code(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    rig.config = replace(
+        rig.config, settings=DaemonSettings(http=HttpSettings(listen="127.0.0.1:0"))
+    )
+    identity = machine_identity(rig)
+    relay_url = f"https://127.0.0.1:{rig.relay.port}"
+    # As `machine register` stores it: where the machine was registered.
+    identity.store(
+        MACHINE,
+        MACHINE,
+        identity.cert_file.read_text(),
+        identity.ca_file.read_text(),
+        RelayAddress(relay_url, str(rig.relay.options.files.ca_cert)),
+    )
+    await rig.start_daemon()
+    await until_reachable(rig)
+    code, out, err = await web_pair(rig)
+    assert code == 0, err
+    qr_part, _, text = out.partition("\n\n")
+    typed = text.split("type the code:", 1)[1].split()[0]
+    ticket, daemon_code = typed.replace("-", "")[:10], typed.replace("-", "")[10:]
+    key = e2e.DaemonIdentity.load_or_create(identity.e2e_key_file).public
+    url = f"{relay_url}/#pair={ticket}.{daemon_code}&machine={MACHINE}&key={key.hex()}"
+    assert draws(qr_part, url)
+    assert f"open {relay_url} and type the code" in text
+    assert e2e.fingerprint(key) in text
+    assert "once, within 5 minutes" in text
+
+    # Both halves work: the ticket at the relay, the code at the daemon.
+    status, login, _ = await pair(http, rig, ticket)
+    assert (status, login["machine_id"]) == (200, MACHINE)
+    assert rig.daemon is not None
+    assert rig.daemon.web is not None
+    assert rig.daemon.web.url is not None
+    stranger = WebClient(rig.daemon.web.url, "")
+    try:
+        status, device = await stranger.call(
+            "POST", "/api/devices/pair", {"code": daemon_code, "name": "phone"}
+        )
+        assert status == 201, device
+    finally:
+        await stranger.close()
+
+    # --lan: the daemon's own address, as without a relay.
+    code, out, err = await web_pair(rig, "--lan")
+    assert code == 0, err
+    assert f"open {rig.daemon.web.url} and type the code" in out
+    assert "#pair=" not in json.dumps(out)
+
+
+async def test_web_pair_through_the_relay_needs_a_registered_machine(rig: Rig) -> None:
+    machine_identity(rig).info_file.unlink()
+    code, _, err = await web_pair(rig, "--relay")
+    assert code == 1
+    assert "not registered with a relay" in err
+
+
+async def test_the_cli_lists_and_revokes_paired_devices(
+    rig: Rig, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    status, login, _ = await pair(http, rig, await new_ticket(rig))
+    assert status == 200, login
+    env = {
+        **os.environ,
+        "BETCODE_CONFIG_DIR": str(tmp_path / "laptop"),
+        "BETCODE_PASSWORD": "pw-123456",
+    }
+
+    async def betcode(*args: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "betcode.cli.main",
+            "--relay", f"https://127.0.0.1:{rig.relay.port}",
+            "--relay-custom-ca-cert", str(rig.relay.options.files.ca_cert),
+            *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        assert process.returncode is not None
+        return process.returncode, out.decode(), err.decode()
+
+    assert (await betcode("auth", "login", "-u", "alice"))[0] == 0
+    code, out, err = await betcode("auth", "devices")
+    assert code == 0, err
+    [line] = out.splitlines()
+    assert line.startswith(login["device_id"])
+    assert MACHINE in line
+    assert "signed in" in line
+    assert line.endswith("Chrome on Android")
+    code, out, err = await betcode("auth", "revoke", login["device_id"])
+    assert (code, out.strip()) == (
+        0,
+        f"device {login['device_id']} revoked; its tokens no longer work",
+    )
+    code, out, _ = await betcode("auth", "devices")
+    assert "revoked" in out
+    code, _, err = await betcode("auth", "revoke", login["device_id"])
+    assert code != 0
+    assert "no signed-in device" in err
+    with pytest.raises(grpc.aio.AioRpcError):
+        await auth(rig).RefreshToken(
+            auth_pb2.RefreshTokenRequest(refresh_token=login["refresh_token"])
+        )
