@@ -3,11 +3,12 @@
 // WebSocket, with a socket and a sealing of the test's own (e2e.test.ts tests the sealing).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { fingerprint, fromHex, hex, KeyChanged, type PinStore } from "../src/e2e";
+import { fingerprint, fromHex, hex, KeyChanged } from "../src/e2e";
 import { decodeSocketFrame, decodeWebResponse, encodeSocketFrame, encodeWebRequest, FETCH, SOCKET } from "../src/gateway";
 import { concat, decodeMessage, encodeMessage, mapEntries, mapOf, textOf } from "../src/proto";
-import { exchangeKeys, RelayRefused, RelayTransport, Unreachable, type CallSocket, type RelayLink, type Sealing } from "../src/transport";
+import { exchangeKeys, RelayRefused, RelayTransport, Unreachable, type RelayLink, type Sealing } from "../src/transport";
 import vectors from "./e2e-vectors.json";
+import { FakeSocket, Pins } from "./fakes";
 
 // Made by Python's protobuf (betcode.v1.web_gateway_pb2).
 const PYTHON = {
@@ -62,37 +63,6 @@ test("map fields keep every entry, in any order, and empty values", () => {
 });
 
 // ---- the framing, with a socket the test drives ----
-
-class FakeSocket implements CallSocket {
-  binaryType: BinaryType = "blob";
-  onopen: (() => void) | null = null;
-  onmessage: ((event: { data: unknown }) => void) | null = null;
-  onerror: (() => void) | null = null;
-  onclose: (() => void) | null = null;
-  readonly sent: (string | Uint8Array)[] = [];
-  closed = false;
-
-  constructor(
-    readonly url: string,
-    readonly protocols: string[],
-  ) {}
-
-  send(data: string | Uint8Array): void {
-    this.sent.push(data);
-  }
-
-  close(): void {
-    this.closed = true;
-  }
-
-  answer(message: Uint8Array): void {
-    this.onmessage?.({ data: message.slice().buffer });
-  }
-
-  status(code: string, message = "", more: Record<string, string> = {}): void {
-    this.onmessage?.({ data: JSON.stringify({ code, message, ...more }) });
-  }
-}
 
 /** Sealed as `call number, 0xC2, plaintext`; opened from `call number, 0xD2, plaintext`. */
 class TestSealing implements Sealing {
@@ -254,16 +224,6 @@ test("a stream whose way breaks closes as a broken connection, saying where", ()
   assert.equal(closes.length, 3);
   assert.ok(sockets[3].closed);
 });
-
-class Pins implements PinStore {
-  readonly map = new Map<string, string>();
-  getItem(key: string): string | null {
-    return this.map.get(key) ?? null;
-  }
-  setItem(key: string, value: string): void {
-    this.map.set(key, value);
-  }
-}
 
 test("the key exchange pins the machine's key, shows its fingerprint and refuses another", async () => {
   const { link, sockets } = rig();
