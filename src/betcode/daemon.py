@@ -134,6 +134,7 @@ class Daemon:
                 self.config,
                 self._tasks,
                 client_silence=lambda: self.config.settings.client_silence_seconds,
+                relay_push=None if self._tunnel is None else self._tunnel.deliver_push,
             )
         self._tasks.start(health.run(HEALTH_INTERVAL_SECONDS))
         subagents.orchestrations.resume_loaded()

@@ -19,6 +19,7 @@ from betcode.relay.layout import RelayFiles, RelayNotInitialized, default_relay_
 from betcode.relay.machine_service import DEFAULT_MACHINES_PER_USER
 from betcode.relay.nats_server import NatsRefused, NatsUnavailable
 from betcode.relay.notifications import NotifySettings
+from betcode.relay.push_delivery import PushRelaySettings
 from betcode.relay.server import (
     DEFAULT_LISTEN,
     DEFAULT_TUNNEL_LISTEN,
@@ -138,6 +139,12 @@ def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
     show_default=True,
     help="Machines one user may register.",
 )
+@click.option(
+    "--push-allow-loopback",
+    is_flag=True,
+    help="Also deliver Web Push to http://127.0.0.1:PORT push services (tests, one on this "
+    "host); else https only.",
+)
 def start(
     relay_dir: Path | None,
     listen: str,
@@ -157,6 +164,7 @@ def start(
     buffer_bytes_per_user: int,
     registration: str,
     machines_per_user: int,
+    push_allow_loopback: bool,
 ) -> None:
     """Serve the relay until SIGTERM/SIGINT (without --nats, with its own NATS server)."""
     files = RelayFiles(relay_dir or default_relay_dir())
@@ -188,6 +196,7 @@ def start(
         registration=Registration(registration),
         machines_per_user=machines_per_user,
         notify=NotifySettings(webhook=notify_webhook or ""),
+        push=PushRelaySettings(allow_loopback=push_allow_loopback),
     )
     if relay_id:
         options = replace(options, relay_id=relay_id)

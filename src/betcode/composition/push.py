@@ -11,7 +11,7 @@ from betcode.composition.background import BackgroundTasks
 from betcode.composition.core import Core
 from betcode.config.settings import WebPushSettings
 from betcode.push.notifications import PushNotifications
-from betcode.push.sender import PushSender
+from betcode.push.sender import PushSender, RelayPost
 from betcode.push.subscriptions import Subscriptions
 from betcode.push.vapid import VapidKey
 from betcode.web.push_api import PushEndpoints
@@ -23,11 +23,13 @@ def start_push(
     settings: WebPushSettings,
     tasks: BackgroundTasks,
     signed_in: Callable[[str], bool],
+    relay: RelayPost | None,
 ) -> PushEndpoints:
-    """`signed_in(device_id)`: the web client's answer to whether a device is signed in."""
+    """`signed_in(device_id)`: the web client's answer to whether a device is signed in;
+    `relay`: how pushes for relayed devices reach the relay (None without one)."""
     key = VapidKey.load_or_create(config_dir)
     subscriptions = Subscriptions(core.writer, core.reader)
-    sender = PushSender(key, subscriptions.delete, settings.contact)
+    sender = PushSender(key, subscriptions.delete, settings.contact, relay)
     notifications = PushNotifications(core.bridge, subscriptions, sender, signed_in=signed_in)
     for session in core.sessions.live:
         notifications.watch(session)

@@ -16,6 +16,7 @@ from betcode.daemon_config import DaemonConfig
 from betcode.server.health import ComponentReport, HealthMonitor
 
 if TYPE_CHECKING:
+    from betcode.push.sender import RelayPost
     from betcode.web.server import WebServer
 
 
@@ -44,7 +45,10 @@ async def start_web(
     tasks: BackgroundTasks,
     *,
     client_silence: Callable[[], float],
+    relay_push: RelayPost | None = None,
 ) -> None:
+    """`relay_push`: the relay tunnel's delivery of pushes (for devices that reach this daemon
+    through the relay)."""
     # Imported here: a daemon without the web client loads nothing of Web Push.
     from betcode.composition.push import start_push
     from betcode.web.commands_api import WebCommands
@@ -63,7 +67,9 @@ async def start_web(
     )
     devices = Devices(TokenFile(config.config_dir), core.writer, core.reader)
     await devices.load()
-    push = start_push(core, config.config_dir, config.settings.web.push, tasks, devices.signed_in)
+    push = start_push(
+        core, config.config_dir, config.settings.web.push, tasks, devices.signed_in, relay_push
+    )
     tasks.start(devices.watch_token(), name="web-token-watch")
     catalog = CommandCatalog(user_claude_dir(config.environ), stored_init_lookup(core.reader))
     commands = WebCommands(session_directories(core.sessions), catalog)

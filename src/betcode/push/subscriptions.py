@@ -1,23 +1,22 @@
 """What a page registers: the browser's PushSubscription JSON (`endpoint`, `keys.p256dh`,
-`keys.auth`), checked before it is stored. The endpoint is where the daemon POSTs, so it
-must be https (the push service's own certificate is checked); plain http only to
-127.0.0.1, and only with `daemon.web.push.allow_loopback_endpoints`."""
+`keys.auth`), checked before it is stored. The endpoint is where the daemon (or the relay)
+POSTs, so it must be https (the push service's own certificate is checked); plain http only
+to 127.0.0.1, and only with `daemon.web.push.allow_loopback_endpoints`
+(remote/web_push.py)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 from typing import Any
-from urllib.parse import urlsplit
 
+from betcode.remote import web_push
 from betcode.storage import pending as pending_rows
 from betcode.storage import push_subscriptions as rows
 from betcode.storage.push_subscriptions import PushSubscription
 from betcode.storage.reader import StoreReader
 from betcode.storage.writer import StoreWriter
 
-MAX_ENDPOINT_CHARS = 2048
 P256_POINT_BYTES = 65  # uncompressed: 0x04, x, y
 AUTH_SECRET_BYTES = 16
 # Every push goes to every subscription: a bound on the fan-out (and on what a page can store).
@@ -29,31 +28,27 @@ class SubscriptionRefused(ValueError):
 
 
 def check_endpoint(endpoint: Any, *, allow_loopback: bool) -> str:
-    if not isinstance(endpoint, str) or not endpoint:
-        raise SubscriptionRefused("endpoint must be the push service's URL")
-    if len(endpoint) > MAX_ENDPOINT_CHARS:
-        raise SubscriptionRefused(f"endpoint is longer than {MAX_ENDPOINT_CHARS} characters")
     try:
-        url = urlsplit(endpoint)
-        port = url.port
-    except ValueError as error:
-        raise SubscriptionRefused(f"endpoint {endpoint!r} is not a URL: {error}") from None
-    if url.scheme == "https" and url.hostname:
-        return endpoint
-    if url.scheme == "http" and _is_loopback_ip(url.hostname) and port is not None:
-        if allow_loopback:
-            return endpoint
-        raise SubscriptionRefused(
-            f"endpoint {endpoint!r} is plain http; a loopback push service is admitted only "
-            "with daemon.web.push.allow_loopback_endpoints"
+        return web_push.check_endpoint(
+            endpoint,
+            allow_loopback=allow_loopback,
+            loopback_switch="daemon.web.push.allow_loopback_endpoints",
         )
-    raise SubscriptionRefused(f"endpoint {endpoint!r} must be an https URL")
+    except web_push.EndpointRefused as refused:
+        raise SubscriptionRefused(str(refused)) from None
 
 
 def parse_subscription(
-    body: dict[str, Any], *, client_id: str, device_id: str, now: float, allow_loopback: bool
+    body: dict[str, Any],
+    *,
+    client_id: str,
+    device_id: str,
+    now: float,
+    allow_loopback: bool,
+    relayed: bool = False,
 ) -> PushSubscription:
-    """`device_id`: the signed-in device registering it (pushed to only while signed in)."""
+    """`device_id`: the signed-in device registering it (pushed to only while signed in);
+    `relayed`: it registers through the relay, and is pushed to through it."""
     endpoint = check_endpoint(body.get("endpoint"), allow_loopback=allow_loopback)
     keys = body.get("keys")
     if not isinstance(keys, dict):
@@ -62,7 +57,9 @@ def parse_subscription(
     if not p256dh.startswith(b"\x04"):
         raise SubscriptionRefused("keys.p256dh must be an uncompressed P-256 point")
     _base64url(keys.get("auth"), "keys.auth", AUTH_SECRET_BYTES)
-    return PushSubscription(endpoint, keys["p256dh"], keys["auth"], client_id, now, device_id)
+    return PushSubscription(
+        endpoint, keys["p256dh"], keys["auth"], client_id, now, device_id, relayed
+    )
 
 
 def _base64url(value: Any, name: str, size: int) -> bytes:
@@ -75,13 +72,6 @@ def _base64url(value: Any, name: str, size: int) -> bytes:
     if len(data) != size:
         raise SubscriptionRefused(f"{name} must be {size} bytes, got {len(data)}")
     return data
-
-
-def _is_loopback_ip(host: str | None) -> bool:
-    try:
-        return host is not None and ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Subscriptions:

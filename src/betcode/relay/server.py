@@ -1,6 +1,6 @@
 """One relay instance: NATS (its own embedded server, or the given cluster), the accounts
 database (SQLite, or PostgreSQL shared by every instance), and the TLS gRPC port serving
-AuthService, MachineService, TunnelService and the routed daemon services."""
+AuthService, MachineService, TunnelService, PushRelayService and the routed daemon services."""
 
 from __future__ import annotations
 
@@ -26,11 +26,12 @@ from betcode.relay.machine_service import DEFAULT_MACHINES_PER_USER, MachineServ
 from betcode.relay.nats_server import NatsServer, check_external_nats
 from betcode.relay.notifications import Notifications, NotifySettings
 from betcode.relay.notify_limits import SharedLimits
+from betcode.relay.push_delivery import PushRelay, PushRelaySettings
 from betcode.relay.routing import Router
 from betcode.relay.tokens import ACCESS_TTL_SECONDS, TokenIssuer
 from betcode.relay.tunnels import TunnelService, TunnelTiming
 from betcode.relay.web import RelayWeb
-from betcode.v1 import auth_pb2_grpc, machine_pb2_grpc, tunnel_pb2_grpc
+from betcode.v1 import auth_pb2_grpc, machine_pb2_grpc, push_relay_pb2_grpc, tunnel_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class RelayOptions:
     access_token_seconds: int = ACCESS_TTL_SECONDS
     machines_per_user: int = DEFAULT_MACHINES_PER_USER
     web_listen: str | None = None  # the web front for browsers (relay/web.py)
+    push: PushRelaySettings = field(default_factory=PushRelaySettings)
 
 
 class Relay:
@@ -70,6 +72,7 @@ class Relay:
         self.tunnels: TunnelService | None = None
         self.buffer: OfflineBuffer | None = None
         self.notifications: Notifications | None = None
+        self.push: PushRelay | None = None
         self.port = 0
         self.tunnel_port = 0
         self.web: RelayWeb | None = None
@@ -135,6 +138,10 @@ class Relay:
         machines = MachineService(accounts, issuer, authority, self.options.machines_per_user)
         machine_pb2_grpc.add_MachineServiceServicer_to_server(machines, self.server)
         tunnel_pb2_grpc.add_TunnelServiceServicer_to_server(self.tunnels, self.server)
+        self.push = PushRelay(
+            self.options.push, accounts, authority.cert, await SharedLimits.open(self.nc)
+        )
+        push_relay_pb2_grpc.add_PushRelayServiceServicer_to_server(self.push, self.server)
         self.server.add_generic_rpc_handlers((self.router,))
         cert_file, key_file = self.options.tls or (files.server_cert, files.server_key)
         pair = [(key_file.read_bytes(), cert_file.read_bytes())]
@@ -174,6 +181,8 @@ class Relay:
             await self.router.stop()
         if self.notifications is not None:
             await self.notifications.close()
+        if self.push is not None:
+            await self.push.close()
         if self.nc is not None:
             await self.nc.close()
         if self.database is not None:

@@ -16,6 +16,7 @@ class PushSubscription:
     client_id: str
     created_at: float
     device_id: str  # the signed-in device that registered it (betcode.web.devices)
+    relayed: bool = False  # registered through the relay: pushed through it too
 
     def subscription_info(self) -> dict[str, object]:
         """The browser's PushSubscription JSON, as the page sent it."""
@@ -33,9 +34,11 @@ def save_subscription(conn: sqlite3.Connection, subscription: PushSubscription, 
             return False
         conn.execute(
             "INSERT INTO push_subscriptions "
-            "(endpoint, p256dh, auth, client_id, created_at, device_id) VALUES (?, ?, ?, ?, ?, ?) "
+            "(endpoint, p256dh, auth, client_id, created_at, device_id, relayed) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (endpoint) DO UPDATE SET p256dh = excluded.p256dh, "
-            "auth = excluded.auth, client_id = excluded.client_id, device_id = excluded.device_id",
+            "auth = excluded.auth, client_id = excluded.client_id, "
+            "device_id = excluded.device_id, relayed = excluded.relayed",
             (
                 subscription.endpoint,
                 subscription.p256dh,
@@ -43,6 +46,7 @@ def save_subscription(conn: sqlite3.Connection, subscription: PushSubscription, 
                 subscription.client_id,
                 subscription.created_at,
                 subscription.device_id,
+                subscription.relayed,
             ),
         )
     return True
@@ -57,7 +61,10 @@ def delete_subscription(conn: sqlite3.Connection, endpoint: str) -> bool:
 
 def list_subscriptions(conn: sqlite3.Connection) -> list[PushSubscription]:
     rows = conn.execute(
-        "SELECT endpoint, p256dh, auth, client_id, created_at, device_id FROM push_subscriptions "
-        "ORDER BY created_at"
+        "SELECT endpoint, p256dh, auth, client_id, created_at, device_id, relayed "
+        "FROM push_subscriptions ORDER BY created_at"
     ).fetchall()
-    return [PushSubscription(*row) for row in rows]
+    return [
+        PushSubscription(endpoint, p256dh, auth, client_id, created_at, device_id, bool(relayed))
+        for endpoint, p256dh, auth, client_id, created_at, device_id, relayed in rows
+    ]

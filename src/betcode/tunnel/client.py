@@ -12,7 +12,7 @@ import datetime
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +31,17 @@ from betcode.remote.e2e import (
 )
 from betcode.remote.frames import relay_target
 from betcode.remote.machine_proof import proof_metadata
+from betcode.remote.web_push import PushNotPosted
 from betcode.sessions.attention import AttentionLog
 from betcode.tunnel.attention import Announcer
 from betcode.tunnel.identity import MachineIdentity
-from betcode.v1 import agent_pb2_grpc, tunnel_pb2, tunnel_pb2_grpc
+from betcode.v1 import (
+    agent_pb2_grpc,
+    push_relay_pb2,
+    push_relay_pb2_grpc,
+    tunnel_pb2,
+    tunnel_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 CALL_QUEUE_MESSAGES = 256
 EXCHANGE_KEYS = "betcode.v1.AgentService/ExchangeKeys"
 OUTGOING_FRAMES = 1024
+PUSH_TIMEOUT_SECONDS = 20.0  # the relay's POST to the push service takes up to 10 s
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,7 @@ class TunnelClient:
         self._windows: dict[str, asyncio.Semaphore] = {}  # calls whose relay grants credit
         self._announcer = Announcer(settings.attention)
         self._renewing: ec.EllipticCurvePrivateKey | None = None  # key awaiting its cert
+        self._channel: grpc.aio.Channel | None = None  # to the relay, while the tunnel is open
 
     async def run(self) -> None:
         """Runs until cancelled; never raises for a relay that is down."""
@@ -173,6 +182,7 @@ class TunnelClient:
                 raise OSError(f"relay {url} did not accept machine {machine_id}")
             self.relay_id = registered.relay_id
             self.relay_url = url
+            self._channel = channel
             self.connected_since = time.time()
             self.connected.set()
             log.info("tunnel to relay %s (%s) open", url, registered.relay_id)
@@ -199,7 +209,27 @@ class TunnelClient:
             for task in done:
                 task.result()  # raises what ended the session
         finally:
+            self._channel = None
             await channel.close()
+
+    async def deliver_push(self, endpoint: str, body: bytes, headers: Mapping[str, str]) -> int:
+        """One Web Push message, encrypted and signed by the daemon, POSTed by the relay
+        (PushRelayService, on the tunnel's connection): the push service's status. Raises
+        PushNotPosted when the relay is not connected or did not POST it."""
+        channel = self._channel
+        if channel is None:
+            raise PushNotPosted("the relay is not connected")
+        try:
+            result = await push_relay_pb2_grpc.PushRelayServiceStub(channel).Deliver(
+                push_relay_pb2.PushDelivery(endpoint=endpoint, body=body, headers=headers),
+                timeout=PUSH_TIMEOUT_SECONDS,
+                metadata=self._proof(),
+            )
+        except grpc.aio.AioRpcError as error:
+            raise PushNotPosted(f"the relay: {_describe(error)}") from None
+        if result.refused:
+            raise PushNotPosted(f"the relay did not POST it: {result.refused}")
+        return int(result.status)
 
     async def _write(self, call: Any) -> None:
         while True:

@@ -17,7 +17,7 @@ from betcode.push.subscriptions import (
     check_endpoint,
     parse_subscription,
 )
-from betcode.web.access import principal
+from betcode.web.access import is_relayed, principal
 from betcode.web.domain import web_client_id
 from betcode.web.errors import json_body
 
@@ -47,7 +47,8 @@ async def vapid_public_key(request: web.Request) -> web.Response:
 
 async def subscribe(request: web.Request) -> web.Response:
     """The browser's PushSubscription JSON (`subscription.toJSON()`), for the signed-in device
-    that sends it; registering the same endpoint again replaces its keys (and device)."""
+    that sends it; registering the same endpoint again replaces its keys (and device). One
+    registered through the relay is pushed to through the relay."""
     push = request.app[PUSH_KEY]
     body = await json_body(request)
     try:
@@ -57,6 +58,7 @@ async def subscribe(request: web.Request) -> web.Response:
             device_id=principal(request).id,
             now=time.time(),
             allow_loopback=push.allow_loopback,
+            relayed=is_relayed(request),
         )
         await push.subscriptions.save(subscription)
     except SubscriptionRefused as refused:
