@@ -21,7 +21,7 @@ from betcode.config.errors import ConfigError
 from betcode.config.resolve import load_daemon_settings
 from betcode.config.settings import WebPushSettings
 from betcode.push.notifications import PushNotifications
-from betcode.push.sender import PushSender
+from betcode.push.sender import PushSender, topic_of
 from betcode.push.subscriptions import (
     MAX_SUBSCRIPTIONS,
     SubscriptionRefused,
@@ -300,6 +300,10 @@ async def test_an_answered_request_is_pushed_again_as_resolved_once(setup: Setup
     assert resolved.payload["notification_id"] == first.payload["notification_id"] == "req-1"
     assert resolved.payload["outcome"] == "denied"
     assert resolved.payload["title"] == "Bash: denied"
+    # One Topic: a push service still holding the request's message replaces it by this one.
+    assert resolved.headers["topic"] == first.headers["topic"] == topic_of("req-1")
+    assert len(topic_of("req-1")) == 32
+    assert "req-1" not in first.headers["topic"]
 
 
 async def test_a_restarted_daemon_does_not_push_a_request_again_but_its_resolution(
