@@ -3,12 +3,12 @@
 Startup order: config (`daemon_config.load_daemon_config`; `betcode daemon start`
 then offers the first-run import) → the relay tunnel's identity (exit 65) → `--listen` checked,
 the data dir's lock and the socket's lock taken (exit 69: one daemon per data dir and per
-socket; nothing touched before this) → the web client's address bound → claude version check
-(exit 72 missing, 78 too old) → database + migrations, and the audit log must be there (exit 74
-otherwise) → reconciliation in one transaction → the core (audit, permission bridge, sessions),
-the capabilities (worktrees, subagents: the runs reconciliation failed end as a run does) and
-the services → bind → the web client, health checks, interrupted orchestrations and the relay
-tunnel start. Each step is a piece of `betcode.composition`.
+socket; nothing touched before this) → the web client's gateway socket and address bound →
+claude version check (exit 72 missing, 78 too old) → database + migrations, and the audit log
+must be there (exit 74 otherwise) → reconciliation in one transaction → the core (audit,
+permission bridge, sessions), the capabilities (worktrees, subagents: the runs reconciliation
+failed end as a run does) and the services → bind → the web client, health checks, interrupted
+orchestrations and the relay tunnel start. Each step is a piece of `betcode.composition`.
 
 SIGHUP reloads the configuration (`composition.reload`): valid settings are handed to each
 part, an invalid file changes nothing.
@@ -43,7 +43,7 @@ from betcode.composition.startup_checks import (
 )
 from betcode.composition.subagents import SubagentCapability
 from betcode.composition.telemetry import Telemetry
-from betcode.composition.web import listen_web, start_web
+from betcode.composition.web import listen_web, start_web, web_gateway
 from betcode.composition.worktrees import WorktreeCapability
 from betcode.daemon_config import DaemonConfig, settings_changes
 from betcode.daemon_socket import BindError
@@ -53,6 +53,7 @@ from betcode.server.app import DaemonServer, RpcService
 from betcode.sessions.manager import SessionManager
 
 if TYPE_CHECKING:
+    from betcode.server.web_gateway_service import WebGatewayService
     from betcode.tunnel.client import TunnelClient
     from betcode.web.server import WebServer
 
@@ -71,6 +72,7 @@ class Daemon:
         self.telemetry = Telemetry(config.settings.observability, config.environ)
         self.server: DaemonServer | None = None
         self.web: WebServer | None = None
+        self._gateway: WebGatewayService | None = None
         self.core: Core | None = None
         self.worktrees: WorktreeCapability | None = None
         self.subagents: SubagentCapability | None = None
@@ -96,7 +98,7 @@ class Daemon:
         # The refusals first, each with its exit code, before anything a refused start undoes.
         self._tunnel = relay_tunnel(self.config)
         socket_claim, tcp_address = claim_places(self.config, self._claims)
-        self.web = listen_web(self.config)
+        self.web = listen_web(self.config, relayed=self._tunnel is not None)
         binary, claude = await check_claude(self.config)
         database = await open_checked_database(self.config)
         # The core, the capabilities on it, and the server made of their services.
@@ -110,10 +112,19 @@ class Daemon:
         await subagents.manager.end_runs_left_behind()
         health = health_monitor(self.config, core, claude, self._reloads.report)
         add_tunnel_component(health, self._tunnel)
+        gateway: list[RpcService] = []
+        if self.web is not None:
+            service, self._gateway = web_gateway(self.config)
+            gateway.append(service)
         self.server = DaemonServer(
             health=health,
             version=version_service(claude),
-            services=[*self._core_services(core), *subagents.services(), *worktrees.services()],
+            services=[
+                *self._core_services(core),
+                *subagents.services(),
+                *worktrees.services(),
+                *gateway,
+            ],
             limits=self.config.settings.grpc,
         )
         # Registered before serving (watchable at once), started once served.
@@ -222,6 +233,8 @@ class Daemon:
             await self.web.stop()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
+        if self._gateway is not None:
+            await self._gateway.close()
         if self.subagents is not None:
             await self.subagents.orchestrations.shutdown()
         if self.core is not None:

@@ -89,6 +89,12 @@ class DaemonConfig:
         return self.data_dir / "daemon.db"
 
     @property
+    def web_gateway_socket(self) -> Path:
+        """Where the web gateway reaches the daemon's web app: beside the daemon's socket, so
+        under its lock and in its private directory."""
+        return self.socket_path.with_name(f"{self.socket_path.name}.web")
+
+    @property
     def holders(self) -> HolderPlace:
         """Where claude's holders live and their limits (`daemon.holder`)."""
         holder = self.settings.holder

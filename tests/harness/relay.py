@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -120,6 +121,27 @@ class RelayProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+
+
+@dataclass
+class Carried:
+    """What the relay's NATS carries: every subject, and the body and header values of every
+    message, for tests to look for plaintext in."""
+
+    nc: Any
+    subjects: list[str]
+    payloads: list[bytes]  # bodies and header values of every NATS message
+    subscription: Any = None
+
+    async def spy(self, msg: Any) -> None:
+        self.subjects.append(msg.subject)
+        self.payloads.append(msg.data)
+        self.payloads += [str(value).encode() for value in (msg.headers or {}).values()]
+
+    async def watch(self, subjects: str) -> None:
+        if self.subscription is not None:
+            await self.subscription.unsubscribe()
+        self.subscription = await self.nc.subscribe(subjects, cb=self.spy)
 
 
 @dataclass
@@ -298,16 +320,20 @@ class Rig:
         return (*bearer(self.account.access), ("x-machine-id", MACHINE), ("x-client-id", "phone"))
 
     @property
-    def agent(self) -> agent_pb2_grpc.AgentServiceStub:
-        """Every call end-to-end encrypted, sealed to the daemon's identity key (works whether
-        the machine is online or offline, as the CLI's offline sessions do)."""
+    def sealed(self) -> EncryptingChannel:
+        """The relay's channel with every call end-to-end encrypted, sealed to the daemon's
+        identity key (works whether the machine is online or offline, as the CLI's offline
+        sessions do)."""
         identity = DaemonIdentity.load_or_create(
             MachineIdentity(self.config.config_dir / "certs").e2e_key_file
         )
         if identity.public not in self.sessions:  # a new key (a test replaced it): a new one
             self.sessions[identity.public] = ClientSession.sealed(identity.public)
-        session = self.sessions[identity.public]
-        return agent_pb2_grpc.AgentServiceStub(EncryptingChannel(self.channel, session))
+        return EncryptingChannel(self.channel, self.sessions[identity.public])
+
+    @property
+    def agent(self) -> agent_pb2_grpc.AgentServiceStub:
+        return agent_pb2_grpc.AgentServiceStub(self.sealed)
 
     async def start_daemon(self) -> None:
         self.daemon = Daemon(self.config)

@@ -6,15 +6,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
 T = TypeVar("T")
 
 
-class WebClient:
+class ApiClient:
+    """What a page does with the JSON endpoints, on whatever carries its `call`s."""
+
+    async def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
+        raise NotImplementedError
+
+    async def create_session(self, directory: str) -> str:
+        status, body = await self.call("POST", "/api/sessions", {"working_directory": directory})
+        assert status == 201, body
+        return str(body["session_id"])
+
+    async def answer(self, request_id: str, **body: object) -> dict[str, Any]:
+        status, reply = await self.call("POST", f"/api/permissions/{request_id}", body)
+        assert status == 200, reply
+        return dict(reply)
+
+
+class WebClient(ApiClient):
     def __init__(self, base_url: str, credential: str, client_id: str = "web-test") -> None:
         self.base_url = base_url
         self.client_id = client_id
@@ -30,16 +47,6 @@ class WebClient:
                 return response.status, json.loads(text)
             except ValueError:
                 return response.status, text
-
-    async def create_session(self, directory: str) -> str:
-        status, body = await self.call("POST", "/api/sessions", {"working_directory": directory})
-        assert status == 201, body
-        return str(body["session_id"])
-
-    async def answer(self, request_id: str, **body: object) -> dict[str, Any]:
-        status, reply = await self.call("POST", f"/api/permissions/{request_id}", body)
-        assert status == 200, reply
-        return dict(reply)
 
     async def stream(self, session_id: str, after: int = 0) -> WebStream:
         url = (
@@ -78,11 +85,24 @@ async def sign_in(base_url: str, owner_token: str, name: str = "test browser") -
         await stranger.close()
 
 
+class StreamSocket(Protocol):
+    """What WebStream needs of a WebSocket: aiohttp's, or one carried by the web gateway."""
+
+    @property
+    def close_code(self) -> int | None: ...
+
+    def __aiter__(self) -> AsyncIterator[aiohttp.WSMessage]: ...
+
+    async def send_str(self, data: str) -> None: ...
+
+    async def close(self) -> object: ...
+
+
 class WebStream:
     """One session's WebSocket: every event received (JSON objects), in order; `caught_up`
     once the empty batch marking the live edge arrived."""
 
-    def __init__(self, socket: aiohttp.ClientWebSocketResponse) -> None:
+    def __init__(self, socket: StreamSocket) -> None:
         self.socket = socket
         self.events: list[dict[str, Any]] = []
         self.caught_up = asyncio.Event()

@@ -13,13 +13,19 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness.environment import Workspace
-from harness.relay import MACHINE, BetcodeUser, RelayProcess, Rig, betcode_argv, rig_fixture
+from harness.relay import (
+    MACHINE,
+    BetcodeUser,
+    Carried,
+    RelayProcess,
+    Rig,
+    betcode_argv,
+    rig_fixture,
+)
 
 from betcode.cli.connection import DaemonAddress, DaemonClient, DaemonUnavailable
 from betcode.cli.relay_login import RelayChoice
@@ -32,24 +38,6 @@ PROMPT_SECRET = "prompt-secret-4242"
 ANSWER_SECRET = "answer-secret-7777"
 NAME_SECRET = "name-secret-9191"
 SECRETS = (PROMPT_SECRET.encode(), ANSWER_SECRET.encode(), NAME_SECRET.encode())
-
-
-@dataclass
-class Carried:
-    nc: Any
-    subjects: list[str]
-    payloads: list[bytes]  # bodies and header values of every NATS message
-    subscription: Any = None
-
-    async def spy(self, msg: Any) -> None:
-        self.subjects.append(msg.subject)
-        self.payloads.append(msg.data)
-        self.payloads += [str(value).encode() for value in (msg.headers or {}).values()]
-
-    async def watch(self, subjects: str) -> None:
-        if self.subscription is not None:
-            await self.subscription.unsubscribe()
-        self.subscription = await self.nc.subscribe(subjects, cb=self.spy)
 
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))

@@ -1,6 +1,8 @@
-"""The web client as a capability of the daemon (`daemon.http.listen`; off while empty): bound
-before anything else changes, started once gRPC serves, on the same sessions and permission
-bridge, with Web Push to its browsers (composition.push)."""
+"""The web client as a capability of the daemon: bound before anything else changes, started
+once gRPC serves, on the same sessions and permission bridge, with Web Push to its browsers
+(composition.push). On when `daemon.http.listen` is set (the LAN) or the daemon dials a relay
+(the relay's browsers, through the web gateway); then always on the gateway's private socket.
+Off, a daemon loads none of it."""
 
 from __future__ import annotations
 
@@ -13,23 +15,26 @@ from betcode.composition.core import Core
 from betcode.composition.startup_checks import DaemonStartupError
 from betcode.core.session_directories import session_directories
 from betcode.daemon_config import DaemonConfig
+from betcode.server.app import RpcService
 from betcode.server.health import ComponentReport, HealthMonitor
 
 if TYPE_CHECKING:
     from betcode.push.sender import RelayPost
+    from betcode.server.web_gateway_service import WebGatewayService
     from betcode.web.server import WebServer
 
 
-def listen_web(config: DaemonConfig) -> WebServer | None:
-    """The web client's address and TLS files, checked and bound: a refusal is exit 65 (TLS)
-    or 69 (address)."""
-    http = config.settings.http
-    if not http.listen:
+def listen_web(config: DaemonConfig, *, relayed: bool) -> WebServer | None:
+    """The web client's gateway socket, and its LAN address and TLS files if set, checked and
+    bound (a refusal is exit 65 for TLS, 69 for an address); None when the web client is off
+    (no LAN listener, and no relay: `relayed`)."""
+    if not config.settings.http.listen and not relayed:
         return None
     # Imported here: a daemon without the web client does not load aiohttp.
     from betcode.web.server import WebPlaces, WebServer, WebStartError
 
-    web = WebServer(http, WebPlaces(config.config_dir, config.data_dir))
+    places = WebPlaces(config.config_dir, config.data_dir, config.web_gateway_socket)
+    web = WebServer(config.settings.http, places)
     try:
         web.listen()
     except WebStartError as exc:
@@ -74,5 +79,17 @@ async def start_web(
     catalog = CommandCatalog(user_claude_dir(config.environ), stored_init_lookup(core.reader))
     commands = WebCommands(session_directories(core.sessions), catalog)
     await web.start(domain, push, devices, commands)
-    serving = ComponentReport(True, f"serving on {web.url} (`betcode web`)")
-    health.add_component("web", lambda: serving, critical=False)
+    if web.url is not None:
+        serving = ComponentReport(True, f"serving on {web.url} (`betcode web`)")
+        health.add_component("web", lambda: serving, critical=False)
+
+
+def web_gateway(config: DaemonConfig) -> tuple[RpcService, WebGatewayService]:
+    """WebGatewayService, on the web app's gateway socket (the daemon closes it when it stops).
+    Only with the web client on: without it the service is not served (UNIMPLEMENTED)."""
+    from betcode.server.web_gateway_service import WebGatewayService
+    from betcode.v1 import web_gateway_pb2
+
+    gateway = WebGatewayService(config.web_gateway_socket)
+    descriptor = web_gateway_pb2.DESCRIPTOR.services_by_name["WebGatewayService"]
+    return RpcService(descriptor, gateway), gateway

@@ -74,12 +74,14 @@ class ConverseRequests:
         outbox: asyncio.Queue[list[bytes] | None],
         *,
         end_on_half_close: bool = False,
+        via: str = "",
     ) -> None:
         """Handles requests until the client half-closes; errors go to `outbox`. A client that
         has sent a heartbeat and then nothing for the silence timeout is dropped: `outbox`
         gets a CLIENT_SILENT error and then the end of the stream. With `end_on_half_close`
         the stream ends once the client half-closed: each of its requests was handled by then
-        (a message recorded with its idempotency key, or refused with an error event)."""
+        (a message recorded with its idempotency key, or refused with an error event). `via`
+        says in the audit how the client's answers came ("relay"; direct when empty)."""
         pending = aiter(requests)
         silence = self._silence_timeout()
         heartbeats = False  # armed by the client's first heartbeat (see the module docstring)
@@ -100,7 +102,7 @@ class ConverseRequests:
             heartbeats = heartbeats or request.WhichOneof("request") is None
             self._clients.seen(client_id)
             try:
-                await self._handle(session, client_id, request)
+                await self._handle(session, client_id, request, via)
             except Exception as exc:
                 await outbox.put([_transient_error(self._error_for(exc, session, client_id))])
 
@@ -114,7 +116,7 @@ class ConverseRequests:
         return BetCodeError(ErrorCode.INTERNAL, f"the daemon failed the request: {exc}")
 
     async def _handle(
-        self, session: Session, client_id: str, request: agent_pb2.AgentRequest
+        self, session: Session, client_id: str, request: agent_pb2.AgentRequest, via: str
     ) -> None:
         kind = request.WhichOneof("request")
         if kind is None:  # a heartbeat: the client is still there
@@ -129,6 +131,7 @@ class ConverseRequests:
                 updated_input=input_object(permission, "updated_input"),
                 message=check_text(permission.message, "message"),
                 client_id=client_id,
+                via=via,
             )
             session.lock.check_input(client_id)
             await self._bridge.answer(session, answer)
@@ -138,6 +141,7 @@ class ConverseRequests:
                 request_id=check_id(response.question_id, "question_id"),
                 answers=check_answers(response.answers, "answers"),
                 client_id=client_id,
+                via=via,
             )
             session.lock.check_input(client_id)
             await self._bridge.answer(session, answer)

@@ -62,6 +62,7 @@ class ClientAnswer:
     message: str = ""
     answers: dict[str, str] = field(default_factory=dict)
     client_id: str | None = None
+    via: str = ""  # how the answer reached the daemon when not directly ("relay"): audited
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,8 @@ def answer_audit(row: PendingPermission, reply: Reply, answer: ClientAnswer) -> 
         context["edited_input_hash"] = input_hash(answer.updated_input)
     if reply.message:
         context["message"] = reply.message
+    if answer.via:
+        context["via"] = answer.via
     return AuditEvent(
         event_type="permission_grant" if granted else "permission_deny",
         actor_type="user",

@@ -110,6 +110,14 @@ def principal(request: web.Request) -> Principal:
     return request[PRINCIPAL_KEY]
 
 
+VIA_RELAY = "relay"  # what the audit says of a relayed request's answers
+
+
+def via(request: web.Request) -> str:
+    """How the request reached the daemon, as the audit records it ("" when directly)."""
+    return VIA_RELAY if is_relayed(request) else ""
+
+
 def is_relayed(request: web.Request) -> bool:
     """Whether the request came through the web gateway (the relay), not from a browser."""
     relayed = request.get(RELAYED_KEY)

@@ -21,6 +21,7 @@ from betcode.storage import worktrees as worktree_rows
 from betcode.storage.pending import PendingPermission
 from betcode.storage.worktrees import RepoRecord, WorktreeRecord
 from betcode.v1 import common_pb2
+from betcode.web.access import via
 from betcode.web.domain import WebDomain, web_client_id
 from betcode.web.errors import json_body, text_field
 from betcode.web.events import message_json
@@ -210,6 +211,7 @@ async def answer_permission(request: web.Request) -> web.Response:
         message=check_text(text_field(body, "message"), "message"),
         answers=check_answers(_answers(body.get("answers", {})), "answers"),
         client_id=client_id,
+        via=via(request),
     )
     row = await domain.bridge.find_request(answer.request_id)
     if row is None:

@@ -1,6 +1,8 @@
 """The web client's HTTP server: the aiohttp app, bound on the daemon's own event loop.
 
-Started by the daemon after its gRPC server when `daemon.http.listen` is set; it writes
+Started by the daemon after its gRPC server. Always on the private gateway socket (owner-only,
+next to the daemon's socket), where the web gateway (server/web_gateway_service.py) brings the
+relay's browsers; on the LAN too when `daemon.http.listen` is set: it then writes
 `<data dir>/web-address` (the base URL, for `betcode web`) once it listens, and removes it
 when it stops. Stopping closes every open stream first (code 1001, "going away"): the pages
 reconnect from their last sequence to whatever daemon serves next.
@@ -10,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import ssl
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -21,6 +25,7 @@ from aiohttp import WSCloseCode, web
 
 from betcode.config.addresses import split_host_port
 from betcode.config.settings import HttpSettings
+from betcode.daemon_socket import owner_only_umask
 from betcode.web.access import ACCESS_KEY, Access, make_guard
 from betcode.web.api import DOMAIN_KEY, api_routes
 from betcode.web.commands_api import COMMANDS_KEY, WebCommands, command_routes
@@ -69,6 +74,7 @@ class WebStartError(Exception):
 class WebPlaces:
     config_dir: Path  # holds the access token
     data_dir: Path  # gets the address file
+    gateway_socket: Path  # where the web gateway reaches the app
 
 
 def address_path(data_dir: Path) -> Path:
@@ -83,11 +89,17 @@ class WebServer:
         self._settings = settings
         self._places = places
         self._listener: socket.socket | None = None
+        self._gateway: socket.socket | None = None
         self._tls: ssl.SSLContext | None = None
         self._runner: web.AppRunner | None = None
-        self.url: str | None = None
+        self.url: str | None = None  # the LAN listener's; None without one
 
     def listen(self) -> None:
+        self._gateway = _bind_gateway(self._places.gateway_socket)
+        if self._settings.listen:
+            self._listen_lan()
+
+    def _listen_lan(self) -> None:
         host, port = split_host_port(self._settings.listen)
         self._tls = self._tls_context()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -105,9 +117,10 @@ class WebServer:
     async def start(
         self, domain: WebDomain, push: PushEndpoints, devices: Devices, commands: WebCommands
     ) -> None:
-        assert self._listener is not None, "listen() first"
+        assert self._gateway is not None, "listen() first"
         tls = self._tls is not None
-        access = Access(devices, self._listener.getsockname()[1], tls)
+        port = self._listener.getsockname()[1] if self._listener is not None else 0
+        access = Access(devices, port, tls)
         runner = web.AppRunner(
             self._build_app(access, domain, push, commands),
             access_log=None,
@@ -115,6 +128,10 @@ class WebServer:
         )
         await runner.setup()
         self._runner = runner
+        await web.SockSite(runner, self._gateway).start()
+        if self._listener is None:
+            log.info("web client: no LAN listener; the web gateway serves it through the relay")
+            return
         await web.SockSite(runner, self._listener, ssl_context=self._tls).start()
         path = address_path(self._places.data_dir)
         path.write_text(f"{self.url}\n")
@@ -174,9 +191,31 @@ class WebServer:
             with contextlib.suppress(FileNotFoundError):
                 address_path(self._places.data_dir).unlink()
             await runner.cleanup()
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        for listener in (self._listener, self._gateway):
+            if listener is not None:
+                listener.close()
+        if self._gateway is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self._places.gateway_socket.unlink()
+        self._listener = self._gateway = None
+
+
+def _bind_gateway(path: Path) -> socket.socket:
+    """The gateway's Unix socket, only its owner may connect to (made so at bind: no moment in
+    which others could). A socket left there by a daemon that died is replaced: the daemon's
+    own socket lock, taken before, says no other daemon uses it."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(path.lstat().st_mode):
+            path.unlink()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with owner_only_umask():
+            listener.bind(os.fspath(path))
+        listener.listen(socket.SOMAXCONN)
+    except OSError as error:
+        listener.close()
+        raise WebStartError(f"the web gateway cannot listen on {path}: {error}", 69) from error
+    return listener
 
 
 def page_files(static: Traversable) -> dict[str, bytes]:

@@ -26,7 +26,7 @@ from betcode.core.event_pump import BATCH_MAX_BYTES, OUTBOX_BATCHES, PER_EVENT_B
 from betcode.core.validation import invalid
 from betcode.sessions import translate
 from betcode.v1 import agent_pb2
-from betcode.web.access import STREAM_SUBPROTOCOL, principal
+from betcode.web.access import STREAM_SUBPROTOCOL, principal, via
 from betcode.web.api import DOMAIN_KEY
 from betcode.web.devices_api import DEVICES_KEY
 from betcode.web.domain import WEB_CLIENT_TYPE, web_client_id
@@ -76,7 +76,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
         tasks = [
             asyncio.create_task(pump_batches(attachment, outbox)),
             asyncio.create_task(
-                domain.converse.serve(session, client_id, _requests(socket, outbox), outbox)
+                domain.converse.serve(
+                    session, client_id, _requests(socket, outbox), outbox, via=via(request)
+                )
             ),
             asyncio.create_task(_send(socket, outbox, domain.events.batch)),
         ]

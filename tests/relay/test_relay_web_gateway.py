@@ -1,0 +1,161 @@
+"""The web client through the relay: WebGatewayService calls sealed end to end (scheme v2, the
+Python client the CLI uses; web-client/src/e2e.ts matches it byte for byte) through a real relay
+(its own nats-server) to a real daemon whose LAN web listener is off, against the real CLI. A
+device signed in earlier lists sessions, starts one, streams it, types into it and allows its
+tool call; another device revokes it and its stream closes; NATS carries no plaintext of any of
+it. An offline machine is told at once, nothing buffered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from dataclasses import replace
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+from harness.environment import Workspace
+from harness.relay import Carried, Rig, rig_fixture
+from harness.web import sign_in
+from harness.web_gateway import GatewayClient, GatewaySocket
+
+from betcode.config.settings import HttpSettings
+from betcode.relay.buffer import BufferSettings
+from betcode.remote.frames import BUFFERED_TRAILER
+from betcode.web.token import token_path
+
+pytestmark = pytest.mark.real_cli
+
+PROMPT_SECRET = "gateway-prompt-3131"
+ANSWER_SECRET = "gateway-answer-8585"
+TOOL_SECRET = "6 * 7919"
+TOOL_PROMPT = (
+    f'SCN:tool_bash {{"command": "python3 -c \\"print({TOOL_SECRET})\\""}} {PROMPT_SECRET}'
+)
+PLAIN_PROMPT = f'SCN:plain {{"text": "{ANSWER_SECRET}"}} {PROMPT_SECRET}'
+TOOL_OUTPUT = str(6 * 7919)
+SECRETS = tuple(s.encode() for s in (PROMPT_SECRET, ANSWER_SECRET, TOOL_SECRET, TOOL_OUTPUT))
+
+rig = pytest.fixture(rig_fixture(BufferSettings()))
+
+
+def lan(rig: Rig, listen: str) -> None:
+    settings = replace(rig.config.settings, http=HttpSettings(listen=listen))
+    rig.config = replace(rig.config, settings=settings)
+
+
+async def signed_in_devices(rig: Rig, *names: str) -> list[dict[str, Any]]:
+    """Devices signed in on the LAN (a link from the owner), before the listener is turned off."""
+    lan(rig, "127.0.0.1:0")
+    await rig.start_daemon()
+    assert rig.daemon is not None
+    assert rig.daemon.web is not None
+    assert rig.daemon.web.url is not None
+    token = token_path(rig.config.config_dir).read_text().strip()
+    devices = [await sign_in(rig.daemon.web.url, token, name) for name in names]
+    await rig.stop_daemon()
+    lan(rig, "")
+    return devices
+
+
+def through_relay(rig: Rig, device: dict[str, Any], client_id: str) -> GatewayClient:
+    return GatewayClient(rig.sealed, device["credential"], client_id, rig.metadata)
+
+
+def stored_decisions(rig: Rig) -> list[tuple[str, dict[str, str]]]:
+    with sqlite3.connect(rig.config.database_path) as db:
+        rows = db.execute(
+            "SELECT actor_id, context FROM audit_log WHERE event_type = 'permission_grant'"
+        ).fetchall()
+    return [(actor, json.loads(context)) for actor, context in rows]
+
+
+async def test_the_web_client_through_the_relay_with_the_lan_listener_off(
+    rig: Rig, workspace: Workspace
+) -> None:
+    phone_device, laptop_device = await signed_in_devices(rig, "phone", "laptop")
+    await rig.start_daemon()
+    assert rig.daemon is not None
+    assert rig.daemon.web is not None
+    assert rig.daemon.web.url is None  # no LAN listener
+    assert rig.config.web_gateway_socket.stat().st_mode & 0o777 == 0o600
+    assert rig.relay.nc is not None
+    carried = Carried(rig.relay.nc, [], [])
+    await carried.watch(">")
+    phone = through_relay(rig, phone_device, "web-phone")
+    laptop = through_relay(rig, laptop_device, "web-laptop")
+
+    status, listed = await phone.call("GET", "/api/sessions")
+    assert (status, listed["sessions"]) == (200, [])
+    status, body = await through_relay(rig, {"credential": ""}, "web-x").call(
+        "GET", "/api/sessions"
+    )
+    assert (status, body["error"]["code"]) == (401, "UNAUTHENTICATED")
+    session_id = await phone.create_session(str(workspace.repo))
+
+    # The stream: typed into, a tool call allowed through Fetch, run once.
+    stream = await phone.stream(session_id)
+    await asyncio.wait_for(stream.caught_up.wait(), 60)
+    await stream.say(TOOL_PROMPT)
+    request = await stream.wait_for("permission_request")
+    assert TOOL_SECRET in request["input"]["command"]
+    status, waiting = await laptop.call("GET", "/api/permissions")
+    assert [w["request_id"] for w in waiting["waiting"]] == [request["request_id"]]
+    answered = await phone.answer(request["request_id"], decision="allow_once")
+    assert answered["outcome"] == "allowed", answered
+    results = await stream.wait_for("tool_call_result")
+    assert TOOL_OUTPUT in results["output"]
+    await stream.wait_for("turn_complete")
+    await stream.say(PLAIN_PROMPT)
+    await stream.until(lambda: ANSWER_SECRET in json.dumps(stream.events) or None)
+    await stream.wait_for("turn_complete", count=2)
+    assert len(stream.of_kind("tool_call_result")) == 1
+    assert stored_decisions(rig) == [
+        (
+            "web-phone",
+            {"request_id": request["request_id"], "decision": "allow_once", "via": "relay"},
+        )
+    ]
+
+    # History replayed to a new stream; then the phone is revoked from the laptop: its open
+    # stream closes at once, its next request is refused.
+    replayed = await laptop.stream(session_id)
+    await asyncio.wait_for(replayed.caught_up.wait(), 60)
+    assert replayed.sequences[: len(stream.sequences)] == stream.sequences
+    status, _ = await laptop.call("DELETE", f"/api/devices/{phone_device['device_id']}")
+    assert status == 200
+    await asyncio.wait_for(stream.closed(), 10)
+    assert stream.socket.close_code == 4401
+    assert (await phone.call("GET", "/api/sessions"))[0] == 401
+    await replayed.close()
+
+    await carried.subscription.unsubscribe()
+    assert any(subject.startswith("betcode.machine.") for subject in carried.subjects)
+    leaks = [secret for secret in SECRETS for payload in carried.payloads if secret in payload]
+    assert leaks == []
+    assert not any(session_id.encode() in payload for payload in carried.payloads)
+
+
+async def test_an_offline_machine_is_told_at_once_and_nothing_is_buffered(rig: Rig) -> None:
+    """The machine never came online: a page asking it anything is told UNAVAILABLE at once
+    (it shows the machine offline), not queued like a buffered AgentService call."""
+    assert rig.relay.nc is not None
+    carried = Carried(rig.relay.nc, [], [])
+    await carried.watch("betcode.held.>")
+    phone = through_relay(rig, {"credential": "a-device-credential"}, "web-phone")
+    started = time.monotonic()
+    with pytest.raises(grpc.aio.AioRpcError) as offline:
+        await phone.fetch("POST", "/api/sessions", {"working_directory": "/tmp"})
+    assert offline.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "offline" in (offline.value.details() or "")
+    assert BUFFERED_TRAILER not in dict(offline.value.trailing_metadata() or ())
+    stream = await phone.stream("any-session")
+    await stream.closed()
+    assert isinstance(stream.socket, GatewaySocket)
+    assert await stream.socket.call.code() is grpc.StatusCode.UNAVAILABLE
+    assert time.monotonic() - started < 5.0
+    await carried.subscription.unsubscribe()
+    assert carried.subjects == []  # nothing kept for the machine's return
