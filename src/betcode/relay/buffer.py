@@ -8,8 +8,11 @@ new": the request beyond it is refused, RESOURCE_EXHAUSTED + BUFFER_FULL), the p
 the caller's whole request (one message, or the few messages of a Converse the caller
 half-closed) with its method, metadata and a priority; when the machine's tunnel opens, the
 relay holding it delivers them in priority order (FIFO within a priority) and deletes each once
-the daemon answered. The caller is told UNAVAILABLE with ``x-betcode-buffered`` (its place) in
-the trailers: the call has not run yet."""
+the daemon answered. An answer that says the call could not be taken now (the tunnel or the
+daemon went away, the daemon is stopping or busy) keeps it, and the delivery is tried again with
+backoff while the tunnel is open, up to the buffer's TTL; any other answer, a refusal included,
+is final. The caller is told UNAVAILABLE with ``x-betcode-buffered`` (its place) in the
+trailers: the call has not run yet."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 from betcode.relay.accounts import Accounts
 from betcode.relay.auth_service import abort
 from betcode.remote import frames
+from betcode.remote.e2e import UNKNOWN_SESSION
 from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.v1 import tunnel_pb2
 
@@ -44,6 +48,16 @@ ERROR_CODE_TRAILER = "betcode-error-code"
 BUFFER_FULL = "BUFFER_FULL"
 BUFFER_QUOTA = "BUFFER_QUOTA"
 MAX_MESSAGES_PER_CALL = 16
+# Answers that mean "not now": the call stays buffered and is delivered again.
+RETRYABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.ABORTED,
+    }
+)
 DELIVERY_TIMEOUT_SECONDS = 60.0
 STREAM_READY_SECONDS = 30.0
 HALF_CLOSE_WAIT_SECONDS = 2.0
@@ -69,6 +83,8 @@ class BufferSettings:
     max_message_bytes: int = 1024 * 1024
     max_per_user: int = 2000  # requests, over all of a user's machines
     max_bytes_per_user: int = 64 * 1024 * 1024
+    retry_initial_seconds: float = 1.0  # a delivery answered "not now" is tried again after
+    retry_max_seconds: float = 300.0  # this, doubling up to this
 
 
 def stream_name(user_id: str) -> str:
@@ -98,7 +114,8 @@ class OfflineBuffer:
         self._js = nc.jetstream()
         self.settings = settings
         self._accounts = accounts
-        self._delivering: set[str] = set()
+        # One delivery per machine at a time; a new tunnel's waits for the old one's to end.
+        self._delivering: dict[str, asyncio.Lock] = {}
         self._streams: set[str] = set()  # the users whose stream this instance has set up
 
     def _config(self, user_id: str) -> StreamConfig:
@@ -265,20 +282,37 @@ class OfflineBuffer:
 
     async def deliver(self, machine_id: str, tunnel: Any) -> None:
         """Runs each buffered call through the machine's (just opened) tunnel, one at a time
-        so that order holds, deleting each once the daemon answered."""
-        if machine_id in self._delivering:
-            return
-        self._delivering.add(machine_id)
-        try:
-            for message in await self.pending(machine_id):
-                await self._deliver_one(tunnel, message)
-                await self._js.delete_msg(message.metadata.stream, message.metadata.sequence.stream)
-        except Exception:  # the tunnel went away: what is left stays buffered
-            log.exception("delivery of buffered requests to %s stopped", machine_id)
-        finally:
-            self._delivering.discard(machine_id)
+        so that order holds, deleting each once the daemon answered. A call answered "not now"
+        stops the round (what follows it waits behind it); the round is tried again with
+        backoff while this tunnel is open."""
+        async with self._delivering.setdefault(machine_id, asyncio.Lock()):
+            delay = self.settings.retry_initial_seconds
+            try:
+                while not tunnel.closed and not await self._deliver_round(machine_id, tunnel):
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self.settings.retry_max_seconds)
+            except Exception:  # the tunnel went away: what is left stays buffered
+                log.exception("delivery of buffered requests to %s stopped", machine_id)
 
-    async def _deliver_one(self, tunnel: Any, message: Any) -> None:
+    async def _deliver_round(self, machine_id: str, tunnel: Any) -> bool:
+        """True once nothing is left to deliver; False when a call must be tried again."""
+        for message in await self.pending(machine_id):
+            outcome = await self._deliver_one(tunnel, message)
+            method = (message.headers or {}).get(METHOD_HEADER)
+            if outcome is None or _retryable(outcome):
+                why = "no answer" if outcome is None else outcome.error.message
+                log.info("buffered %s for %s kept for later: %s", method, machine_id, why)
+                return False
+            if outcome.frame_type == frames.ERROR:
+                log.warning(
+                    "buffered %s for %s refused: %s", method, machine_id, outcome.error.message
+                )
+            await self._js.delete_msg(message.metadata.stream, message.metadata.sequence.stream)
+        return True
+
+    async def _deliver_one(self, tunnel: Any, message: Any) -> tunnel_pb2.TunnelFrame | None:
+        """The frame that says the daemon took the call (or refused it); None without one in
+        time (the daemon is told to cancel it)."""
         headers = message.headers or {}
         request_id = "buffered-" + uuid.uuid4().hex
         metadata = json.loads(headers[METADATA_HEADER])
@@ -308,17 +342,21 @@ class OfflineBuffer:
             await tunnel.send(
                 frames.error_frame(request_id, grpc.StatusCode.CANCELLED, "not confirmed")
             )
-            raise
+            return None
         finally:
             tunnel.local_replies.pop(request_id, None)
         if outcome.frame_type not in (frames.STREAM_END, frames.ERROR):
             await tunnel.send(
                 frames.error_frame(request_id, grpc.StatusCode.CANCELLED, "delivered")
             )
-        if outcome.frame_type == frames.ERROR:
-            log.warning(
-                "buffered %s for %s answered %s",
-                headers.get(METHOD_HEADER),
-                tunnel.machine_id,
-                outcome.error.message,
-            )
+        return outcome
+
+
+def _retryable(outcome: tunnel_pb2.TunnelFrame) -> bool:
+    """An answer that says "not now". An online end-to-end session the daemon no longer has
+    is the exception: its keys are gone, so no later delivery can open the call."""
+    return (
+        outcome.frame_type == frames.ERROR
+        and frames.error_status(outcome.error) in RETRYABLE
+        and UNKNOWN_SESSION not in outcome.error.message
+    )

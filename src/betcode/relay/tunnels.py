@@ -107,6 +107,7 @@ class _Tunnel:
         self.on_notify: Callable[[dict[str, str]], Coroutine[Any, Any, object]] | None = None
         self.on_renew: Callable[[str], Coroutine[Any, Any, None]] | None = None
         self.local_replies: dict[str, Callable[[tunnel_pb2.TunnelFrame], None]] = {}
+        self.closed = False  # its stream ended: nothing sent on it reaches the daemon
 
     def close(self) -> None:
         with contextlib.suppress(asyncio.QueueFull):
@@ -182,13 +183,20 @@ class _Tunnel:
         await self.outgoing.put(frame)
 
     async def fail_open_calls(self) -> None:
+        """The tunnel's stream ended: every call still open on it, the relay's own too (a
+        buffered delivery, kept for the next tunnel), is told the machine is gone."""
+        self.closed = True
+        for request_id, local in list(self.local_replies.items()):
+            local(self._gone(request_id))
         for request_id, reply_to in list(self.reply_to.items()):
-            gone = frames.error_frame(
-                request_id, grpc.StatusCode.UNAVAILABLE, f"machine {self.machine_id} disconnected"
-            )
             with contextlib.suppress(nats.errors.Error):
-                await self.nc.publish(reply_to, gone.SerializeToString())
+                await self.nc.publish(reply_to, self._gone(request_id).SerializeToString())
         self.reply_to.clear()
+
+    def _gone(self, request_id: str) -> tunnel_pb2.TunnelFrame:
+        return frames.error_frame(
+            request_id, grpc.StatusCode.UNAVAILABLE, f"machine {self.machine_id} disconnected"
+        )
 
 
 OnOnline = Callable[[str, "_Tunnel"], Coroutine[Any, Any, None]]

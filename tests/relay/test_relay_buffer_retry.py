@@ -1,0 +1,116 @@
+"""How the relay's buffer treats a daemon's answer to a buffered call: "not now" (UNAVAILABLE)
+keeps the call and tries it again with backoff, nothing overtaking it; a refusal is final and
+the call is deleted, never delivered again. A relay in this event loop (its own nats-server);
+the machine's side is a stand-in that opens a real tunnel with the machine's certificate and
+answers each delivered call as scripted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import pytest
+from harness.relay import (
+    MACHINE,
+    bearer,
+    client_channel,
+    register,
+    register_machine,
+    relay_in_process,
+    tunnel_channel,
+)
+
+from betcode.relay.buffer import BufferSettings
+from betcode.relay.server import Relay
+from betcode.remote import frames
+from betcode.remote.frames import BUFFERED_TRAILER
+from betcode.v1 import agent_pb2, agent_pb2_grpc, tunnel_pb2, tunnel_pb2_grpc
+
+CANCEL = "betcode.v1.AgentService/CancelTurn"
+RENAME = "betcode.v1.AgentService/RenameSession"
+
+
+class StandInMachine:
+    """Answers each delivered call, at its end, with the next of its method's `answers`
+    (a status code; OK ends the call with one empty response), recording the methods."""
+
+    def __init__(self, answers: dict[str, list[grpc.StatusCode]]) -> None:
+        self.answers = answers
+        self.delivered: list[str] = []
+        self.outgoing: asyncio.Queue[tunnel_pb2.TunnelFrame] = asyncio.Queue()
+
+    async def frames_out(self) -> AsyncIterator[tunnel_pb2.TunnelFrame]:
+        while True:
+            yield await self.outgoing.get()
+
+    async def serve(self, relay: Relay, key: bytes, cert: bytes) -> None:
+        methods: dict[str, str] = {}
+        async with tunnel_channel(relay, key, cert) as channel:
+            call = tunnel_pb2_grpc.TunnelServiceStub(channel).OpenTunnel(self.frames_out())
+            async for frame in call:
+                if frame.frame_type == frames.REQUEST:
+                    methods[frame.request_id] = frames.full_method(frame.stream_data.method)
+                elif frame.frame_type == frames.STREAM_END:
+                    method = methods.pop(frame.request_id)
+                    self.delivered.append(method)
+                    await self.answer(frame.request_id, self.answers[method].pop(0))
+
+    async def answer(self, request_id: str, code: grpc.StatusCode) -> None:
+        if code == grpc.StatusCode.OK:
+            await self.outgoing.put(frames.data_frame(request_id, b"", 1))
+            await self.outgoing.put(frames.end_frame(request_id))
+        else:
+            await self.outgoing.put(frames.error_frame(request_id, code, f"scripted {code.name}"))
+
+
+async def buffered(call: object) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as offline:
+        await call  # type: ignore[misc]
+    assert offline.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert BUFFERED_TRAILER in dict(offline.value.trailing_metadata() or ())
+
+
+async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_dropped(
+    tmp_path: Path,
+) -> None:
+    settings = BufferSettings(retry_initial_seconds=0.2, retry_max_seconds=0.4)
+    async with (
+        relay_in_process(tmp_path / "relay", buffer=settings) as relay,
+        client_channel(relay) as channel,
+    ):
+        alice = await register(channel, "alice")
+        machine = await register_machine(channel, alice, MACHINE)
+        agent = agent_pb2_grpc.AgentServiceStub(channel)
+        metadata = (*bearer(alice.access), ("x-machine-id", MACHINE))
+        await buffered(
+            agent.RenameSession(
+                agent_pb2.RenameSessionRequest(session_id="s", name="n"), metadata=metadata
+            )
+        )
+        await buffered(
+            agent.CancelTurn(agent_pb2.CancelTurnRequest(session_id="s"), metadata=metadata)
+        )
+        assert relay.buffer is not None
+        assert len(await relay.buffer.pending(MACHINE)) == 2
+
+        stand_in = StandInMachine(
+            {
+                # The daemon is not ready for it twice (e.g. stopping), then takes it.
+                CANCEL: [grpc.StatusCode.UNAVAILABLE] * 2 + [grpc.StatusCode.OK],
+                # A final refusal: never delivered again.
+                RENAME: [grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.OK],
+            }
+        )
+        serving = asyncio.create_task(stand_in.serve(relay, machine.key, machine.cert))
+        try:
+            async with asyncio.timeout(30):
+                while await relay.buffer.pending(MACHINE):  # noqa: ASYNC110 - JetStream state
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(1.5)  # more than the retry delays: a wrong retry would show
+            assert stand_in.delivered == [CANCEL, CANCEL, CANCEL, RENAME]
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
