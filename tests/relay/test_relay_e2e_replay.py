@@ -8,6 +8,7 @@ reordered, or moved to another call or method: each is refused and reaches nothi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -292,6 +293,45 @@ async def test_a_buffered_request_replayed_after_delivery_is_refused(machine: Ma
     messages, end = await relay.unary(RENAME, header, cipher.seal(b"second"))
     assert cipher.open(messages[0]) == b"done:second"
     assert machine.stand_in.reached == [(RENAME, b"buffered-rename"), (RENAME, b"second")]
+
+
+async def test_a_buffered_request_opened_but_never_answered_runs_when_delivered_again(
+    machine: Machine,
+) -> None:
+    """The relay delivers a buffered request again when the daemon never answered it: the tunnel
+    dropped, or the daemon died, after the sealed call was opened (its replay record written)
+    and before the request reached the daemon. That delivery runs it, once; while an opening
+    runs, under another method, or once the daemon answered, the same call is refused."""
+    session = ClientSession.sealed(machine.identity.public)
+    header, cipher = session.next_call(RENAME)
+    captured = cipher.seal(b"buffered-rename")
+    relay = machine.relay
+    opening = relay.new_id()
+    await relay.open(opening, RENAME, header)
+    _messages, end = await relay.unary(RENAME, header, captured)
+    assert refused(end, grpc.StatusCode.UNAUTHENTICATED, "already ran (replay)")  # it runs
+    task = relay.tunnel._call_tasks[opening]
+    relay.tunnel._end_calls()  # the tunnel dropped before the request came
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    again = relay.new_id()
+    await relay.open(again, RENAME, header)  # the same process, a new tunnel: accepted
+    await machine.close()  # and the daemon dies before the request came
+    relay = machine.start_daemon()
+    _messages, end = await relay.unary(DELETE, header, captured)
+    assert refused(end, grpc.StatusCode.UNAUTHENTICATED, "already ran (replay)")
+    assert machine.stand_in.reached == []
+
+    messages, end = await relay.unary(RENAME, header, captured)
+    assert end.frame_type == frames.STREAM_END
+    assert cipher.open(messages[0]) == b"done:buffered-rename"
+    _messages, end = await relay.unary(RENAME, header, captured)
+    assert refused(end, grpc.StatusCode.UNAUTHENTICATED, "already ran (replay)")
+    await machine.close()
+    relay = machine.start_daemon()
+    _messages, end = await relay.unary(RENAME, header, captured)
+    assert refused(end, grpc.StatusCode.UNAUTHENTICATED, "already ran (replay)")
+    assert machine.stand_in.reached == [(RENAME, b"buffered-rename")]
 
 
 async def test_a_session_the_daemon_forgot_asks_for_a_new_one(machine: Machine) -> None:

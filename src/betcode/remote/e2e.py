@@ -12,7 +12,11 @@ short:
   the first gives forward secrecy (both ephemeral keys are gone once the session is).
 * Sealed (for a machine that is offline, so requests can wait in the relay's buffer): the
   keys come from DH(client eph, daemon identity) alone, with the session's creation time bound
-  in; the daemon remembers, on disk, which of these sessions' calls it has run.
+  in; the daemon remembers, on disk, which of these sessions' calls it has run. A call opened
+  but never answered (the daemon died, or the tunnel dropped, before it took the request) may
+  be opened once more, for the same method, while no other opening of it runs: that is the
+  relay delivering the same buffered request again, and the request's own idempotency makes a
+  second store of it a no-op. A call the daemon answered is refused for good.
 * Every call carries its number in the ``x-betcode-e2e`` header; every message is a
   ChaCha20-Poly1305 ``EncryptedPayload`` (random 12-byte nonce) whose associated data binds
   the call number, the direction, the message's counter within the call and the method. A
@@ -185,8 +189,11 @@ def _open(cipher: ChaCha20Poly1305, aad: bytes, data: bytes) -> bytes:
 class CallCipher:
     """One call's messages: sealed and opened in order, each under its own counter."""
 
-    def __init__(self, keys: Keys, call: int, method: str, *, daemon_side: bool) -> None:
+    def __init__(
+        self, keys: Keys, call: int, method: str, *, daemon_side: bool, sealed: str = ""
+    ) -> None:
         self.call = call
+        self.sealed = sealed  # the sealed session's name (daemon side), "" for an online one
         self._method = method.lstrip("/")
         if daemon_side:
             self._out, self._out_dir = keys.to_client, TO_CLIENT
@@ -291,6 +298,8 @@ class _Online:
 class _Sealed:
     created: int
     window: ReplayWindow = field(default_factory=ReplayWindow)
+    # Calls opened that the daemon never answered, with their method: each may be opened again.
+    untaken: dict[int, str] = field(default_factory=dict)
 
 
 class DaemonIdentity:
@@ -308,6 +317,7 @@ class DaemonIdentity:
         self._lock = threading.Lock()
         self._replay_file = replay_file
         self._sealed: dict[str, _Sealed] = self._load_sealed()
+        self._running: set[tuple[str, int]] = set()  # sealed calls opened by this process
 
     @classmethod
     def load_or_create(cls, path: Path, replay_file: Path | None = None) -> DaemonIdentity:
@@ -380,15 +390,35 @@ class DaemonIdentity:
         record = self._sealed.get(name) or _Sealed(header.created)
         if record.created != header.created:
             raise E2EError("a sealed session's creation time changed")
-        if not record.window.accept(header.call):
+        method = method.lstrip("/")
+        call = (name, header.call)
+        if record.window.accept(header.call):
+            record.untaken[header.call] = method
+        elif record.untaken.get(header.call) != method or call in self._running:
             raise E2EError(f"call {header.call} of this sealed session already ran (replay)")
+        self._running.add(call)
         self._sealed[name] = record
         self._save_sealed(now)
         client = _public_key(header.client_ephemeral, "the client's ephemeral key")
         keys = sealed_keys(
             self._key.exchange(client), header.client_ephemeral, self.public, header.created
         )
-        return CallCipher(keys, header.call, method, daemon_side=True)
+        return CallCipher(keys, header.call, method, daemon_side=True, sealed=name)
+
+    def taken(self, cipher: CallCipher) -> None:
+        """The daemon answered the sealed call (a message or its status): it never runs again.
+        Written to disk before the answer leaves."""
+        if not cipher.sealed:
+            return
+        with self._lock:
+            record = self._sealed.get(cipher.sealed)
+            if record is not None and record.untaken.pop(cipher.call, None) is not None:
+                self._save_sealed(time.time())
+
+    def ended(self, cipher: CallCipher) -> None:
+        """The call's opening here is over, taken or not (an untaken one may come again)."""
+        with self._lock:
+            self._running.discard((cipher.sealed, cipher.call))
 
     def _load_sealed(self) -> dict[str, _Sealed]:
         if self._replay_file is None or not self._replay_file.exists():
@@ -396,8 +426,12 @@ class DaemonIdentity:
         try:
             data = json.loads(self._replay_file.read_text())
             return {
-                name: _Sealed(int(created), ReplayWindow(int(highest), {int(c) for c in seen}))
-                for name, (created, highest, seen) in data.items()
+                name: _Sealed(
+                    int(created),
+                    ReplayWindow(int(highest), {int(c) for c in seen}),
+                    {int(c): str(m) for c, m in (untaken[0] if untaken else {}).items()},
+                )
+                for name, (created, highest, seen, *untaken) in data.items()
             }
         except (OSError, ValueError, TypeError, AttributeError) as error:
             # Refusing every sealed call beats running one twice: the file is ours, 0600.
@@ -413,7 +447,12 @@ class DaemonIdentity:
         }
         if self._replay_file is not None:
             data = {
-                name: [record.created, record.window.highest, sorted(record.window.seen)]
+                name: [
+                    record.created,
+                    record.window.highest,
+                    sorted(record.window.seen),
+                    record.untaken,
+                ]
                 for name, record in self._sealed.items()
             }
             write_private(self._replay_file, json.dumps(data).encode())

@@ -50,6 +50,9 @@ CALL_QUEUE_MESSAGES = 256
 EXCHANGE_KEYS = "betcode.v1.AgentService/ExchangeKeys"
 OUTGOING_FRAMES = 1024
 PUSH_TIMEOUT_SECONDS = 20.0  # the relay's POST to the push service takes up to 10 s
+# A daemon's answers that say it did not take the call (stopping, or the call cancelled here):
+# a sealed call answered so may be delivered again from the relay's buffer.
+NOT_TAKEN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -413,12 +416,17 @@ class TunnelClient:
         )
         feeder = asyncio.create_task(self._feed(request_id, method, call, requests, cipher))
         window = self._windows.get(request_id)
+        # When the daemon has taken the call, as the relay's buffer judges it: at its end when
+        # the caller asked for that (the message recorded), else at its first answer.
+        taken_at_end = opening.metadata.get(frames.ACK_METADATA) == frames.ACK_RECORDED
         sequence = 0
         try:
             while True:
                 message = await call.read()
                 if message is grpc.aio.EOF:
                     break
+                if sequence == 0 and not taken_at_end:
+                    await self._taken(cipher)
                 if window is not None:
                     await window.acquire()  # the caller has not read enough yet: wait
                 sequence += 1
@@ -426,8 +434,11 @@ class TunnelClient:
                     message = cipher.seal(message)
                 await self._outgoing.put(frames.data_frame(request_id, message, sequence))
             trailers = await call.trailing_metadata()
+            await self._taken(cipher)
             await self._outgoing.put(frames.end_frame(request_id, tuple(trailers or ())))
         except grpc.aio.AioRpcError as error:
+            if error.code() not in NOT_TAKEN:
+                await self._taken(cipher)
             await self._outgoing.put(
                 frames.error_frame(
                     request_id,
@@ -439,9 +450,17 @@ class TunnelClient:
         finally:
             feeder.cancel()
             call.cancel()
+            if cipher is not None and self.settings.e2e is not None:
+                self.settings.e2e.ended(cipher)
             self._calls.pop(request_id, None)
             self._call_tasks.pop(request_id, None)
             self._windows.pop(request_id, None)
+
+    async def _taken(self, cipher: CallCipher | None) -> None:
+        """The daemon took the call: a sealed one is recorded as run before the answer
+        leaves, so the relay's buffer, deleting it on that answer, never makes it run again."""
+        if cipher is not None and cipher.sealed and self.settings.e2e is not None:
+            await asyncio.to_thread(self.settings.e2e.taken, cipher)
 
     async def _feed(
         self,
