@@ -84,7 +84,6 @@ async def measure(rig: Rig, repo: Path, calls: int) -> dict[str, Any]:
     await rig.start_daemon()
     assert rig.daemon is not None
     assert rig.daemon.web is not None
-    assert rig.relay.web is not None
     start = agent_pb2.StartConversation(working_directory=str(repo))
     await waiting_permission(rig, start)
 
@@ -100,7 +99,7 @@ async def measure(rig: Rig, repo: Path, calls: int) -> dict[str, Any]:
         assert len(body["waiting"]) == 1, body
     await lan.close()
 
-    front = f"https://127.0.0.1:{rig.relay.web.port}"
+    front = f"https://127.0.0.1:{rig.relay.port}"
     trusted = ssl.create_default_context(cafile=str(rig.relay.options.files.ca_cert))
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trusted)) as http:
         body = {"username": "alice", "password": "pw-123456"}
@@ -142,7 +141,7 @@ async def main(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="betcode-bench-relay-web-") as folder:
         root = Path(folder)
         workspace = make_workspace(root / "claude")
-        make = rig_fixture(BufferSettings(), web_listen="127.0.0.1:0")
+        make = rig_fixture(BufferSettings())
         with MockAnthropic() as mock_api:
             rigs = cast(
                 AsyncGenerator[Rig], make(root, require_pinned_claude(), mock_api, workspace)

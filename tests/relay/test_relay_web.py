@@ -1,11 +1,11 @@
-"""The relay's web front (`relay start --web-listen`) with a real relay (its own nats-server), a
-real daemon on the tunnel and the pinned real CLI: a relay account's login, the machines with
-their state, and calls carried to the machine as the browser makes them, end-to-end encrypted
-with the browser's keys (here the Python implementation, which web-client/src/e2e.ts matches
-byte for byte): NATS sees no plaintext. In Chromium at phone size: login, the machine listed
-online, opened with its fingerprint shown and its sessions listed; a changed key refused; a
-real-CLI tool call allowed from the page runs exactly once, while no NATS message and no relay
-file holds the command."""
+"""The relay's web front (on the relay's one client address) with a real relay (its own
+nats-server), a real daemon on the tunnel and the pinned real CLI: a relay account's login, the
+machines with their state, and calls carried to the machine as the browser makes them,
+end-to-end encrypted with the browser's keys (here the Python implementation, which
+web-client/src/e2e.ts matches byte for byte): NATS sees no plaintext. In Chromium at phone
+size: login, the machine listed online, opened with its fingerprint shown and its sessions
+listed; a changed key refused; a real-CLI tool call allowed from the page runs exactly once,
+while no NATS message and no relay file holds the command."""
 
 from __future__ import annotations
 
@@ -37,12 +37,11 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 EXCHANGE = "betcode.v1.AgentService/ExchangeKeys"
 LIST = "betcode.v1.AgentService/ListSessions"
 
-rig = pytest.fixture(rig_fixture(BufferSettings(), web_listen="127.0.0.1:0"))
+rig = pytest.fixture(rig_fixture(BufferSettings()))
 
 
 def web_url(rig: Rig) -> str:
-    assert rig.relay.web is not None
-    return f"https://127.0.0.1:{rig.relay.web.port}"
+    return f"https://127.0.0.1:{rig.relay.port}"
 
 
 @pytest.fixture

@@ -59,16 +59,17 @@ def init(relay_dir: Path | None, hosts: tuple[str, ...], force: bool) -> None:
 
 @relay_group.command("start")
 @dir_option
-@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, help="HOST:PORT to serve on.")
+@click.option(
+    "--listen",
+    default=DEFAULT_LISTEN,
+    show_default=True,
+    help="HOST:PORT of the relay's one client address: gRPC clients and browsers (TLS).",
+)
 @click.option(
     "--tunnel-listen",
     default=DEFAULT_TUNNEL_LISTEN,
     show_default=True,
     help="HOST:PORT daemons dial (mTLS with their machine certificate).",
-)
-@click.option(
-    "--web-listen",
-    help="HOST:PORT of the web front: the web client's relay page for browsers (TLS).",
 )
 @click.option("--tls-cert", type=click.Path(path_type=Path, exists=True), help="Server cert.")
 @click.option("--tls-key", type=click.Path(path_type=Path, exists=True), help="Its key.")
@@ -149,7 +150,6 @@ def start(
     relay_dir: Path | None,
     listen: str,
     tunnel_listen: str,
-    web_listen: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
     nats_urls: tuple[str, ...],
@@ -181,7 +181,6 @@ def start(
         files,
         listen=listen,
         tunnel_listen=tunnel_listen,
-        web_listen=web_listen,
         nats_urls=nats_urls,
         nats_credentials_file=nats_creds,
         nats_ca=nats_ca,

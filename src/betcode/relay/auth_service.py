@@ -27,6 +27,7 @@ from betcode.relay.accounts import (
     NotFirstUser,
     UserExists,
 )
+from betcode.relay.front import SplicedPeers
 from betcode.relay.pairing import Pairing, TicketRefused, TooManyWrongTickets
 from betcode.relay.tokens import Claims, InvalidToken, TokenIssuer
 from betcode.v1 import auth_pb2, auth_pb2_grpc
@@ -35,7 +36,8 @@ USERNAME = re.compile(r"^[A-Za-z0-9._-]{3,64}$")
 MIN_PASSWORD_CHARS = 8
 MAX_PASSWORD_CHARS = 1024
 AUTHORIZATION_KEY = "authorization"
-# SEC-12: registration and login, 10 a minute per client address.
+# SEC-12: registration and login, 10 a minute per client address (a gRPC client comes through
+# the front door's splice: its real address is the splice's, by SplicedPeers).
 ATTEMPTS_PER_MINUTE = 10
 # The relay's web front (relay/web.py) logs browsers in through this service on loopback: it
 # names the browser's address, proven by a secret made at each start, so that each browser is
@@ -91,11 +93,6 @@ class AttemptLimiter:
         return 0.0
 
 
-def peer_address(context: grpc.aio.ServicerContext) -> str:
-    """``ipv4:127.0.0.1:5555`` → ``ipv4:127.0.0.1`` (the port changes per connection)."""
-    return str(context.peer()).rsplit(":", 1)[0]
-
-
 class Registration(enum.StrEnum):
     """Who may create an account: anyone (open), the first account freely and the others with
     an invitation code (invite), nobody (closed)."""
@@ -117,8 +114,10 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
         issuer: TokenIssuer,
         registration: Registration = Registration.INVITE,
         front_secret: str = "",
+        peers: SplicedPeers | None = None,
     ) -> None:
         self._accounts = accounts
+        self._peers = peers or SplicedPeers()
         self._front_secret = front_secret
         self._issuer = issuer
         self._registration = registration
@@ -131,7 +130,7 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
         proof = metadata.get(FRONT_SECRET_KEY, "")
         if self._front_secret and hmac.compare_digest(proof, self._front_secret):
             return "browser:" + metadata.get(FORWARDED_KEY, "")
-        return peer_address(context)
+        return self._peers.client_address(str(context.peer()))
 
     async def _limit(self, context: grpc.aio.ServicerContext) -> None:
         wait = self._limiter.allow(self._client_address(context))

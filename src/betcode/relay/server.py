@@ -1,6 +1,8 @@
 """One relay instance: NATS (its own embedded server, or the given cluster), the accounts
-database (SQLite, or PostgreSQL shared by every instance), and the TLS gRPC port serving
-AuthService, MachineService, TunnelService, PushRelayService and the routed daemon services."""
+database (SQLite, or PostgreSQL shared by every instance), the one client address (relay/front.py:
+gRPC clients and browsers on one TLS port) and the daemons' mTLS port: AuthService,
+MachineService, TunnelService, PushRelayService, the routed daemon services and the web front
+(relay/web.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from nats.aio.client import Client as Nats
 from betcode.relay.accounts import Accounts, Database, open_database
 from betcode.relay.auth_service import AuthService, Registration
 from betcode.relay.buffer import BufferSettings, OfflineBuffer
+from betcode.relay.front import HELLO_TIMEOUT_SECONDS, FrontDoor, SplicedPeers
 from betcode.relay.layout import RelayFiles
 from betcode.relay.machine_service import DEFAULT_MACHINES_PER_USER, MachineService
 from betcode.relay.nats_server import NatsServer, check_external_nats
@@ -57,8 +60,8 @@ class RelayOptions:
     registration: Registration = Registration.INVITE
     access_token_seconds: int = ACCESS_TTL_SECONDS
     machines_per_user: int = DEFAULT_MACHINES_PER_USER
-    web_listen: str | None = None  # the web front for browsers (relay/web.py)
     push: PushRelaySettings = field(default_factory=PushRelaySettings)
+    hello_timeout: float = HELLO_TIMEOUT_SECONDS  # for a client's TLS ClientHello on `listen`
 
 
 class Relay:
@@ -76,6 +79,7 @@ class Relay:
         self.port = 0
         self.tunnel_port = 0
         self.web: RelayWeb | None = None
+        self.front: FrontDoor | None = None
 
     async def start(self) -> None:
         files = self.options.files
@@ -121,7 +125,8 @@ class Relay:
         )
         self.tunnels.notifications = self.notifications
         self.tunnels.authority = authority
-        front_secret = secrets.token_urlsafe(32) if self.options.web_listen else ""
+        front_secret = secrets.token_urlsafe(32)
+        peers = SplicedPeers()
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -133,7 +138,8 @@ class Relay:
             ]
         )
         auth_pb2_grpc.add_AuthServiceServicer_to_server(
-            AuthService(accounts, issuer, self.options.registration, front_secret), self.server
+            AuthService(accounts, issuer, self.options.registration, front_secret, peers),
+            self.server,
         )
         machines = MachineService(accounts, issuer, authority, self.options.machines_per_user)
         machine_pb2_grpc.add_MachineServiceServicer_to_server(machines, self.server)
@@ -145,38 +151,49 @@ class Relay:
         self.server.add_generic_rpc_handlers((self.router,))
         cert_file, key_file = self.options.tls or (files.server_cert, files.server_key)
         pair = [(key_file.read_bytes(), cert_file.read_bytes())]
-        # Two ports: clients present no certificate (they carry a JWT); daemons must present
-        # their machine certificate, verified against the relay's CA by TLS itself (gRPC has no
-        # "ask for a certificate but let callers without one in" mode).
-        self.port = self.server.add_secure_port(
-            self.options.listen, grpc.ssl_server_credentials(pair)
-        )
+        # Clients reach grpcio through the front door's splice (on loopback: TLS is end to end,
+        # grpcio terminates it); daemons on a port of their own, where they must present their
+        # machine certificate, verified against the relay's CA by TLS itself (gRPC has no "ask
+        # for a certificate but let callers without one in" mode).
+        grpc_port = self.server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials(pair))
         self.tunnel_port = self.server.add_secure_port(
             self.options.tunnel_listen,
             grpc.ssl_server_credentials(
                 pair, root_certificates=files.ca_cert.read_bytes(), require_client_auth=True
             ),
         )
-        if 0 in (self.port, self.tunnel_port):
-            raise OSError(f"cannot listen on {self.options.listen} / {self.options.tunnel_listen}")
+        if 0 in (grpc_port, self.tunnel_port):
+            raise OSError(f"cannot listen on loopback / {self.options.tunnel_listen}")
         machines.tunnel_port = self.tunnel_port
         await self.server.start()
+        root = None if self.options.tls else files.ca_cert.read_bytes()
+        self.web = RelayWeb(cert_file, key_file, root, front_secret)
+        web_server = await self.web.start(grpc_port)
+        self.front = FrontDoor(
+            self.options.listen,
+            web_server,
+            self.web.tls,
+            grpc_port,
+            peers,
+            hello_timeout=self.options.hello_timeout,
+        )
+        await self.front.start()
+        self.port = self.front.port
         log.info("relay %s listening on port %d", self.options.relay_id, self.port)
-        if self.options.web_listen:
-            root = None if self.options.tls else files.ca_cert.read_bytes()
-            self.web = RelayWeb(self.options.web_listen, cert_file, key_file, root, front_secret)
-            await self.web.start(self.port)
-            log.info("relay web front on port %d", self.web.port)
 
     async def stop(self, grace: float = 2.0) -> None:
         if self.tunnels is not None:
             # DRAIN: the daemons move to another relay now, not after their next timeout.
             await self.tunnels.drain()
             await asyncio.sleep(min(grace, 0.5))
+        if self.front is not None:
+            self.front.stop_accepting()
         if self.web is not None:
             await self.web.stop()
         if self.server is not None:
             await self.server.stop(grace)
+        if self.front is not None:
+            await self.front.stop()
         if self.router is not None:
             await self.router.stop()
         if self.notifications is not None:
@@ -206,9 +223,6 @@ async def run_relay(options: RelayOptions) -> int:
             f" (daemons: {tunnel_host}:{relay.tunnel_port})",
             flush=True,
         )
-        if relay.web is not None and options.web_listen:
-            web_host = options.web_listen.rsplit(":", 1)[0]
-            print(f"web front on https://{web_host}:{relay.web.port}", flush=True)
         await stopping.wait()
     finally:
         await relay.stop()

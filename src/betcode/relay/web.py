@@ -1,12 +1,18 @@
-"""The relay's web front (`relay start --web-listen`): the web client's relay page for browsers,
-and the calls it makes, as a browser can make them (HTTP and WebSockets, no gRPC).
+"""The relay's web front: what a browser gets on the relay's one address (relay/front.py hands
+it every connection that offers HTTP/1.1), as a browser can use it (HTTP and WebSockets, no
+gRPC).
 
-- `GET /` and `/static/relay.js`: the page (bundled from web-client/src/relay.ts with the web
-  client). Nothing in it is secret.
+- `GET /`: the web client's relay page (`relay.html`); `GET /static/NAME`: any file of the web
+  client's static directory (betcode/web/static, built from web-client/), and at the places the
+  app expects them `/sw.js` (at the root, so that its scope is the whole origin),
+  `/install.js`, `/manifest.webmanifest`, `/icons/NAME.png`. Nothing in them is secret; no
+  directory listing.
 - `POST /relay/api/login` `{"username", "password"}`: the relay account's login (AuthService),
-  answered `{"access_token", "user_id", "expires_in_secs"}`; 10 attempts a minute per browser
-  address, as for gRPC clients (the front names the browser's address to AuthService, with a
-  secret made at each start that proves the front said so).
+  answered `{"access_token", "refresh_token", "user_id", "expires_in_secs"}`; 10 attempts a
+  minute per browser address, as for gRPC clients (the front names the browser's address to
+  AuthService, with a secret made at each start that proves the front said so).
+- `POST /relay/api/refresh` `{"refresh_token"}`: a new pair, same shape (rotation: the refresh
+  token is good once; a used or revoked one is refused with 401).
 - `POST /relay/api/pair` `{"ticket", "name"?}`: a machine's pairing ticket (docs/RELAY.md "Pairing
   a phone through the relay") exchanged for a device login of the machine's owner that reaches
   that machine only, answered `{"access_token", "refresh_token", "expires_in_secs", "user_id",
@@ -23,21 +29,21 @@ and the calls it makes, as a browser can make them (HTTP and WebSockets, no gRPC
   opened in the browser (web-client/src/e2e.ts), so the relay and NATS carry only ciphertext for
   a browser too.
 
-The front is a client of this relay's own gRPC port (TLS on loopback): the calls take exactly
-the path, checks, audit and offline buffering of every other client's. Credentials are the
-relay's access token as `Authorization: Bearer` (a WebSocket, whose browser API sets no
-header: in its first message), never a cookie.
+The front is a client of this relay's own grpcio server (TLS on loopback): the calls take
+exactly the path, checks, audit and offline buffering of every other client's. Credentials are
+the relay's access token as `Authorization: Bearer` (a WebSocket, whose browser API sets no
+header: in its first message), never a cookie. `ROUTES` is the route table.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import re
-import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -53,7 +59,21 @@ from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
 log = logging.getLogger(__name__)
 
 STATIC = resources.files("betcode.web") / "static"
-PAGE = {"relay.html": "text/html", "relay.js": "text/javascript", "app.css": "text/css"}
+PAGE = "relay.html"
+# What the static directory's files are served as, by suffix (a file of another kind is not
+# served).
+CONTENT_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+    ".webmanifest": "application/manifest+json",
+    ".json": "application/json",
+    ".map": "application/json",
+}
+# Served at the root as well as under /static/, where the app looks for them.
+AT_ROOT = ("sw.js", "install.js", "manifest.webmanifest")
 BEARER = "Bearer "
 CALL_SUBPROTOCOL = "betcode"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -67,7 +87,7 @@ METADATA_VALUE = re.compile(r"[\x21-\x7e]{0,4096}")
 CLIENT_ID = re.compile(r"web-[A-Za-z0-9._-]{1,80}")
 CHANNEL_KEY = web.AppKey("channel", grpc.aio.Channel)
 FRONT_SECRET = web.AppKey("front_secret", str)
-FILES_KEY = web.AppKey("files", dict[str, bytes])
+FILES_KEY = web.AppKey("files", dict[str, tuple[bytes, str]])
 RETRY_AFTER_MS = "retry-after-ms"
 
 
@@ -91,25 +111,58 @@ def _token(request: web.Request) -> str:
     return request.headers.get("Authorization", "").removeprefix(BEARER).strip()
 
 
-async def _page(request: web.Request) -> web.Response:
-    name = request.match_info.get("name", "relay.html")
-    files = request.app[FILES_KEY]
-    if name not in files:
+async def _static(request: web.Request) -> web.Response:
+    name = request.match_info.get("name") or PAGE
+    file = request.app[FILES_KEY].get(name)
+    if file is None:
         raise web.HTTPNotFound()
-    return web.Response(body=files[name], content_type=PAGE[name])
+    body, content_type = file
+    return web.Response(body=body, content_type=content_type)
+
+
+async def _icon(request: web.Request) -> web.Response:
+    if not request.match_info["name"].endswith(".png"):
+        raise web.HTTPNotFound()
+    return await _static(request)
+
+
+def _root_file(name: str) -> Callable[[web.Request], Any]:
+    async def serve(request: web.Request) -> web.Response:
+        request.match_info["name"] = name
+        return await _static(request)
+
+    return serve
+
+
+async def _body(request: web.Request, *fields: str) -> list[str] | None:
+    """The named string fields of the JSON body; None if it is not such a body."""
+    try:
+        body = await request.json()
+        values = [body[name] for name in fields]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return values if all(isinstance(value, str) for value in values) else None
+
+
+def _token_pair(reply: Any, **more: str) -> web.Response:
+    return web.json_response(
+        {
+            "access_token": reply.access_token,
+            "refresh_token": reply.refresh_token,
+            "expires_in_secs": reply.expires_in_secs,
+            **more,
+        }
+    )
 
 
 async def _login(request: web.Request) -> web.Response:
-    try:
-        body = await request.json()
-        login = auth_pb2.LoginRequest(
-            username=str(body["username"]), password=str(body["password"])
-        )
-    except (ValueError, KeyError, TypeError):
+    fields = await _body(request, "username", "password")
+    if fields is None:
         return _refusal(400, "INVALID_ARGUMENT", 'send {"username", "password"}')
+    username, password = fields
     try:
         reply = await auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY]).Login(
-            login,
+            auth_pb2.LoginRequest(username=username, password=password),
             metadata=(
                 (FRONT_SECRET_KEY, request.app[FRONT_SECRET]),
                 (FORWARDED_KEY, request.remote or ""),
@@ -117,13 +170,20 @@ async def _login(request: web.Request) -> web.Response:
         )
     except grpc.aio.AioRpcError as error:
         return _grpc_refusal(error)
-    return web.json_response(
-        {
-            "access_token": reply.access_token,
-            "user_id": reply.user_id,
-            "expires_in_secs": reply.expires_in_secs,
-        }
-    )
+    return _token_pair(reply, user_id=reply.user_id)
+
+
+async def _refresh(request: web.Request) -> web.Response:
+    fields = await _body(request, "refresh_token")
+    if fields is None:
+        return _refusal(400, "INVALID_ARGUMENT", 'send {"refresh_token"}')
+    try:
+        reply = await auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY]).RefreshToken(
+            auth_pb2.RefreshTokenRequest(refresh_token=fields[0])
+        )
+    except grpc.aio.AioRpcError as error:
+        return _grpc_refusal(error)
+    return _token_pair(reply)
 
 
 async def _pair(request: web.Request) -> web.Response:
@@ -151,15 +211,8 @@ async def _pair(request: web.Request) -> web.Response:
                 max(1, round(int(trailers[RETRY_AFTER_MS]) / 1000))
             )
         return refusal
-    return web.json_response(
-        {
-            "access_token": reply.access_token,
-            "refresh_token": reply.refresh_token,
-            "expires_in_secs": reply.expires_in_secs,
-            "user_id": reply.user_id,
-            "machine_id": reply.machine_id,
-            "device_id": reply.device_id,
-        }
+    return _token_pair(
+        reply, user_id=reply.user_id, machine_id=reply.machine_id, device_id=reply.device_id
     )
 
 
@@ -272,14 +325,31 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
         response.headers.setdefault(key, value)
 
 
-def page_files() -> dict[str, bytes]:
-    """The relay page and its bundle; a relay started from a source tree without the bundle
-    says so at `/`."""
-    files = {name: (STATIC / name).read_bytes() for name in PAGE if (STATIC / name).is_file()}
-    if "relay.js" not in files:
+def static_files() -> dict[str, tuple[bytes, str]]:
+    """Every servable file of the static directory: its bytes and content type. A relay
+    started from a source tree without the built web client says so at `/`."""
+    files = {
+        entry.name: (entry.read_bytes(), CONTENT_TYPES[suffix])
+        for entry in STATIC.iterdir()
+        if entry.is_file() and (suffix := "." + entry.name.rpartition(".")[2]) in CONTENT_TYPES
+    }
+    if "relay.js" not in files and "app.js" not in files:
         log.error("relay web front: the web client is not built (run scripts/setup)")
-        files["relay.html"] = b"<!doctype html><title>BetCode relay</title><p>Not built."
+        files[PAGE] = (b"<!doctype html><title>BetCode relay</title><p>Not built.", "text/html")
     return files
+
+
+ROUTES = [
+    web.get("/", _static),
+    web.get("/static/{name}", _static),
+    *(web.get(f"/{name}", _root_file(name)) for name in AT_ROOT),
+    web.get("/icons/{name}", _icon),
+    web.post("/relay/api/login", _login),
+    web.post("/relay/api/refresh", _refresh),
+    web.post("/relay/api/pair", _pair),
+    web.get("/relay/api/machines", _machines),
+    web.get("/relay/api/machines/{machine_id}/call", _call),
+]
 
 
 def certificate_name(cert_pem: bytes) -> str:
@@ -299,25 +369,24 @@ def certificate_name(cert_pem: bytes) -> str:
 
 
 class RelayWeb:
-    """The front's server: `start` binds `listen` with the relay's TLS pair and talks to the
-    relay's own client port (`root`: the CA to check it by; None: the system's); `stop` closes
-    both."""
+    """The front's application: `start` sets it up as a client of the relay's grpcio server on
+    loopback (`root`: the CA to check it by; None: the system's) and answers the protocol
+    factory the front door hands browsers' connections to, with `tls`, the relay's TLS pair
+    for HTTP/1.1; `stop` closes both."""
 
-    def __init__(
-        self, listen: str, cert_file: Path, key_file: Path, root: bytes | None, front_secret: str
-    ) -> None:
-        self._listen = listen
+    def __init__(self, cert_file: Path, key_file: Path, root: bytes | None, front_secret: str):
         self._front_secret = front_secret
         self._cert_file = cert_file
-        self._key_file = key_file
         self._root = root
         self._runner: web.AppRunner | None = None
         self._channel: grpc.aio.Channel | None = None
-        self.port = 0
+        self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.tls.load_cert_chain(cert_file, key_file)
+        self.tls.set_alpn_protocols(["http/1.1"])
 
-    async def start(self, relay_port: int) -> None:
+    async def start(self, grpc_port: int) -> Callable[[], asyncio.BaseProtocol]:
         self._channel = grpc.aio.secure_channel(
-            f"127.0.0.1:{relay_port}",
+            f"127.0.0.1:{grpc_port}",
             grpc.ssl_channel_credentials(root_certificates=self._root),
             options=[
                 ("grpc.ssl_target_name_override", certificate_name(self._cert_file.read_bytes())),
@@ -328,26 +397,13 @@ class RelayWeb:
         app = web.Application()
         app[CHANNEL_KEY] = self._channel
         app[FRONT_SECRET] = self._front_secret
-        app[FILES_KEY] = page_files()
-        app.router.add_routes(
-            [
-                web.get("/", _page),
-                web.get("/static/{name}", _page),
-                web.post("/relay/api/login", _login),
-                web.post("/relay/api/pair", _pair),
-                web.get("/relay/api/machines", _machines),
-                web.get("/relay/api/machines/{machine_id}/call", _call),
-            ]
-        )
+        app[FILES_KEY] = static_files()
+        app.router.add_routes(ROUTES)
         app.on_response_prepare.append(_security_headers)
-        host, _, port = self._listen.rpartition(":")
-        listener = socket.create_server((host or "127.0.0.1", int(port)))
-        self.port = listener.getsockname()[1]
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(self._cert_file, self._key_file)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.SockSite(self._runner, listener, ssl_context=context).start()
+        assert self._runner.server is not None
+        return self._runner.server
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from chat_fake_daemon import SESSION_ID, FakeAgentService
+from harness.forwarding import carry
 
 from betcode.cli.connection import (
     MAX_CLIENT_ID_CHARS,
@@ -133,17 +134,10 @@ async def slow_to_greet(target: Path, listen: Path, delay: float) -> AsyncIterat
     """A socket in front of ``target`` that holds each connection ``delay`` seconds before
     passing bytes either way: a daemon too busy to send its HTTP/2 SETTINGS at once."""
 
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        writer.close()
-
     async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await asyncio.sleep(delay)
         upstream_reader, upstream_writer = await asyncio.open_unix_connection(target)
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        await asyncio.gather(carry(reader, upstream_writer), carry(upstream_reader, writer))
 
     server = await asyncio.start_unix_server(relay, listen)
     try:
