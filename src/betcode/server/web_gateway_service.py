@@ -118,6 +118,7 @@ class WebGatewayService:
                 headers=_forwarded(first.open.headers),
                 max_msg_size=MAX_BODY_BYTES,
                 autoping=True,
+                compress=0,  # deflate on a local socket would only cost CPU
             )
         except aiohttp.WSServerHandshakeError as refused:
             yield _close(HANDSHAKE_REFUSED + refused.status, refused.message)
