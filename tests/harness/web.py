@@ -20,6 +20,9 @@ class ApiClient:
     async def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
         raise NotImplementedError
 
+    async def stream(self, session_id: str, after: int = 0) -> WebStream:
+        raise NotImplementedError
+
     async def create_session(self, directory: str) -> str:
         status, body = await self.call("POST", "/api/sessions", {"working_directory": directory})
         assert status == 201, body
