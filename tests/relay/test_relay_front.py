@@ -18,8 +18,17 @@ import aiohttp
 import grpc
 import pytest
 from harness.forwarding import carry
-from harness.relay import Account, bearer, client_channel, register, relay_in_process
+from harness.relay import (
+    Account,
+    RelayProcess,
+    bearer,
+    betcode_argv,
+    client_channel,
+    register,
+    relay_in_process,
+)
 
+from betcode.cli.exit_codes import ExitCode
 from betcode.cli.relay_login import RelayChoice, relay_channel
 from betcode.relay.front import MAX_HELLO_BYTES, NotClientHello, offered_protocols
 from betcode.relay.server import Relay
@@ -334,3 +343,29 @@ async def test_a_browser_refreshes_its_tokens_and_a_used_refresh_token_is_refuse
     for refused, expected_status in refusals:
         async with http.post("/relay/api/refresh", json=refused) as response:
             assert response.status == expected_status, refused
+
+
+async def test_relay_start_serves_both_on_the_one_address_it_prints(tmp_path: Path) -> None:
+    relay = RelayProcess(tmp_path / "relay")
+    await asyncio.to_thread(relay.start)
+    try:
+        async with relay_channel(RelayChoice(relay.url, relay.ca, "")) as channel:
+            stub = auth_pb2_grpc.AuthServiceStub(channel)
+            await stub.Register(auth_pb2.RegisterRequest(username="alice", password="pw-123456"))
+        context = ssl.create_default_context(cafile=str(relay.ca))
+        connector = aiohttp.TCPConnector(ssl=context)
+        async with aiohttp.ClientSession(relay.url, connector=connector) as http:
+            async with http.get("/") as page:
+                assert page.status == 200
+                assert page.content_type == "text/html"
+            status, _ = await browser_login(http)
+            assert status == 200
+    finally:
+        relay.stop()
+    gone = await asyncio.create_subprocess_exec(
+        *betcode_argv("relay", "start", "--dir", str(relay.root), "--web-listen", "127.0.0.1:0"),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await gone.communicate()
+    assert gone.returncode == ExitCode.INVALID_ARGUMENTS
+    assert b"No such option '--web-listen'" in err
