@@ -28,6 +28,7 @@ from betcode.v1 import web_gateway_pb2, web_gateway_pb2_grpc
 from betcode.web.token import token_path
 
 PLAIN_PROMPT = 'SCN:plain {"text": "through the gateway"} hi'
+POOL_BEYOND = 110
 
 
 def config_for(
@@ -240,3 +241,20 @@ async def test_without_a_lan_listener_or_a_relay_there_is_no_web_client(
 
 def _text(events: list[dict[str, object]], wanted: str) -> bool | None:
     return wanted in json.dumps(events) or None
+
+
+async def test_more_streams_than_a_connection_pool_holds_all_open(
+    daemon: Daemon, channel: grpc.aio.Channel, workspace: Workspace
+) -> None:
+    """Each Socket holds a connection to the web app for as long as it is open: a pool limit
+    (aiohttp's default is 100) would leave the next page's stream waiting for ever."""
+    device = await sign_in(lan_url(daemon), owner_token(daemon))
+    phone = GatewayClient(channel, device["credential"], "web-phone")
+    session_id = await phone.create_session(str(workspace.repo))
+    streams = [await phone.stream(session_id) for _ in range(POOL_BEYOND)]
+    try:
+        for stream in streams:
+            await asyncio.wait_for(stream.caught_up.wait(), 30)
+    finally:
+        for stream in streams:
+            await stream.close()

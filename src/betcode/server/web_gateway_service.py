@@ -51,7 +51,9 @@ class WebGatewayService:
         # Made on first use: a ClientSession belongs to the running event loop.
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.UnixConnector(path=str(self._socket)),
+                # No pool limit: each open Socket holds a connection for as long as it lasts,
+                # so a limit would leave the next page's stream waiting for one.
+                connector=aiohttp.UnixConnector(path=str(self._socket), limit=0),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_SECONDS),
                 auto_decompress=False,
             )
