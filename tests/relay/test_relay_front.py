@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -369,3 +370,20 @@ async def test_relay_start_serves_both_on_the_one_address_it_prints(tmp_path: Pa
     _, err = await gone.communicate()
     assert gone.returncode == ExitCode.INVALID_ARGUMENTS
     assert b"No such option '--web-listen'" in err
+
+
+async def test_relay_start_says_which_address_it_cannot_listen_on(tmp_path: Path) -> None:
+    relay = RelayProcess(tmp_path / "relay")
+    await asyncio.to_thread(relay.init)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        for option, other in (("--listen", "--tunnel-listen"), ("--tunnel-listen", "--listen")):
+            start = await asyncio.create_subprocess_exec(
+                *betcode_argv("relay", "start", "--dir", str(relay.root)),
+                *(option, f"127.0.0.1:{port}", other, "127.0.0.1:0"),
+                stderr=asyncio.subprocess.PIPE,
+            )
+            _, err = await start.communicate()
+            assert start.returncode == 1, err
+            assert f"Error: cannot listen on 127.0.0.1:{port}".encode() in err, err
+            assert b"Traceback" not in err

@@ -15,6 +15,7 @@ import click
 from betcode.relay.accounts import Accounts, open_database
 from betcode.relay.auth_service import Registration, invite_hash
 from betcode.relay.buffer import BufferSettings
+from betcode.relay.front import ListenRefused
 from betcode.relay.layout import RelayFiles, RelayNotInitialized, default_relay_dir, init_relay
 from betcode.relay.machine_service import DEFAULT_MACHINES_PER_USER
 from betcode.relay.nats_server import NatsRefused, NatsUnavailable
@@ -201,7 +202,7 @@ def start(
         options = replace(options, relay_id=relay_id)
     try:
         code = asyncio.run(run_relay(options))
-    except (NatsRefused, NatsUnavailable) as error:
+    except (NatsRefused, NatsUnavailable, ListenRefused) as error:
         raise click.ClickException(str(error)) from None
     sys.exit(code)
 

@@ -45,6 +45,10 @@ FIRST_PEEK_WAIT_SECONDS = 0.002
 LONGEST_PEEK_WAIT_SECONDS = 0.05
 
 
+class ListenRefused(OSError):
+    """An address the relay cannot listen on (in use, not this host's, not allowed)."""
+
+
 class NotClientHello(ValueError):
     """The first bytes are not a TLS ClientHello (or one too large to take)."""
 
@@ -258,11 +262,14 @@ class FrontDoor:
 
     async def start(self) -> None:
         host, _, port = self.listen.rpartition(":")
-        self._listener = socket.create_server(
-            (host.strip("[]") or "127.0.0.1", int(port)),
-            family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-            backlog=512,
-        )
+        try:
+            self._listener = socket.create_server(
+                (host.strip("[]") or "127.0.0.1", int(port)),
+                family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                backlog=512,
+            )
+        except (OSError, ValueError) as error:
+            raise ListenRefused(f"cannot listen on {self.listen}: {error}") from None
         self._listener.setblocking(False)
         self.port = self._listener.getsockname()[1]
         self._accepting = asyncio.create_task(self._accept())

@@ -23,7 +23,7 @@ from nats.aio.client import Client as Nats
 from betcode.relay.accounts import Accounts, Database, open_database
 from betcode.relay.auth_service import AuthService, Registration
 from betcode.relay.buffer import BufferSettings, OfflineBuffer
-from betcode.relay.front import HELLO_TIMEOUT_SECONDS, FrontDoor, SplicedPeers
+from betcode.relay.front import HELLO_TIMEOUT_SECONDS, FrontDoor, ListenRefused, SplicedPeers
 from betcode.relay.layout import RelayFiles
 from betcode.relay.machine_service import DEFAULT_MACHINES_PER_USER, MachineService
 from betcode.relay.nats_server import NatsServer, check_external_nats
@@ -156,14 +156,15 @@ class Relay:
         # machine certificate, verified against the relay's CA by TLS itself (gRPC has no "ask
         # for a certificate but let callers without one in" mode).
         grpc_port = self.server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials(pair))
-        self.tunnel_port = self.server.add_secure_port(
-            self.options.tunnel_listen,
-            grpc.ssl_server_credentials(
-                pair, root_certificates=files.ca_cert.read_bytes(), require_client_auth=True
-            ),
-        )
-        if 0 in (grpc_port, self.tunnel_port):
-            raise OSError(f"cannot listen on loopback / {self.options.tunnel_listen}")
+        try:
+            self.tunnel_port = self.server.add_secure_port(
+                self.options.tunnel_listen,
+                grpc.ssl_server_credentials(
+                    pair, root_certificates=files.ca_cert.read_bytes(), require_client_auth=True
+                ),
+            )
+        except RuntimeError:  # grpcio says no more than "Failed to bind"
+            raise ListenRefused(f"cannot listen on {self.options.tunnel_listen}") from None
         machines.tunnel_port = self.tunnel_port
         await self.server.start()
         root = None if self.options.tls else files.ca_cert.read_bytes()
