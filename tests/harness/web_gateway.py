@@ -94,7 +94,7 @@ class GatewaySocket:
     async def send_str(self, text: str) -> None:
         self._outgoing.put_nowait(web_gateway_pb2.WebSocketFrame(text=text))
 
-    async def close(self) -> None:
-        closing = web_gateway_pb2.WebSocketClose(code=1000)
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        closing = web_gateway_pb2.WebSocketClose(code=code, reason=reason)
         self._outgoing.put_nowait(web_gateway_pb2.WebSocketFrame(close=closing))
         self._outgoing.put_nowait(None)

@@ -258,3 +258,19 @@ async def test_more_streams_than_a_connection_pool_holds_all_open(
     finally:
         for stream in streams:
             await stream.close()
+
+
+@pytest.mark.parametrize(("sent", "closed_with"), [(4100, 4100), (1006, 1000), (0, 1000)])
+async def test_a_client_close_ends_the_socket_with_a_code_a_peer_may_send(
+    daemon: Daemon, channel: grpc.aio.Channel, workspace: Workspace, sent: int, closed_with: int
+) -> None:
+    """1006 says "closed without a close frame": never sent; a page's own codes pass."""
+    device = await sign_in(lan_url(daemon), owner_token(daemon))
+    phone = GatewayClient(channel, device["credential"], "web-phone")
+    stream = await phone.stream(await phone.create_session(str(workspace.repo)))
+    await asyncio.wait_for(stream.caught_up.wait(), 30)
+    assert isinstance(stream.socket, GatewaySocket)
+    await stream.socket.close(sent, "page closed")
+    await asyncio.wait_for(stream.closed(), 10)
+    assert stream.socket.close_code == closed_with
+    assert await stream.socket.call.code() is grpc.StatusCode.OK

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -127,18 +128,18 @@ class WebGatewayService:
             return
         except aiohttp.ClientConnectionError as error:
             await _unreachable(context, error)
-        problem: list[str] = []  # what was wrong with the client's frames, if anything
-        forward = asyncio.create_task(_to_socket(incoming, socket, problem))
+        client = _ClientSide()
+        forward = asyncio.create_task(_to_socket(incoming, socket, client))
         try:
-            async for frame in _from_socket(socket):
+            async for frame in _from_socket(socket, client):
                 yield frame
         finally:
             forward.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await forward
             await socket.close()
-        if problem:
-            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem[0])
+        if client.problem:
+            await abort(context, grpc.StatusCode.INVALID_ARGUMENT, client.problem)
 
 
 async def _api_url(path: str, context: grpc.aio.ServicerContext) -> URL:
@@ -176,34 +177,54 @@ def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+@dataclass
+class _ClientSide:
+    """How the client ended its side: the close it sent, or what was wrong with its frames."""
+
+    closed_with: web_gateway_pb2.WebSocketFrame | None = None
+    problem: str = ""
+
+
 async def _to_socket(
     incoming: AsyncIterator[web_gateway_pb2.WebSocketFrame],
     socket: aiohttp.ClientWebSocketResponse,
-    problem: list[str],
+    client: _ClientSide,
 ) -> None:
-    """The client's frames to the web app; its half-close or `close` closes the socket."""
+    """The client's frames to the web app; its half-close or `close` closes the socket. A frame
+    that comes after the web app closed it goes nowhere (its close is on its way back)."""
     code: int = aiohttp.WSCloseCode.OK
     reason = ""
-    async for frame in incoming:
-        kind = frame.WhichOneof("frame")
-        if kind == "text":
-            await socket.send_str(frame.text)
-        elif kind == "binary":
-            await socket.send_bytes(frame.binary)
-        elif kind == "close":
-            code, reason = frame.close.code or aiohttp.WSCloseCode.OK, frame.close.reason
-            break
-        else:
-            problem.append("only the first frame of Socket is `open`")
-            code, reason = aiohttp.WSCloseCode.POLICY_VIOLATION, problem[0]
-            break
+    try:
+        async for frame in incoming:
+            kind = frame.WhichOneof("frame")
+            if kind == "text":
+                await socket.send_str(frame.text)
+            elif kind == "binary":
+                await socket.send_bytes(frame.binary)
+            elif kind == "close":
+                code, reason = _sendable_close(frame.close.code), frame.close.reason
+                break
+            else:
+                client.problem = "only the first frame of Socket is `open`"
+                code, reason = aiohttp.WSCloseCode.POLICY_VIOLATION, client.problem
+                break
+    except ConnectionResetError:
+        return
+    client.closed_with = _close(code, reason)
     await socket.close(code=code, message=reason.encode())
 
 
+def _sendable_close(code: int) -> int:
+    """A close code a peer may send (RFC 6455 7.4): 1000, the registered 3000-3999 and the
+    private 4000-4999; anything else (1005 and 1006 are never sent) is a normal close."""
+    return code if 3000 <= code <= 4999 else aiohttp.WSCloseCode.OK
+
+
 async def _from_socket(
-    socket: aiohttp.ClientWebSocketResponse,
+    socket: aiohttp.ClientWebSocketResponse, client: _ClientSide
 ) -> AsyncIterator[web_gateway_pb2.WebSocketFrame]:
-    """The web app's messages, then its close (code and reason) as the last frame."""
+    """The web app's messages, then its close (code and reason) as the last frame; when the
+    client closed first, its own close comes back (as a WebSocket peer echoes it)."""
     while True:
         message = await socket.receive()
         if message.type is aiohttp.WSMsgType.TEXT:
@@ -214,7 +235,7 @@ async def _from_socket(
             yield _close(message.data, message.extra or "")
             return
         else:  # closed by us (the client's close), or the connection failed
-            yield _close(socket.close_code or GOING_AWAY, "")
+            yield client.closed_with or _close(socket.close_code or GOING_AWAY, "")
             return
 
 
