@@ -3,7 +3,8 @@ POST a Web Push sender makes to a subscription's endpoint, checks the VAPID Auth
 header (RFC 8292: `vapid t=JWT, k=KEY`, the JWT ES256-signed by KEY, `aud` this service's
 origin, `exp` within 24 hours, a `sub`) and decrypts the aes128gcm body (RFC 8291) with the
 private key and auth secret of the subscription it made, as the browser would. A test reads
-the pushes received, each decrypted; an endpoint can be made to answer 410 (gone)."""
+the pushes received, each decrypted (and as it came, with the process that sent it); an
+endpoint can be made to answer 410 (gone)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 
 import http_ece
 import jwt
+import psutil
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -57,6 +59,8 @@ class ReceivedPush:
     claims: dict[str, Any]
     vapid_key: str  # the `k` of the Authorization header
     headers: dict[str, str]  # names in lower case
+    body: bytes  # as it came, encrypted
+    sender_pid: int | None  # the process whose connection POSTed it (None: not found)
     received_at: float = field(default_factory=time.monotonic)
 
 
@@ -107,6 +111,7 @@ class PushService:
 
     async def _receive(self, request: web.Request) -> web.Response:
         endpoint = f"{self.url}{request.path}"
+        peer = request.transport.get_extra_info("peername") if request.transport else None
         subscription = self._subscriptions.get(endpoint)
         try:
             if subscription is None or endpoint in self.gone:
@@ -116,8 +121,9 @@ class PushService:
                 raise Refused(f"Content-Encoding {request.headers.get('Content-Encoding')!r}")
             if not request.headers.get("TTL", "").isdigit():
                 raise Refused("no TTL header")
+            body = await request.read()
             plain = http_ece.decrypt(
-                await request.read(),
+                body,
                 private_key=subscription.private_key,
                 auth_secret=subscription.auth,
                 version="aes128gcm",
@@ -134,6 +140,8 @@ class PushService:
                 claims,
                 key,
                 {k.lower(): v for k, v in request.headers.items()},
+                body,
+                sender_of(peer),
             )
         )
         self._changed.set()
@@ -161,6 +169,17 @@ class PushService:
         if not str(claims["sub"]).startswith(("mailto:", "https://")):
             raise Refused(f"VAPID: sub {claims['sub']!r}")
         return claims, key
+
+
+def sender_of(peer: tuple[str, int] | None) -> int | None:
+    """The process holding the TCP connection that `peer` is the far end of (all on this
+    machine): tells the relay's POST from the daemon's."""
+    if peer is None:
+        return None
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.laddr and tuple(connection.laddr)[:2] == tuple(peer)[:2]:
+            return connection.pid
+    return None
 
 
 class Refused(Exception):
