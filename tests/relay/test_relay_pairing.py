@@ -22,7 +22,6 @@ import grpc
 import pytest
 from harness.qr import draws
 from harness.relay import MACHINE, Rig, bearer, register_machine, rig_fixture, until_reachable
-from harness.web import WebClient
 
 from betcode.cli.relay_e2e import EncryptingChannel
 from betcode.config.settings import DaemonSettings, HttpSettings
@@ -39,6 +38,8 @@ from betcode.v1 import (
     auth_pb2_grpc,
     machine_pb2,
     machine_pb2_grpc,
+    web_gateway_pb2,
+    web_gateway_pb2_grpc,
 )
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
@@ -96,6 +97,31 @@ def agent_as(rig: Rig, token: str, machine_id: str = MACHINE) -> tuple[Any, Any]
     channel = EncryptingChannel(rig.channel, e2e.ClientSession.sealed(identity.public))
     metadata = (*bearer(token), ("x-machine-id", machine_id), ("x-client-id", "phone"))
     return agent_pb2_grpc.AgentServiceStub(channel), metadata
+
+
+class GatewayCaller:
+    """The phone's requests to the daemon's web API, as WebGatewayService calls sealed to the
+    machine's key, with a relay token (and a device credential once it has one)."""
+
+    def __init__(self, rig: Rig, token: str) -> None:
+        identity = e2e.DaemonIdentity.load_or_create(machine_identity(rig).e2e_key_file)
+        channel = EncryptingChannel(rig.channel, e2e.ClientSession.sealed(identity.public))
+        self._stub = web_gateway_pb2_grpc.WebGatewayServiceStub(channel)
+        self._metadata = (*bearer(token), ("x-machine-id", MACHINE), ("x-client-id", "web-phone"))
+        self.credential = ""
+
+    async def fetch(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
+        headers = {"content-type": "application/json", "x-betcode-client": "web-phone"}
+        if self.credential:
+            headers["authorization"] = f"Bearer {self.credential}"
+        request = web_gateway_pb2.WebRequest(
+            method=method,
+            path=path,
+            headers=headers,
+            body=b"" if body is None else json.dumps(body).encode(),
+        )
+        reply = await self._stub.Fetch(request, metadata=self._metadata)
+        return reply.status, json.loads(reply.body or b"null")
 
 
 async def devices_listed(rig: Rig, token: str) -> list[auth_pb2.DeviceLogin]:
@@ -308,20 +334,30 @@ async def test_web_pair_shows_the_relay_pairing_link_as_a_qr_code(
     assert e2e.fingerprint(key) in text
     assert "once, within 5 minutes" in text
 
-    # Both halves work: the ticket at the relay, the code at the daemon.
+    # Both halves work, as the phone uses them: the ticket at the relay, then the code at the
+    # daemon, sealed through its web gateway with the device login's token.
     status, login, _ = await pair(http, rig, ticket)
     assert (status, login["machine_id"]) == (200, MACHINE)
+    phone = GatewayCaller(rig, login["access_token"])
+    status, device = await phone.fetch("POST", "/api/devices/pair", {"code": daemon_code})
+    assert status == 201, device
+    phone.credential = device["credential"]
+    status, listed = await phone.fetch("GET", "/api/sessions")
+    assert status == 200, listed
+    # The daemon's devices, listed and revoked through the relay too (the app's devices page).
+    status, devices = await phone.fetch("GET", "/api/devices")
+    assert [d["device_id"] for d in devices["devices"]] == [device["device_id"]]
+    status, _ = await phone.fetch("DELETE", f"/api/devices/{device['device_id']}")
+    assert status == 200
+    status, refused = await phone.fetch("GET", "/api/sessions")
+    assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+    # Used: the code does not pair a second browser.
+    status, refused = await GatewayCaller(rig, login["access_token"]).fetch(
+        "POST", "/api/devices/pair", {"code": daemon_code}
+    )
+    assert (status, refused["error"]["code"]) == (401, "CODE_REFUSED")
     assert rig.daemon is not None
     assert rig.daemon.web is not None
-    assert rig.daemon.web.url is not None
-    stranger = WebClient(rig.daemon.web.url, "")
-    try:
-        status, device = await stranger.call(
-            "POST", "/api/devices/pair", {"code": daemon_code, "name": "phone"}
-        )
-        assert status == 201, device
-    finally:
-        await stranger.close()
 
     # --lan: the daemon's own address, as without a relay.
     code, out, err = await web_pair(rig, "--lan")
