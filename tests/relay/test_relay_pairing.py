@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from harness.qr import draws
+from harness.pairing import relay_pairing, remember_relay, web_pair
 from harness.relay import MACHINE, Rig, bearer, register_machine, rig_fixture, until_reachable
 
 from betcode.cli.relay_e2e import EncryptingChannel
@@ -30,7 +30,7 @@ from betcode.relay.pairing import MAX_WRONG_PER_ADDRESS
 from betcode.relay.web import device_name
 from betcode.remote import e2e
 from betcode.remote.machine_proof import proof_metadata
-from betcode.tunnel.identity import MachineIdentity, RelayAddress
+from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -288,48 +288,18 @@ def test_a_device_is_named_after_its_browser() -> None:
     assert device_name("") == "a browser"
 
 
-async def web_pair(rig: Rig, *args: str) -> tuple[int, str, str]:
-    """`betcode web pair ARGS` on the daemon's machine: (exit code, stdout, stderr)."""
-    env = {
-        **os.environ,
-        "BETCODE_CONFIG_DIR": str(rig.config.config_dir),
-        "BETCODE_DATA_DIR": str(rig.config.data_dir),
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "betcode.cli.main", "web", "pair", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 async def test_web_pair_shows_the_relay_pairing_link_as_a_qr_code(
     rig: Rig, http: aiohttp.ClientSession
 ) -> None:
     rig.config = replace(
         rig.config, settings=DaemonSettings(http=HttpSettings(listen="127.0.0.1:0"))
     )
-    identity = machine_identity(rig)
-    relay_url = f"https://127.0.0.1:{rig.relay.port}"
-    # As `machine register` stores it: where the machine was registered.
-    identity.store(
-        MACHINE,
-        MACHINE,
-        identity.cert_file.read_text(),
-        identity.ca_file.read_text(),
-        RelayAddress(relay_url, str(rig.relay.options.files.ca_cert)),
-    )
+    relay_url = remember_relay(rig)
     await rig.start_daemon()
     await until_reachable(rig)
-    code, out, err = await web_pair(rig)
-    assert code == 0, err
-    qr_part, _, text = out.partition("\n\n")
-    typed = text.split("type the code:", 1)[1].split()[0]
-    ticket, daemon_code = typed.replace("-", "")[:10], typed.replace("-", "")[10:]
-    key = e2e.DaemonIdentity.load_or_create(identity.e2e_key_file).public
-    url = f"{relay_url}/#pair={ticket}.{daemon_code}&machine={MACHINE}&key={key.hex()}"
-    assert draws(qr_part, url)
+    pairing = await relay_pairing(rig, relay_url)
+    ticket, daemon_code, text = pairing.ticket, pairing.code, pairing.text
+    key = e2e.DaemonIdentity.load_or_create(machine_identity(rig).e2e_key_file).public
     assert f"open {relay_url} and type the code" in text
     assert e2e.fingerprint(key) in text
     assert "once, within 5 minutes" in text
