@@ -31,7 +31,12 @@ from harness.relay import (
 
 from betcode.cli.exit_codes import ExitCode
 from betcode.cli.relay_login import RelayChoice, relay_channel
-from betcode.relay.front import MAX_HELLO_BYTES, NotClientHello, offered_protocols
+from betcode.relay.front import (
+    MAX_HELLO_BYTES,
+    MAX_WAITING_PER_ADDRESS,
+    NotClientHello,
+    offered_protocols,
+)
 from betcode.relay.server import Relay
 from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
 
@@ -269,6 +274,42 @@ async def test_garbage_slow_and_oversized_hellos_are_closed_without_disturbing_o
     # And after them too.
     async with cli_channel(relay) as channel:
         assert (await grpc_login(channel)).access
+
+
+async def test_one_address_holds_only_so_many_connections_before_their_hello(
+    relay: Relay, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="betcode.relay.front")
+    idle = [
+        await asyncio.open_connection("127.0.0.1", relay.port)
+        for _ in range(MAX_WAITING_PER_ADDRESS)
+    ]
+    reader, writer = await asyncio.open_connection("127.0.0.1", relay.port)
+    with contextlib.suppress(ConnectionResetError):
+        assert await asyncio.wait_for(reader.read(), HELLO_TIMEOUT / 2) == b""
+    writer.close()
+    assert "still in their handshake" in "\n".join(caplog.messages)
+    # Another address is not held up by them.
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1",
+        relay.port,
+        ssl=tls_context(relay, "h2"),
+        server_hostname="127.0.0.1",
+        local_addr=("127.0.0.2", 0),
+    )
+    assert writer.get_extra_info("ssl_object").selected_alpn_protocol() == "h2"
+    writer.close()
+    for _, idle_writer in idle:
+        idle_writer.close()
+    # Once they are gone, this address is served again.
+    async with asyncio.timeout(HELLO_TIMEOUT * 5):
+        while True:
+            try:
+                async with cli_channel(relay) as channel:
+                    assert (await grpc_login(channel)).access
+                break
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.1)
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,9 @@ port is an asyncio listener that reads each connection's TLS ClientHello without
   server on a loopback port of its own: TLS stays end to end, grpcio terminates it.
 
 What is not a ClientHello, a hello that does not arrive within `hello_timeout` seconds and one
-larger than `MAX_HELLO_BYTES` are closed, each without holding up the others.
+larger than `MAX_HELLO_BYTES` are closed, each without holding up the others; one address
+holds at most `MAX_WAITING_PER_ADDRESS` connections whose hello (or the web front's TLS
+handshake) is not done, so that a slow client cannot use up the relay's file descriptors.
 
 `SplicedPeers` keeps, for each spliced connection, the real client's address by the source
 port of the splice's own loopback connection, so that AuthService counts login attempts per
@@ -20,6 +22,7 @@ real client, not all as the splicer's loopback address.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import socket
@@ -33,6 +36,9 @@ HELLO_TIMEOUT_SECONDS = 10.0
 # Real hellos are a few hundred bytes to about 2 KiB (post-quantum key shares); TLS allows one
 # to span records, so this leaves room for more than one full record.
 MAX_HELLO_BYTES = 32 * 1024
+# A real client has a connection or two in its handshake at a time; a slow one holding many
+# open would use up the relay's file descriptors.
+MAX_WAITING_PER_ADDRESS = 32
 HANDSHAKE_RECORD = 0x16
 CLIENT_HELLO = 0x01
 ALPN_EXTENSION = 16
@@ -258,6 +264,7 @@ class FrontDoor:
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._routing: set[asyncio.Task[None]] = set()
+        self._waiting: collections.Counter[str] = collections.Counter()
         self._pipes: set[_Pipe] = set()
 
     async def start(self) -> None:
@@ -289,6 +296,16 @@ class FrontDoor:
                 # accepted one is not (proto 0): without it, small answers wait for the
                 # client's delayed ACK (40 ms).
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._waiting[address[0]] >= MAX_WAITING_PER_ADDRESS:
+                    log.info(
+                        "relay: closed a connection from %s: %d of its connections are still "
+                        "in their handshake",
+                        address[0],
+                        MAX_WAITING_PER_ADDRESS,
+                    )
+                    sock.close()
+                    continue
+                self._waiting[address[0]] += 1  # until `_route` is done with the handshake
                 task = asyncio.create_task(self._route(sock, address))
                 self._routing.add(task)
                 task.add_done_callback(self._routing.discard)
@@ -312,6 +329,9 @@ class FrontDoor:
         except (NotClientHello, OSError) as error:
             log.info("relay: closed a connection from %s: %s", address[0], error)
         finally:
+            self._waiting[address[0]] -= 1
+            if not self._waiting[address[0]]:
+                del self._waiting[address[0]]
             if not served:
                 sock.close()
 
