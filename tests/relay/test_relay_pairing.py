@@ -247,6 +247,8 @@ async def test_a_revoked_device_is_refused_at_once_calls_and_refresh(
     headers = {"Authorization": f"Bearer {login['access_token']}"}
     async with http.get(f"{front_url(rig)}/relay/api/machines", headers=headers) as listed:
         assert listed.status == 401
+    async with http.get(f"{front_url(rig)}/relay/api/devices", headers=headers) as listed:
+        assert listed.status == 401
     with pytest.raises(grpc.aio.AioRpcError) as again:
         await auth(rig).RevokeDevice(
             auth_pb2.RevokeDeviceRequest(device_id=device.device_id),
@@ -256,6 +258,41 @@ async def test_a_revoked_device_is_refused_at_once_calls_and_refresh(
     # The owner's own login goes on.
     owner, owner_metadata = agent_as(rig, rig.account.access)
     await owner.ListSessions(agent_pb2.ListSessionsRequest(), metadata=owner_metadata)
+
+
+async def test_the_front_lists_and_revokes_devices_for_the_page(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    phones = []
+    for name in ("phone", "tablet"):
+        status, login, _ = await pair(http, rig, await new_ticket(rig), name=name)
+        assert status == 200, login
+        phones.append(login)
+    url = f"{front_url(rig)}/relay/api/devices"
+    as_phone = {"Authorization": f"Bearer {phones[0]['access_token']}"}
+    async with http.get(url, headers=as_phone) as response:
+        listed = (await response.json())["devices"]
+    assert [(d["name"], d["machine_id"], d["revoked_at"]) for d in listed] == [
+        ("phone", MACHINE, None),
+        ("tablet", MACHINE, None),
+    ]
+    assert listed[0]["last_used_at"] >= listed[0]["created_at"] > 0
+    # The phone at hand signs the lost tablet out.
+    tablet = phones[1]["device_id"]
+    async with http.delete(f"{url}/{tablet}", headers=as_phone) as response:
+        assert (response.status, await response.json()) == (200, {"revoked": True})
+    async with http.delete(f"{url}/{tablet}", headers=as_phone) as response:
+        assert response.status == 404
+    async with http.get(url, headers=as_phone) as response:
+        listed = (await response.json())["devices"]
+    assert [d["revoked_at"] is None for d in listed] == [True, False]
+    as_tablet = {"Authorization": f"Bearer {phones[1]['access_token']}"}
+    async with http.get(url, headers=as_tablet) as response:
+        assert response.status == 401
+    async with http.post(
+        f"{front_url(rig)}/relay/api/refresh", json={"refresh_token": phones[1]["refresh_token"]}
+    ) as response:
+        assert response.status == 401
 
 
 async def test_only_the_machine_itself_gets_a_ticket(rig: Rig) -> None:

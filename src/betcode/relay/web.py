@@ -19,6 +19,10 @@ gRPC).
   "machine_id", "device_id"}`; without a name the device is named after the browser's user
   agent. Wrong tickets are limited per browser address as logins are.
 - `GET /relay/api/machines`: the caller's machines and their state (MachineService).
+- `GET /relay/api/devices`: the account's device logins `{"devices": [{"device_id", "name",
+  "machine_id", "created_at", "last_used_at", "revoked_at"}]}` (seconds; `revoked_at` null while
+  signed in), and `DELETE /relay/api/devices/{id}` to revoke one at once; any login of the
+  account, a paired phone's included.
 - `GET /relay/api/machines/{id}/call` upgraded to a WebSocket: one call to the machine, carried
   as it comes. The first message is JSON `{"method", "e2e", "token", "client_id"}` (the full
   method name, the `x-betcode-e2e` value, the access token, the client id `web-...`), then each
@@ -255,6 +259,42 @@ async def _machines(request: web.Request) -> web.Response:
     return web.json_response({"machines": machines})
 
 
+async def _devices(request: web.Request) -> web.Response:
+    """The account's device logins (phones paired through the relay), for any of its logins."""
+    stub = auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY])
+    try:
+        reply = await stub.ListDevices(
+            auth_pb2.ListDevicesRequest(),
+            metadata=(("authorization", f"Bearer {_token(request)}"),),
+        )
+    except grpc.aio.AioRpcError as error:
+        return _grpc_refusal(error)
+    devices = [
+        {
+            "device_id": d.device_id,
+            "name": d.name,
+            "machine_id": d.machine_id,
+            "created_at": d.created_at.seconds,
+            "last_used_at": d.last_used_at.seconds,
+            "revoked_at": d.revoked_at.seconds if d.HasField("revoked_at") else None,
+        }
+        for d in reply.devices
+    ]
+    return web.json_response({"devices": devices})
+
+
+async def _revoke_device(request: web.Request) -> web.Response:
+    stub = auth_pb2_grpc.AuthServiceStub(request.app[CHANNEL_KEY])
+    try:
+        await stub.RevokeDevice(
+            auth_pb2.RevokeDeviceRequest(device_id=request.match_info["device_id"]),
+            metadata=(("authorization", f"Bearer {_token(request)}"),),
+        )
+    except grpc.aio.AioRpcError as error:
+        return _grpc_refusal(error)
+    return web.json_response({"revoked": True})
+
+
 async def _call(request: web.Request) -> web.StreamResponse:
     """One gRPC call to the machine, its messages carried both ways untouched."""
     socket_ = web.WebSocketResponse(protocols=(CALL_SUBPROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
@@ -348,6 +388,8 @@ ROUTES = [
     web.post("/relay/api/refresh", _refresh),
     web.post("/relay/api/pair", _pair),
     web.get("/relay/api/machines", _machines),
+    web.get("/relay/api/devices", _devices),
+    web.delete("/relay/api/devices/{device_id}", _revoke_device),
     web.get("/relay/api/machines/{machine_id}/call", _call),
 ]
 
