@@ -229,6 +229,27 @@ def test_what_is_not_a_client_hello_is_refused(data: bytes, reason: str) -> None
         offered_protocols(data)
 
 
+def hello_of(size: int) -> bytes:
+    """A ClientHello message of exactly `size` bytes (padded with a padding extension, no ALPN),
+    in records of at most 16 KiB."""
+    fixed = b"\x03\x03" + b"\0" * 32 + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00"
+    padding = size - len(fixed) - 2 - 4
+    body = fixed + (padding + 4).to_bytes(2, "big") + b"\x00\x15" + padding.to_bytes(2, "big")
+    message = b"\x01" + size.to_bytes(3, "big") + body + b"\0" * padding
+    return b"".join(
+        b"\x16\x03\x01" + len(part).to_bytes(2, "big") + part
+        for part in (message[at : at + (1 << 14)] for at in range(0, len(message), 1 << 14))
+    )
+
+
+def test_a_hello_as_large_as_allowed_is_read_within_one_peek() -> None:
+    largest = hello_of(MAX_HELLO_BYTES)
+    assert offered_protocols(largest) == []
+    assert len(largest) < MAX_HELLO_BYTES + 64  # what peek_protocols reads at once
+    with pytest.raises(NotClientHello, match="at most"):
+        offered_protocols(hello_of(MAX_HELLO_BYTES + 1))
+
+
 def oversized_hello() -> bytes:
     """A hello announcing more than the cap, sent in full records."""
     size = MAX_HELLO_BYTES * 2

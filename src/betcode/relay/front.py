@@ -151,13 +151,14 @@ async def peek_protocols(sock: socket.socket, cap: int = MAX_HELLO_BYTES) -> lis
         loop.remove_reader(sock.fileno())
     wait = FIRST_PEEK_WAIT_SECONDS
     while True:
-        data = sock.recv(cap + 9, socket.MSG_PEEK)  # 9: the record + handshake headers
+        # The headers of the records (3 at most) and of the handshake message come on top.
+        data = sock.recv(cap + 64, socket.MSG_PEEK)
         if not data:
             raise ConnectionError("the client left before its ClientHello")
         protocols = offered_protocols(data, cap)
         if protocols is not None:
             return protocols
-        if len(data) > cap:
+        if len(data) >= cap + 64:
             raise NotClientHello(f"a ClientHello beyond {cap} bytes")
         await asyncio.sleep(wait)
         wait = min(wait * 2, LONGEST_PEEK_WAIT_SECONDS)
