@@ -91,6 +91,30 @@ ALLOW_HINT = re.compile(r"betcode permissions allow (\S+)")
 short_token_rig = pytest.fixture(rig_fixture(BufferSettings(), access_token_seconds=6))
 
 
+async def test_a_new_session_for_an_offline_machine_is_refused_at_once_saying_how_to_queue(
+    rig: Rig, tmp_path: Path, workspace: Workspace
+) -> None:
+    """`run` without --session cannot wait in the relay's buffer (its answer streams back):
+    it used to reconnect until --timeout, saying "reconnected", then exit 1 claiming the
+    session went on, and the start it half-closed stayed buffered to make an empty session
+    later. Now it exits 2 at once, saying the machine is offline and how to queue."""
+    await rig.start_daemon()
+    user = cli_user(rig, tmp_path, workspace)
+    assert (await user.run("auth", "login", "-u", "alice")).code == 0
+    assert (await user.run("--machine", MACHINE, "sessions", "list")).code == 0  # pins the key
+    await rig.stop_daemon()
+
+    ran = await user.run(
+        "--machine", MACHINE, "run", "--timeout", "30", "--cwd", str(workspace.repo), "SCN:plain"
+    )
+    assert ran.code == 2, ran.err
+    assert f"machine {MACHINE} is offline" in ran.err
+    assert f"betcode --machine {MACHINE} run --session SESSION_ID TEXT" in ran.err
+    assert "reconnect" not in ran.err
+    assert rig.relay.buffer is not None
+    assert await rig.relay.buffer.pending(MACHINE) == []  # nothing to start a session later
+
+
 async def until_stored_token_expired(user: BetcodeUser) -> None:
     """Until the stored access token has expired (real time: the tokens are JWTs)."""
     login = json.loads((user.config_dir / "auth.json").read_text())

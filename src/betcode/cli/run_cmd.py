@@ -190,6 +190,8 @@ async def _follow(follower: TurnFollower, target: Target) -> None:
                 raise
             await _queue_on_relay(client, target.session, follower)
             return
+        if session is None and client.address.relay is not None:
+            await _require_online(client)
         stream = ConversationStream(
             client, working_directory=target.cwd, model=target.model, worktree_id=worktree_id
         )
@@ -241,6 +243,21 @@ async def _queue_on_relay(client: DaemonClient, session_id: str, follower: TurnF
     await client.send_recorded(session_id, follower.prompt, CLIENT_TYPE)
     follower.done = True  # the machine came back meanwhile: the message is recorded
     follower.streams.note(f"sent to session {session_id}; the turn goes on in the daemon")
+
+
+async def _require_online(client: DaemonClient) -> None:
+    """A new session starts only on a machine that is online: the relay cannot keep a turn
+    whose answer streams back (it would go on reconnecting until --timeout, and the start it
+    half-closed would later make an empty session). A read says at once whether it is."""
+    try:
+        await client.list_sessions(limit=1)
+    except DaemonUnavailable:
+        machine = client.address.relay.machine_id if client.address.relay else ""
+        raise DaemonUnavailable(
+            f"machine {machine} is offline: a new session starts only once it is "
+            f"back. To queue a message for an existing session until then: `betcode --machine "
+            f"{machine} run --session SESSION_ID TEXT` (the session's full id)"
+        ) from None
 
 
 def _refused_for_lock(event: AgentEvent, follower: TurnFollower) -> bool:
