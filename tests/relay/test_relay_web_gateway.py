@@ -12,6 +12,7 @@ import json
 import sqlite3
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,6 +24,7 @@ from harness.web import sign_in
 from harness.web_gateway import GatewayClient, GatewaySocket
 
 from betcode.config.settings import HttpSettings
+from betcode.devtools.fake_claude import make_fake_claude
 from betcode.relay.buffer import BufferSettings
 from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.web.token import token_path
@@ -38,6 +40,8 @@ TOOL_PROMPT = (
 PLAIN_PROMPT = f'SCN:plain {{"text": "{ANSWER_SECRET}"}} {PROMPT_SECRET}'
 TOOL_OUTPUT = str(6 * 7919)
 SECRETS = tuple(s.encode() for s in (PROMPT_SECRET, ANSWER_SECRET, TOOL_SECRET, TOOL_OUTPUT))
+
+BIG_ANSWER = 9_000_000
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
 
@@ -159,3 +163,31 @@ async def test_an_offline_machine_is_told_at_once_and_nothing_is_buffered(rig: R
     assert time.monotonic() - started < 5.0
     await carried.subscription.unsubscribe()
     assert carried.subjects == []  # nothing kept for the machine's return
+
+
+async def test_what_nats_cannot_carry_ends_that_call_and_the_machine_stays_online(
+    rig: Rig, workspace: Workspace, tmp_path: Path
+) -> None:
+    """A message over NATS's max_payload (8 MiB here), either way, ends its call with
+    RESOURCE_EXHAUSTED at once; before, a request waited for ever and an answer closed the
+    machine's tunnel. (The fake claude: one assistant line of 9 MB, under the daemon's 10 MiB.)"""
+    script = {"turns": [[{"do": "big_line", "bytes": BIG_ANSWER}]]}
+    rig.config = replace(rig.config, claude_bin=str(make_fake_claude(tmp_path / "fake", script)))
+    [device] = await signed_in_devices(rig, "phone")
+    await rig.start_daemon()
+    phone = through_relay(rig, device, "web-phone")
+    async with asyncio.timeout(30):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await phone.fetch("POST", "/api/sessions", "x" * BIG_ANSWER)
+    assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "over the" in (refused.value.details() or "")
+    session_id = await phone.create_session(str(workspace.repo))  # still online
+
+    stream = await phone.stream(session_id)
+    await asyncio.wait_for(stream.caught_up.wait(), 60)
+    await stream.say("a long answer, please")
+    await asyncio.wait_for(stream.closed(), 60)
+    assert isinstance(stream.socket, GatewaySocket)
+    assert await stream.socket.call.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    status, listed = await phone.call("GET", "/api/sessions")
+    assert (status, [s["id"] for s in listed["sessions"]]) == (200, [session_id])

@@ -59,6 +59,16 @@ def inbox_subject(relay_id: str) -> str:
     return f"betcode.relay.{relay_id}.frames"
 
 
+def too_large(request_id: str, size: int, limit: int) -> tunnel_pb2.TunnelFrame:
+    """The error that ends a call whose message NATS cannot carry (its `max_payload`): told to
+    both ends, so neither waits for a message that never comes."""
+    return frames.error_frame(
+        request_id,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f"a message of {size} bytes is over the {limit} bytes the relay carries",
+    )
+
+
 class MachineBusy(Exception):
     """The tunnel's holder refused a new call (its tunnel queue is full)."""
 
@@ -229,7 +239,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             return
         await context.send_initial_metadata(())
         subject = machine_subject(machine_id)
-        pump = asyncio.create_task(self._pump(subject, request_id, requests))
+        pump = asyncio.create_task(self._pump(subject, request_id, requests, call))
         checker = asyncio.create_task(self._check(subject, request_id, call))
         finished = False
         try:
@@ -282,13 +292,21 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
                     call.frames.put_nowait(lost)
                 return
 
-    async def _pump(self, subject: str, request_id: str, requests: AsyncIterator[bytes]) -> None:
+    async def _pump(
+        self, subject: str, request_id: str, requests: AsyncIterator[bytes], call: _Call
+    ) -> None:
         sequence = 0
         with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
             async for message in requests:
                 sequence += 1
-                frame = frames.data_frame(request_id, message, sequence)
-                await self._nc.publish(subject, frame.SerializeToString())
+                data = frames.data_frame(request_id, message, sequence).SerializeToString()
+                if len(data) > self._nc.max_payload:
+                    refused = too_large(request_id, len(data), self._nc.max_payload)
+                    await self._nc.publish(subject, refused.SerializeToString())
+                    with contextlib.suppress(asyncio.QueueFull):
+                        call.frames.put_nowait(refused)
+                    return
+                await self._nc.publish(subject, data)
             await self._nc.publish(subject, frames.end_frame(request_id).SerializeToString())
 
     async def _offline(

@@ -31,6 +31,7 @@ from betcode.relay.routing import (
     OPEN_REFUSED,
     REPLY_TO_HEADER,
     machine_subject,
+    too_large,
 )
 from betcode.remote import frames
 from betcode.remote.machine_proof import ProofRefused, check_issued, proven_certificate
@@ -177,7 +178,15 @@ class _Tunnel:
                 "frame for unknown call %r from %s dropped", frame.request_id, self.machine_id
             )
             return
-        await self.nc.publish(reply_to, frame.SerializeToString())
+        data = frame.SerializeToString()
+        if len(data) > self.nc.max_payload:
+            # Not carried: the call ends at both ends; the tunnel and its other calls go on.
+            refused = too_large(frame.request_id, len(data), self.nc.max_payload)
+            log.warning("machine %s: %s", self.machine_id, refused.error.message)
+            self.reply_to.pop(frame.request_id, None)
+            await self.send(refused)
+            data = refused.SerializeToString()
+        await self.nc.publish(reply_to, data)
 
     async def send(self, frame: tunnel_pb2.TunnelFrame) -> None:
         await self.outgoing.put(frame)
