@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 import pytest
+from harness.conditions import until
 from harness.daemon import daemon_config
 from harness.environment import Workspace
 from harness.web import WebClient, new_link, sign_in
@@ -274,3 +276,23 @@ async def test_a_client_close_ends_the_socket_with_a_code_a_peer_may_send(
     await asyncio.wait_for(stream.closed(), 10)
     assert stream.socket.close_code == closed_with
     assert await stream.socket.call.code() is grpc.StatusCode.OK
+
+
+async def test_a_caller_that_leaves_detaches_its_page_from_the_session(
+    daemon: Daemon, channel: grpc.aio.Channel, workspace: Workspace
+) -> None:
+    """The gRPC call cancelled (the phone lost the relay): the web app's stream ends with it,
+    so the page no longer counts as attached (nor holds anything of the session)."""
+    device = await sign_in(lan_url(daemon), owner_token(daemon))
+    phone = GatewayClient(channel, device["credential"], "web-phone")
+    stream = await phone.stream(await phone.create_session(str(workspace.repo)))
+    await asyncio.wait_for(stream.caught_up.wait(), 30)
+
+    def attached() -> set[str]:
+        with sqlite3.connect(daemon.config.database_path) as db:
+            return {row[0] for row in db.execute("SELECT client_id FROM connected_clients")}
+
+    await until(lambda: "web-phone" in attached())
+    assert isinstance(stream.socket, GatewaySocket)
+    stream.socket.call.cancel()
+    await until(lambda: "web-phone" not in attached())
