@@ -1,18 +1,24 @@
 """Web Push's figure: from a permission request waiting in the daemon to its push arriving at a
-push service. A daemon (`betcode daemon start --foreground --http`, fake claude children, the
-loopback push setting on) in its own process; a local stand-in RFC 8030 push service here.
+push service, sent directly by the daemon (a device on its LAN) and through the relay (a device
+that reaches the machine through it), side by side. A daemon (`betcode daemon start
+--foreground --http`, fake claude children, the loopback push setting on) in its own process;
+for the relay path a relay too (`betcode relay start --push-allow-loopback`, its own
+nats-server), the daemon registered with it and dialling it; a local stand-in RFC 8030 push
+service here.
 
     .venv/bin/python benchmarks/bench_push.py [--quick] [--json]
 
-* request_to_push_ms (p50, p99, max): the fake claude asks for a Bash permission 0.3 s into
-  each turn; the page sent the turn's message and left, so nobody holds the input lock and the
-  request is pushed. From the PermissionRequest event's timestamp (made in the daemon when it
-  read claude's request) to the push's POST reaching the push service: the request stored,
-  the push notifier woken, the payload encrypted (aes128gcm) and VAPID-signed, the POST. Both
-  clocks are this machine's. The daemon pushes at most 5 an hour per session and 20 a day,
-  and each turn's end is pushed too, so each daemon gives 10 samples (5 sessions, 2 turns
-  each); the run starts 10 daemons (--quick: 2). A daemon's first push also imports
-  pywebpush: it is reported apart (first_push_ms).
+* direct_request_to_push_ms, relay_request_to_push_ms (p50, p99, max): the fake claude asks
+  for a Bash permission 0.3 s into each turn; the page sent the turn's message and left, so
+  nobody holds the input lock and the request is pushed. From the PermissionRequest event's
+  timestamp (made in the daemon when it read claude's request) to the push's POST reaching the
+  push service: the request stored, the push notifier woken, the payload encrypted (aes128gcm)
+  and VAPID-signed, then the POST; through the relay, the PushRelayService call on the tunnel's
+  connection and the relay's POST. All clocks are this machine's. Each daemon gives 20 samples
+  (5 sessions, 4 turns each: within the 20 requests an hour per session that are pushed); the
+  run starts 5 daemons for each path (--quick: 2). The subscription is registered on the LAN
+  for the direct path, through the web gateway for the relay path. A daemon's first push also
+  imports pywebpush: it is reported apart (first_push_ms).
 
 Figures are printed, never asserted (benchmarks/README.md has the measured ones).
 """
@@ -37,17 +43,27 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
+import grpc.aio
 import http_ece
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from betcode.devtools.fake_claude import make_fake_claude
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-# A turn is pushed twice (its request waits, its end), and 5 an hour per session, 20 a day
-# for the daemon are counted: 2 turns in each of 5 sessions.
+from harness.relay import RelayProcess, register
+from harness.relay import register_machine as relay_machine
+from harness.web import sign_in
+
+from betcode.devtools.fake_claude import make_fake_claude
+from betcode.tunnel.identity import MachineIdentity
+from betcode.v1 import web_gateway_pb2, web_gateway_pb2_grpc
+
+# Requests are pushed at most 20 an hour per session and turn ends 20 a day for the daemon
+# (counted apart): 4 turns in each of 5 sessions fit both.
 SESSIONS = 5
-TURNS_PER_SESSION = 2
+TURNS_PER_SESSION = 4
 START_TIMEOUT_S = 30.0
 
 
@@ -97,8 +113,8 @@ class PushReceiver:
         return {"endpoint": f"{self.url}/push/1", "keys": keys}
 
 
-def start_daemon(root: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    (root / "repo").mkdir(parents=True)
+def start_daemon(root: Path, relay_url: str | None) -> tuple[subprocess.Popen[bytes], str, str]:
+    (root / "repo").mkdir(parents=True, exist_ok=True)
     permission = {"do": "permission", "tool_name": "Bash", "input": {"command": "true"}}
     fake = make_fake_claude(
         root / "fake", {"turns": [[{"do": "sleep", "seconds": 0.3}, permission]]}
@@ -117,7 +133,8 @@ def start_daemon(root: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     with open(root / "daemon.log", "wb") as log:
         process = subprocess.Popen(
             [*command, "--no-import", "--http", f"127.0.0.1:{port}",
-             "--set", "web.push.allow_loopback_endpoints=true"],
+             "--set", "web.push.allow_loopback_endpoints=true",
+             *(["--relay", relay_url] if relay_url else [])],
             env=env, stdout=log, stderr=log,
         )  # fmt: skip
     address = root / "data" / "web-address"
@@ -158,18 +175,55 @@ async def one_turn(
     return (arrived - made) * 1000, last
 
 
-async def one_daemon(root: Path) -> list[float]:
+async def register_machine(relay: RelayProcess, root: Path, user: str) -> None:
+    """A relay account for this daemon (the relay counts pushes per user) and the machine
+    registered with it, as `machine register` leaves it in the daemon's config directory."""
+    credentials = grpc.ssl_channel_credentials(root_certificates=relay.ca.read_bytes())
+    async with grpc.aio.secure_channel(relay.url.split("://", 1)[1], credentials) as channel:
+        account = await register(channel, user)
+        identity = MachineIdentity(root / "config" / "certs")
+        await relay_machine(channel, account, f"{user}-box", identity)
+
+
+async def subscribe_through_gateway(
+    root: Path, base: str, token: str, subscription: dict[str, Any]
+) -> None:
+    """As a device reaching the machine through the relay registers it: a device credential,
+    the request carried by WebGatewayService (here on the daemon's own socket: the relay only
+    forwards the sealed call)."""
+    device = await sign_in(base, token, "bench phone")
+    request = web_gateway_pb2.WebRequest(
+        method="POST",
+        path="/api/push/subscriptions",
+        headers={
+            "authorization": f"Bearer {device['credential']}",
+            "content-type": "application/json",
+            "x-betcode-client": "web-bench-phone",
+        },
+        body=json.dumps(subscription).encode(),
+    )
+    async with grpc.aio.insecure_channel(f"unix:{root / 'sock' / 'daemon.sock'}") as channel:
+        answer = await web_gateway_pb2_grpc.WebGatewayServiceStub(channel).Fetch(request)
+    assert answer.status == 201, answer.body
+
+
+async def one_daemon(root: Path, relay: RelayProcess | None, user: str) -> list[float]:
     receiver = PushReceiver()
     await receiver.start()
-    process, base, token = start_daemon(root)
+    if relay is not None:
+        await register_machine(relay, root, user)
+    process, base, token = start_daemon(root, relay.tunnel_url if relay else None)
     delays: list[float] = []
     try:
         headers = {"Authorization": f"Bearer {token}", "X-BetCode-Client": "web-bench"}
         async with aiohttp.ClientSession(headers=headers) as http:
-            async with http.post(
-                f"{base}/api/push/subscriptions", json=receiver.subscription()
-            ) as response:
-                assert response.status == 201, await response.text()
+            if relay is None:
+                async with http.post(
+                    f"{base}/api/push/subscriptions", json=receiver.subscription()
+                ) as response:
+                    assert response.status == 201, await response.text()
+            else:
+                await subscribe_through_gateway(root, base, token, receiver.subscription())
             for _ in range(SESSIONS):
                 async with http.post(
                     f"{base}/api/sessions", json={"working_directory": str(root / "repo")}
@@ -186,37 +240,52 @@ async def one_daemon(root: Path) -> list[float]:
     return delays
 
 
-async def run(daemons: int) -> dict[str, Any]:
-    firsts: list[float] = []
-    delays: list[float] = []
-    for n in range(daemons):
-        with tempfile.TemporaryDirectory(prefix="betcode-bench-push-") as scratch:
-            first, *rest = await one_daemon(Path(scratch) / f"d{n}")
-            firsts.append(first)
-            delays += rest
+def figures(path: str, firsts: list[float], delays: list[float]) -> dict[str, Any]:
     ordered = sorted(delays)
     return {
-        "request_to_push_samples": len(delays),
-        "request_to_push_ms_p50": round(statistics.median(ordered), 2),
-        "request_to_push_ms_p99": round(ordered[math.ceil(len(ordered) * 0.99) - 1], 2),
-        "request_to_push_ms_max": round(ordered[-1], 2),
+        f"{path}_request_to_push_samples": len(delays),
+        f"{path}_request_to_push_ms_p50": round(statistics.median(ordered), 2),
+        f"{path}_request_to_push_ms_p99": round(ordered[math.ceil(len(ordered) * 0.99) - 1], 2),
+        f"{path}_request_to_push_ms_max": round(ordered[-1], 2),
         # A daemon's first push also imports pywebpush (and requests): kept apart.
-        "first_push_ms": [round(first, 1) for first in firsts],
-        "machine": f"{platform.python_version()} on {os.cpu_count()} CPUs",
-        "load_average": round(os.getloadavg()[0], 1),
+        f"{path}_first_push_ms": [round(first, 1) for first in firsts],
     }
+
+
+async def run(daemons: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="betcode-bench-push-") as scratch:
+        relay = RelayProcess(
+            Path(scratch) / "relay", extra_args=["--push-allow-loopback", "--registration", "open"]
+        )
+        relay.start()
+        try:
+            for path, through in (("direct", None), ("relay", relay)):
+                firsts: list[float] = []
+                delays: list[float] = []
+                for n in range(daemons):
+                    root = Path(scratch) / f"{path}-{n}"
+                    first, *rest = await one_daemon(root, through, f"bench-{n}")
+                    firsts.append(first)
+                    delays += rest
+                results.update(figures(path, firsts, delays))
+        finally:
+            relay.stop()
+    results["machine"] = f"{platform.python_version()} on {os.cpu_count()} CPUs"
+    results["load_average"] = round(os.getloadavg()[0], 1)
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 daemons, not 10")
+    parser.add_argument("--quick", action="store_true", help="2 daemons a path, not 5")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
-    figures = asyncio.run(run(2 if options.quick else 10))
+    measured = asyncio.run(run(2 if options.quick else 5))
     if options.json:
-        print(json.dumps(figures, indent=2))
+        print(json.dumps(measured, indent=2))
     else:
-        for key, value in figures.items():
+        for key, value in measured.items():
             print(f"{key}: {value}")
 
 
