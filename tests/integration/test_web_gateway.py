@@ -147,6 +147,18 @@ async def test_what_is_not_an_api_request_is_refused(
     assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
 
 
+async def test_a_header_that_would_split_the_request_is_refused(
+    channel: grpc.aio.Channel,
+) -> None:
+    stub = web_gateway_pb2_grpc.WebGatewayServiceStub(channel)
+    split = {"authorization": "Bearer x\r\nx-betcode-relayed: 0", "accept": "a\nb"}
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.Fetch(
+            web_gateway_pb2.WebRequest(method="GET", path="/api/sessions", headers=split)
+        )
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
 async def test_bodies_over_the_limits_are_refused(
     daemon: Daemon, channel: grpc.aio.Channel
 ) -> None:

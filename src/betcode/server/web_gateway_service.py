@@ -81,7 +81,7 @@ class WebGatewayService:
             async with self._client().request(
                 method,
                 url,
-                headers=_forwarded(request.headers),
+                headers=await _forwarded(request.headers, context),
                 data=request.body if request.body else None,
                 allow_redirects=False,
             ) as answer:
@@ -118,7 +118,7 @@ class WebGatewayService:
             socket = await self._client().ws_connect(
                 url,
                 protocols=tuple(first.open.protocols),
-                headers=_forwarded(first.open.headers),
+                headers=await _forwarded(first.open.headers, context),
                 max_msg_size=MAX_BODY_BYTES,
                 autoping=True,
                 compress=0,  # deflate on a local socket would only cost CPU
@@ -171,10 +171,21 @@ async def _api_url(path: str, context: grpc.aio.ServicerContext) -> URL:
     )
 
 
-def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
-    return {
-        name.lower(): value for name, value in headers.items() if name.lower() in FORWARDED_HEADERS
-    }
+async def _forwarded(
+    headers: Mapping[str, str], context: grpc.aio.ServicerContext
+) -> dict[str, str]:
+    """The headers passed on (FORWARDED_HEADERS); INVALID_ARGUMENT for a value that would split
+    the request (a line break or any other control character)."""
+    kept = {name.lower(): value for name, value in headers.items()}
+    kept = {name: value for name, value in kept.items() if name in FORWARDED_HEADERS}
+    for name, value in kept.items():
+        if any(ord(character) < 0x20 or ord(character) == 0x7F for character in value):
+            await abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"header {name!r} holds a control character",
+            )
+    return kept
 
 
 @dataclass
