@@ -157,6 +157,13 @@ async def test_a_header_that_would_split_the_request_is_refused(
             web_gateway_pb2.WebRequest(method="GET", path="/api/sessions", headers=split)
         )
     assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    opening = web_gateway_pb2.WebSocketOpen(
+        path="/api/sessions/x/stream?from=0", protocols=["betcode", "bearer.x\r\nx-a: b"]
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        async for _ in stub.Socket(iter([web_gateway_pb2.WebSocketFrame(open=opening)])):
+            pass
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
 
 
 async def test_bodies_over_the_limits_are_refused(

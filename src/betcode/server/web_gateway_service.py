@@ -114,6 +114,8 @@ class WebGatewayService:
                 "the first frame of Socket must be `open`",
             )
         url = await _api_url(first.open.path, context)
+        for protocol in first.open.protocols:
+            await _no_control_characters("a subprotocol", protocol, context)
         try:
             socket = await self._client().ws_connect(
                 url,
@@ -179,13 +181,13 @@ async def _forwarded(
     kept = {name.lower(): value for name, value in headers.items()}
     kept = {name: value for name, value in kept.items() if name in FORWARDED_HEADERS}
     for name, value in kept.items():
-        if any(ord(character) < 0x20 or ord(character) == 0x7F for character in value):
-            await abort(
-                context,
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"header {name!r} holds a control character",
-            )
+        await _no_control_characters(f"header {name!r}", value, context)
     return kept
+
+
+async def _no_control_characters(what: str, value: str, context: grpc.aio.ServicerContext) -> None:
+    if any(ord(character) < 0x20 or ord(character) == 0x7F for character in value):
+        await abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{what} holds a control character")
 
 
 @dataclass
