@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
@@ -126,28 +128,70 @@ def _settle(exited: asyncio.Future[int], returncode: int) -> None:
         exited.set_result(returncode)
 
 
+class _PipeEnd:
+    """One end of a child's pipe as the loop takes it: a descriptor of its own (a duplicate;
+    the Popen's file object is closed at once), closed once, and only while it is that pipe.
+
+    uvloop closes a pipe's descriptor itself (libuv), then calls the object's close() too,
+    or, when the transport is collected unclosed, never: a Popen file object then closed the
+    number at its own collection, maybe much later, when the number was another file's (an
+    SQLite database's, seen as SQLITE_IOERR_FSTAT at daemon start). This object has no
+    finalizer, and its close() leaves alone a number that now names another file."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self._fd = os.dup(pipe.fileno())
+        pipe.close()
+        found = os.fstat(self._fd)
+        self._identity = (found.st_dev, found.st_ino)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            return  # closed already (by libuv)
+        if (found.st_dev, found.st_ino) == self._identity:
+            os.close(fd)
+
+
 async def _reader(
     loop: asyncio.AbstractEventLoop,
-    pipe: object,
+    pipe: IO[bytes],
     limit: int,
     transports: list[asyncio.BaseTransport],
 ) -> asyncio.StreamReader:
     reader = asyncio.StreamReader(limit=limit, loop=loop)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe
-    )
+    end = _PipeEnd(pipe)
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), end
+        )
+    except BaseException:
+        end.close()
+        raise
     transports.append(transport)
     return reader
 
 
 async def _writer(
-    loop: asyncio.AbstractEventLoop, pipe: object, transports: list[asyncio.BaseTransport]
+    loop: asyncio.AbstractEventLoop, pipe: IO[bytes], transports: list[asyncio.BaseTransport]
 ) -> asyncio.StreamWriter:
     # StreamReaderProtocol brings the flow control that StreamWriter.drain() waits on; its
     # reader stays unused (nothing is read from a write pipe).
-    transport, protocol = await loop.connect_write_pipe(
-        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop), pipe
-    )
+    end = _PipeEnd(pipe)
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop),
+            end,
+        )
+    except BaseException:
+        end.close()
+        raise
     transports.append(transport)
     return asyncio.StreamWriter(transport, protocol, None, loop)
 

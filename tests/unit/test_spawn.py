@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -134,3 +135,38 @@ def test_children_start_cleanly_next_to_a_busy_grpc_server(loop_name: str, tmp_p
             await server.stop(None)
 
     assert run_on(loop_name, test) == [0] * 40
+
+
+@LOOPS
+def test_a_child_dropped_unclosed_never_closes_a_descriptor_another_file_has_now(
+    loop_name: str, tmp_path: Path
+) -> None:
+    """A Child whose pipes were read to the end and that is dropped without close() (as the
+    `claude --version` probe's is): its descriptors are closed once, and files opened later
+    that got their numbers keep them. Before, uvloop closed them when it collected the
+    transports and the Popen's file objects closed the same numbers again when it collected
+    them: at daemon start that was an SQLite database's (SQLITE_IOERR_FSTAT)."""
+
+    async def test() -> list[int]:
+        child = await spawn(["echo", "hi"], stdout=PIPE, stderr=PIPE)
+        await child.communicate()
+        popen = child._popen
+        del child
+        gc.collect()
+        await asyncio.sleep(0.05)
+        gc.collect()
+        # Take the numbers that were freed (a blocking open is what is tested here).
+        files = [open(tmp_path / f"file{n}", "wb") for n in range(8)]  # noqa: SIM115, ASYNC230
+        del popen
+        gc.collect()
+        closed_under_them = []
+        for file in files:
+            try:
+                os.fstat(file.fileno())
+            except OSError:
+                closed_under_them.append(file.fileno())
+            with contextlib.suppress(OSError):
+                file.close()
+        return closed_under_them
+
+    assert run_on(loop_name, test) == []
