@@ -62,3 +62,19 @@ def waiting_row(
         response_at=None,
         delivered=False,
     )
+
+
+class WaitingRequests:
+    """The permission bridge's side the push notifier reads (push.notifications.Requests): what
+    waits now (`pending`), and what became of those answered (`answered`)."""
+
+    def __init__(self) -> None:
+        self.pending: list[PendingPermission] = []
+        self.forwarded_listeners: list[Callable[[str], None]] = []
+        self.answered: dict[str, PendingPermission] = {}
+
+    async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
+        return list(self.pending)
+
+    async def find_request(self, request_id: str) -> PendingPermission | None:
+        return self.answered.get(request_id)

@@ -19,9 +19,11 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from harness.attention import WaitingRequests, waiting_row
 from harness.push_service import PushService
 from harness.relay import client_channel, register, register_machine, relay_in_process
 
+from betcode.push.notifications import PushNotifications
 from betcode.push.sender import PushSender
 from betcode.push.subscriptions import Subscriptions, parse_subscription
 from betcode.push.vapid import VapidKey
@@ -52,6 +54,17 @@ class Rig:
     subscriptions: Subscriptions
     key: VapidKey
     handed: list[Handed] = field(default_factory=list)  # what the relay was given
+    running: asyncio.Task[None] | None = None  # the tunnel, while it runs
+
+    async def connect(self) -> None:
+        self.running = asyncio.create_task(self.tunnel.run())
+        await asyncio.wait_for(self.tunnel.connected.wait(), 30)
+
+    async def disconnect(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+            await asyncio.gather(self.running, return_exceptions=True)
+            self.running = None
 
     async def subscribe(self, relayed: bool = True) -> PushSubscription:
         browser = self.service.subscribe()
@@ -99,13 +112,12 @@ async def relay_rig(tmp_path: Path, settings: PushRelaySettings) -> AsyncIterato
             sender = PushSender(
                 key, subscriptions.delete, "mailto:alice@example.com", through_relay
             )
-            task = asyncio.create_task(tunnel.run())
+            rig = Rig(service, tunnel, sender, subscriptions, key, handed)
             try:
-                await asyncio.wait_for(tunnel.connected.wait(), 30)
-                yield Rig(service, tunnel, sender, subscriptions, key, handed)
+                await rig.connect()
+                yield rig
             finally:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                await rig.disconnect()
                 await sender.close()
     finally:
         await service.stop()
@@ -241,3 +253,40 @@ async def test_the_relays_per_user_limit_holds_against_a_flooding_daemon(
         # The daemon's sender logs it and goes on; the subscription is kept.
         assert not await rig.sender.send(subscription, PAYLOAD)
         assert len(await rig.subscriptions.all()) == 1
+
+
+async def test_a_waiting_request_is_pushed_through_the_relay_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    async with relay_rig(tmp_path, PushRelaySettings(allow_loopback=True)) as rig:
+        relayed = await rig.subscribe()
+        direct = await rig.subscribe(relayed=False)
+        requests = WaitingRequests()
+        notifications = PushNotifications(
+            requests, rig.subscriptions, rig.sender, signed_in=lambda _device: True
+        )
+        await rig.disconnect()  # the tunnel is down: the relay cannot be reached
+        first = waiting_row("req-1", "s1", {"command": SECRET})
+        second = waiting_row("req-2", "s1", {"command": "make"})
+        requests.pending = [first, second]
+        await notifications.round()
+        await notifications.round()
+        pushes = await rig.service.wait_for(2)
+        assert [(p.endpoint, p.payload["request_id"]) for p in pushes] == [
+            (direct.endpoint, "req-1"),
+            (direct.endpoint, "req-2"),
+        ]
+        # req-2 is answered while the relay is away: its push is not sent late.
+        requests.pending = [first]
+        await notifications.round()
+        resolved = (await rig.service.wait_for(3))[2]
+        assert (resolved.endpoint, resolved.payload["kind"]) == (direct.endpoint, "resolved")
+
+        await rig.connect()
+        await notifications.round()
+        late = (await rig.service.wait_for(4))[3]
+        assert (late.endpoint, late.payload["request_id"]) == (relayed.endpoint, "req-1")
+        assert late.payload["kind"] == "permission"
+        await notifications.round()
+        await asyncio.sleep(0.3)
+        assert len(rig.service.received) == 4  # once

@@ -13,7 +13,11 @@ request that no longer waits (answered anywhere, expired, withdrawn) is pushed o
 `resolved`, with its outcome, under the same notification id: the browser replaces the
 notification, so no device offers to answer what is already answered. Those are not counted
 against the limits (there is one per request pushed). A pushed request is marked so in SQLite
-(`pending_permissions.push_notification_id`): a restarted daemon does not push it again."""
+(`pending_permissions.push_notification_id`): a restarted daemon does not push it again.
+
+A waiting request's push for a device reached through the relay that could not be handed to
+the relay (the tunnel down) is sent again at each look while the request waits: the phone hears
+of it once the relay is back."""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from betcode.remote.attention_limits import (
     MemoryLimits,
     admit_notification,
 )
+from betcode.remote.web_push import RelayUnreachable
 from betcode.sessions.attention import AttentionLog, AttentionSession, WaitingNotices
 from betcode.storage.pending import PendingPermission
 
@@ -59,6 +64,7 @@ class Budget:
 # A request waits for a human: an active user's turn ends must not use up its pushes.
 REQUESTS = Budget("requests", 20, 100)
 STATUS = Budget("status", PER_SESSION_PER_HOUR, PER_USER_PER_DAY)
+REQUEST_KINDS = ("permission", "question")
 BUDGET_OF_KIND = {
     "permission": REQUESTS,
     "question": REQUESTS,
@@ -109,6 +115,8 @@ class PushNotifications:
         self._waiting = WaitingNotices(self.attention)
         self._limits = MemoryLimits(clock)
         self._pushed: dict[str, dict[str, Any]] = {}  # request id → its notice, while it waits
+        # request id → the relayed subscriptions its push did not reach the relay for
+        self._relay_later: dict[str, set[str]] = {}
         bridge.forwarded_listeners.append(lambda _session_id: self._wake.set())
 
     def watch(self, session: AttentionSession) -> None:
@@ -155,6 +163,10 @@ class PushNotifications:
                 self._pushed[notice["request_id"]] = notice
                 await self._subscriptions.mark_pushed(notice["request_id"])
         still = {row.request_id for row in waiting}
+        for request_id, endpoints in list(self._relay_later.items()):
+            del self._relay_later[request_id]
+            if request_id in still and request_id in self._pushed:
+                await self._push(self._pushed[request_id], endpoints)
         for request_id in [known for known in self._pushed if known not in still]:
             await self._push(await self._resolved(self._pushed.pop(request_id)))
 
@@ -171,12 +183,29 @@ class PushNotifications:
             ),
         }
 
-    async def _push(self, notice: dict[str, Any]) -> bool:
-        """Sends to every subscription of a signed-in device; True if there was any."""
+    async def _push(self, notice: dict[str, Any], only: set[str] | None = None) -> bool:
+        """Sends to every subscription of a signed-in device (or those of `only`); True if
+        there was any. A waiting request's relayed subscriptions the relay was out of reach
+        for are tried again at each look while it waits."""
         subscriptions = [
-            each for each in await self._subscriptions.all() if self._signed_in(each.device_id)
+            each
+            for each in await self._subscriptions.all()
+            if self._signed_in(each.device_id) and (only is None or each.endpoint in only)
         ]
-        await asyncio.gather(*(self._sender.send(each, notice) for each in subscriptions))
+        sent = await asyncio.gather(
+            *(self._sender.send(each, notice) for each in subscriptions), return_exceptions=True
+        )
+        away: set[str] = set()
+        for subscription, outcome in zip(subscriptions, sent, strict=True):
+            if isinstance(outcome, RelayUnreachable):
+                away.add(subscription.endpoint)
+                why = outcome
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        if away and notice["kind"] in REQUEST_KINDS:
+            if only is None:
+                log.info("push of %s waits for the relay (%s)", notice["request_id"], why)
+            self._relay_later[notice["request_id"]] = away
         return bool(subscriptions)
 
     def _notice(self, kind: str, session_id: str, notification_id: str) -> dict[str, Any]:

@@ -4,8 +4,8 @@ keys (RFC 8291, aes128gcm, by pywebpush) and a VAPID header signed with the daem
 daemon itself, or for a subscription registered through the relay by the relay (`relay`, the
 tunnel's PushRelayService call), which is handed only the ciphertext and the headers. A push
 service answering 404 or 410 has dropped the subscription: its row is deleted. Other failures
-are logged, never raised: a push is a courtesy, the request itself waits in SQLite whatever
-happens here."""
+are logged, never raised (but the relay out of reach, for the notifier to try again): a push is
+a courtesy, the request itself waits in SQLite whatever happens here."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from betcode.push.vapid import VapidKey
-from betcode.remote.web_push import GONE, PushNotPosted, post
+from betcode.remote.web_push import GONE, PushNotPosted, RelayUnreachable, post
 from betcode.storage.push_subscriptions import PushSubscription
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class PushSender:
     ) -> None:
         """`forget(endpoint)` deletes a subscription its push service no longer knows;
         `contact` is VAPID's `sub` (daemon.web.push.contact); `relay` delivers the messages
-        of relayed subscriptions (None: this daemon has no relay, they wait for one)."""
+        of relayed subscriptions (None: this daemon has no relay, they are not sent)."""
         self._key = key
         self._forget = forget
         self._contact = contact
@@ -53,7 +53,9 @@ class PushSender:
         self._http: aiohttp.ClientSession | None = None
 
     async def send(self, subscription: PushSubscription, payload: dict[str, Any]) -> bool:
-        """True once the push service accepted the message."""
+        """True once the push service accepted the message. Raises RelayUnreachable when a
+        relayed subscription's message could not be handed to the relay, for the caller to
+        send again once it is back."""
         netloc = urlsplit(subscription.endpoint).netloc
         body, headers = self.message(subscription, payload)
         way = "through the relay" if subscription.relayed else "direct"
@@ -64,6 +66,8 @@ class PushSender:
                 raise PushNotPosted("this daemon has no relay")
             else:
                 status = await self._relay(subscription.endpoint, body, headers)
+        except RelayUnreachable:
+            raise
         except PushNotPosted as error:
             log.warning("push to %s (%s) failed: %s", netloc, way, error)
             return False

@@ -31,6 +31,11 @@ class PushNotPosted(Exception):
     """The message was not handed to the push service; the message says why."""
 
 
+class RelayUnreachable(PushNotPosted):
+    """The daemon could not hand the message to its relay (the tunnel is down, the call
+    failed): worth sending again once the relay is back."""
+
+
 def check_endpoint(endpoint: object, *, allow_loopback: bool, loopback_switch: str) -> str:
     """https, or plain http to a loopback IP address with a port when `allow_loopback` (a
     refusal names `loopback_switch`, the setting or flag that admits it)."""

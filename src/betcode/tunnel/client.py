@@ -31,7 +31,7 @@ from betcode.remote.e2e import (
 )
 from betcode.remote.frames import relay_target
 from betcode.remote.machine_proof import proof_metadata
-from betcode.remote.web_push import PushNotPosted
+from betcode.remote.web_push import PushNotPosted, RelayUnreachable
 from betcode.sessions.attention import AttentionLog
 from betcode.tunnel.attention import Announcer
 from betcode.tunnel.identity import MachineIdentity
@@ -218,10 +218,11 @@ class TunnelClient:
     async def deliver_push(self, endpoint: str, body: bytes, headers: Mapping[str, str]) -> int:
         """One Web Push message, encrypted and signed by the daemon, POSTed by the relay
         (PushRelayService, on the tunnel's connection): the push service's status. Raises
-        PushNotPosted when the relay is not connected or did not POST it."""
+        RelayUnreachable when the relay is not connected or did not answer, PushNotPosted
+        when it refused to POST it."""
         channel = self._channel
         if channel is None:
-            raise PushNotPosted("the relay is not connected")
+            raise RelayUnreachable("the relay is not connected")
         try:
             result = await push_relay_pb2_grpc.PushRelayServiceStub(channel).Deliver(
                 push_relay_pb2.PushDelivery(endpoint=endpoint, body=body, headers=headers),
@@ -229,7 +230,7 @@ class TunnelClient:
                 metadata=self._proof(),
             )
         except grpc.aio.AioRpcError as error:
-            raise PushNotPosted(f"the relay: {_describe(error)}") from None
+            raise RelayUnreachable(f"the relay: {_describe(error)}") from None
         if result.refused:
             raise PushNotPosted(f"the relay did not POST it: {result.refused}")
         return int(result.status)

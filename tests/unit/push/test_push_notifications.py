@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.attention import waiting_row, watched
+from harness.attention import WaitingRequests, waiting_row, watched
 from harness.push_service import PushService
 
 from betcode.config.errors import ConfigError
@@ -49,22 +49,6 @@ def registered(
     )
 
 
-class StandIn:
-    """The permission bridge's side the notifier reads: what waits now."""
-
-    def __init__(self) -> None:
-        self.pending: list[PendingPermission] = []
-        self.forwarded_listeners: list[Callable[[str], None]] = []
-
-        self.answered: dict[str, PendingPermission] = {}
-
-    async def list_pending(self, session_id: str | None) -> list[PendingPermission]:
-        return list(self.pending)
-
-    async def find_request(self, request_id: str) -> PendingPermission | None:
-        return self.answered.get(request_id)
-
-
 class Stored:
     """The permission bridge's reads, from the store itself."""
 
@@ -84,7 +68,7 @@ class Setup:
     service: PushService
     key: VapidKey
     subscriptions: Subscriptions
-    requests: StandIn
+    requests: WaitingRequests
     notifications: PushNotifications
     now: list[float]
     writer: StoreWriter
@@ -107,7 +91,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
     key = VapidKey.load_or_create(tmp_path / "config")
     subscriptions = Subscriptions(writer, reader)
     sender = PushSender(key, subscriptions.delete, "mailto:alice@example.com")
-    requests = StandIn()
+    requests = WaitingRequests()
     now = [1_000_000.0]
     signed_out: set[str] = set()
     notifications = PushNotifications(
