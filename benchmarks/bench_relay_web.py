@@ -27,23 +27,18 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from harness.environment import make_workspace
-from harness.paths import require_pinned_claude
-from harness.relay import MACHINE, Rig, rig_fixture, waiting_permission
+from harness.relay import MACHINE, Rig, relay_rig, waiting_permission
 from harness.web import WebClient, sign_in
 
 from betcode.config.settings import DaemonSettings, HttpSettings
-from betcode.devtools.mock_anthropic import MockAnthropic
-from betcode.relay.buffer import BufferSettings
 from betcode.remote import e2e
 from betcode.v1 import agent_pb2, tunnel_pb2
 from betcode.web.token import read_or_create_token
@@ -139,18 +134,8 @@ async def measure(rig: Rig, repo: Path, calls: int) -> dict[str, Any]:
 async def main(quick: bool) -> dict[str, Any]:
     calls = 40 if quick else 300
     with tempfile.TemporaryDirectory(prefix="betcode-bench-relay-web-") as folder:
-        root = Path(folder)
-        workspace = make_workspace(root / "claude")
-        make = rig_fixture(BufferSettings())
-        with MockAnthropic() as mock_api:
-            rigs = cast(
-                AsyncGenerator[Rig], make(root, require_pinned_claude(), mock_api, workspace)
-            )
-            rig = await anext(rigs)
-            try:
-                return await measure(rig, workspace.repo, calls)
-            finally:
-                await rigs.aclose()
+        async with relay_rig(Path(folder)) as (rig, workspace):
+            return await measure(rig, workspace.repo, calls)
 
 
 if __name__ == "__main__":

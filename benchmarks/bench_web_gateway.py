@@ -25,24 +25,19 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import grpc.aio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from harness.environment import make_workspace
-from harness.paths import require_pinned_claude
-from harness.relay import Rig, rig_fixture
+from harness.relay import Rig, relay_rig
 from harness.web import ApiClient, WebClient, WebStream, sign_in
 from harness.web_gateway import GatewayClient
 
 from betcode.config.settings import DaemonSettings, HttpSettings
-from betcode.devtools.mock_anthropic import MockAnthropic
-from betcode.relay.buffer import BufferSettings
 from betcode.web.token import read_or_create_token
 
 PATHS = ("lan", "gateway_local", "gateway_relay")
@@ -130,18 +125,8 @@ async def measure(rig: Rig, repo: Path, calls: int, turns: int) -> dict[str, Any
 async def main(quick: bool) -> dict[str, Any]:
     calls, turns = (40, 8) if quick else (300, 40)
     with tempfile.TemporaryDirectory(prefix="betcode-bench-gateway-") as folder:
-        root = Path(folder)
-        workspace = make_workspace(root / "claude")
-        make = rig_fixture(BufferSettings())
-        with MockAnthropic() as mock_api:
-            rigs = cast(
-                AsyncGenerator[Rig], make(root, require_pinned_claude(), mock_api, workspace)
-            )
-            rig = await anext(rigs)
-            try:
-                return await measure(rig, workspace.repo, calls, turns)
-            finally:
-                await rigs.aclose()
+        async with relay_rig(Path(folder)) as (rig, workspace):
+            return await measure(rig, workspace.repo, calls, turns)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-// Builds the page's bundle into src/betcode/web/static/ (app.js, app.css; git-ignored: made by
-// scripts/setup), or with --tests the unit tests into build/test/ for `node --test`.
+// Builds the page's bundle into src/betcode/web/static/ (app.js, app.css, and relay.html: the
+// same page as index.html for a relay's address; git-ignored: made by scripts/setup), or with
+// --tests the unit tests into build/test/ for `node --test`.
 import { build } from "esbuild";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -18,9 +19,10 @@ if (tests) {
     logLevel: "warning",
   });
 } else {
+  const staticDir = `${here}../src/betcode/web/static`;
   const result = await build({
-    entryPoints: { app: `${here}src/main.ts`, relay: `${here}src/relay.ts` },
-    outdir: `${here}../src/betcode/web/static`,
+    entryPoints: { app: `${here}src/main.ts` },
+    outdir: staticDir,
     bundle: true,
     minify: true,
     format: "iife",
@@ -32,4 +34,10 @@ if (tests) {
   for (const [file, output] of Object.entries(result.metafile.outputs)) {
     console.log(`${file.replace(/^.*static\//, "static/")}: ${(output.bytes / 1024).toFixed(1)} KiB`);
   }
+  // The relay serves the app at its address as relay.html: the page tells by `data-origin`.
+  const page = readFileSync(`${staticDir}/index.html`, "utf8");
+  const relayPage = page.replace('<html lang="en">', '<html lang="en" data-origin="relay">');
+  if (relayPage === page) throw new Error("index.html has no <html lang=\"en\"> to mark for the relay");
+  writeFileSync(`${staticDir}/relay.html`, relayPage);
+  console.log("static/relay.html: index.html for a relay's address");
 }

@@ -14,7 +14,7 @@ import pytest
 from harness.browser import chromium, require_chromium
 from harness.daemon import daemon_config
 from harness.environment import Workspace
-from harness.web import WebClient
+from harness.web import new_pairing_code
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.daemon import Daemon
@@ -56,14 +56,7 @@ def base_url(daemon: Daemon) -> str:
 
 
 async def new_code(daemon: Daemon) -> str:
-    """A pairing code, as `betcode web pair` shows it (`ABCD-EFGH`)."""
-    owner = WebClient(base_url(daemon), read_or_create_token(daemon.config.config_dir))
-    try:
-        status, made = await owner.call("POST", "/api/pairing-codes")
-        assert status == 201, made
-        return str(made["code"])
-    finally:
-        await owner.close()
+    return await new_pairing_code(base_url(daemon), read_or_create_token(daemon.config.config_dir))
 
 
 async def phone_page(browser: Any, url: str) -> Any:

@@ -3,6 +3,8 @@ Playwright's own): the module-level check that skips loudly without it, and the 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -11,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -40,3 +44,14 @@ async def chromium(api: Any) -> AsyncIterator[Any]:
             yield launched
         finally:
             await launched.close()
+
+
+def trusting(cert_file: Path) -> list[str]:
+    """Chromium's arguments to take this certificate's key as valid (a service worker is
+    registered only from an origin whose certificate is: ignoring HTTPS errors is not enough)."""
+    certificate = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    spki = certificate.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    pin = base64.b64encode(hashlib.sha256(spki).digest()).decode()
+    return [f"--ignore-certificate-errors-spki-list={pin}"]

@@ -12,10 +12,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import grpc.aio
@@ -38,7 +38,8 @@ from betcode.v1 import (
     machine_pb2_grpc,
 )
 from harness.daemon import daemon_config
-from harness.environment import Workspace
+from harness.environment import Workspace, make_workspace
+from harness.paths import require_pinned_claude
 
 MACHINE = "box"
 LISTENING = re.compile(r"relay (\S+) listening on (\S+) \(daemons: (\S+)\)")
@@ -392,6 +393,21 @@ def rig_fixture(
                     await rig.daemon.stop()
 
     return make
+
+
+@contextlib.asynccontextmanager
+async def relay_rig(root: Path) -> AsyncIterator[tuple[Rig, Workspace]]:
+    """rig_fixture's rig outside pytest (benchmarks): a relay, a machine registered, the mock
+    model; the daemon not started."""
+    workspace = make_workspace(root / "claude")
+    with MockAnthropic() as mock_api:
+        make = rig_fixture(BufferSettings())
+        rigs = cast(AsyncGenerator[Rig], make(root, require_pinned_claude(), mock_api, workspace))
+        rig = await anext(rigs)
+        try:
+            yield rig, workspace
+        finally:
+            await rigs.aclose()
 
 
 BASH_PROMPT = "SCN:tool_bash run it"

@@ -73,6 +73,17 @@ async def new_link(base_url: str, owner_token: str) -> str:
         await owner.close()
 
 
+async def new_pairing_code(base_url: str, owner_token: str) -> str:
+    """A pairing code, as `betcode web pair` shows it (`ABCD-EFGH`)."""
+    owner = WebClient(base_url, owner_token)
+    try:
+        status, made = await owner.call("POST", "/api/pairing-codes")
+        assert status == 201, made
+        return str(made["code"])
+    finally:
+        await owner.close()
+
+
 async def sign_in(base_url: str, owner_token: str, name: str = "test browser") -> dict[str, Any]:
     """A new device, as a page gets it: a one-time link made by the owner, exchanged once;
     `{"device_id", "name", "credential"}`."""

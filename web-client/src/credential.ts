@@ -1,9 +1,15 @@
 // This browser's device credential (docs/WEB.md "Access"): kept in the page's own storage,
 // never in a cookie (a cookie would go to every server on this host, whatever its port), and
-// in IndexedDB too, where the service worker reads it to answer from a notification.
-const KEY = "betcode-device";
+// in IndexedDB too, where the service worker reads it to answer from a notification. At the
+// relay's address a browser holds one per machine it opened (each daemon signs its devices in).
 const DB = "betcode";
 const STORE = "device";
+let scope = ""; // "": the daemon this page is served by; else the machine opened at the relay
+
+/** The machine whose credential is used from now on (the relay origin's page). */
+export function useDeviceOf(machineId: string): void {
+  scope = `:${machineId}`;
+}
 
 export interface Device {
   device_id: string;
@@ -13,7 +19,7 @@ export interface Device {
 
 export function storedDevice(): Device | null {
   try {
-    const device = JSON.parse(localStorage.getItem(KEY) || "null") as Device | null;
+    const device = JSON.parse(localStorage.getItem(`betcode-device${scope}`) || "null") as Device | null;
     return device && device.credential ? device : null;
   } catch {
     return null;
@@ -38,13 +44,13 @@ function withStore(mode: IDBTransactionMode, work: (store: IDBObjectStore) => vo
 }
 
 export async function keepDevice(device: Device): Promise<void> {
-  localStorage.setItem(KEY, JSON.stringify(device));
-  await withStore("readwrite", (store) => store.put(device.credential, "credential"));
+  localStorage.setItem(`betcode-device${scope}`, JSON.stringify(device));
+  await withStore("readwrite", (store) => store.put(device.credential, `credential${scope}`));
 }
 
 export async function forgetDevice(): Promise<void> {
-  localStorage.removeItem(KEY);
-  await withStore("readwrite", (store) => store.delete("credential"));
+  localStorage.removeItem(`betcode-device${scope}`);
+  await withStore("readwrite", (store) => store.delete(`credential${scope}`));
 }
 
 /** What signs this browser in, once: a one-time link (`#link=...` from `betcode web`) or a

@@ -1,13 +1,16 @@
 // BetCode's web client: the session list, one open session, and the action bar with every
-// request waiting for an answer. The daemon's endpoints: docs/WEB.md.
+// request waiting for an answer. The daemon's endpoints: docs/WEB.md. Served by the daemon (the
+// LAN), or by a relay (relay.html): there a machine is opened first (relayhome.ts) and the same
+// app runs on it through the relay.
 import "./app.css";
-import { api, ApiError, clientId, whenSignedOut, type SessionSummary } from "./api";
-import { deviceName, keepDevice, storedDevice, takePairing, type Device, type Pairing } from "./credential";
+import { api, ApiError, clientId, useTransport, whenSignedOut, type SessionSummary } from "./api";
+import { deviceName, keepDevice, storedDevice, takePairing, useDeviceOf, type Device, type Pairing } from "./credential";
 import { startActionBar, renderBar } from "./actionbar";
 import { byId, el } from "./dom";
 import { startDevices } from "./devices";
 import { completeFor, startCompleter } from "./completer";
 import { SessionStream, sessionCosts } from "./session";
+import { startRelayHome } from "./relayhome";
 import { stats } from "./stats";
 import { waiting } from "./waiting";
 
@@ -151,12 +154,16 @@ byId("take-lock").addEventListener("click", () => void view.stream?.requestLock(
 // ---- signing in: a one-time link (`betcode web`) or a pairing code (`betcode web pair`) becomes
 // this device's credential ----
 
-function showSignIn(message: string): void {
+function hideApp(): void {
   view.stream?.close();
   view.stream = null;
-  for (const id of ["sessions-view", "session-view", "composer", "action-bar", "lock-banner", "inbox", "badge"]) {
+  for (const id of ["sessions-view", "session-view", "composer", "action-bar", "lock-banner", "inbox", "badge", "sign-in"]) {
     byId(id).hidden = true;
   }
+}
+
+function showSignIn(message: string): void {
+  hideApp();
   byId("signed-out-reason").textContent = message;
   byId("sign-in").hidden = false;
   document.body.classList.add("signed-out");
@@ -215,4 +222,16 @@ async function start(): Promise<void> {
   if (await signIn()) showSignedIn();
 }
 
-void start();
+if (document.documentElement.dataset.origin === "relay") {
+  startRelayHome({
+    clientId,
+    enter: async (machine, transport) => {
+      useTransport(transport);
+      useDeviceOf(machine.machine_id);
+      await start();
+    },
+    leave: hideApp,
+  });
+} else {
+  void start();
+}

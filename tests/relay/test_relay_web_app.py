@@ -1,0 +1,229 @@
+"""The full web client through a relay, in a real Chromium (Debian's, via `executable_path`) at
+phone size: a real relay (its own nats-server) serving the app on its one address, a real daemon
+on the tunnel running the pinned real CLI against the mock model. The phone logs in to the relay,
+sees the machine online, opens it (its fingerprint shown and pinned; a changed key refused),
+signs in to the machine with a pairing code, and uses the normal app: a new session in the
+machine's repository, a real-CLI Bash call allowed from the action bar that runs exactly once,
+Markdown rendered. Every request and the session stream went as WebGatewayService calls sealed
+in the page: no NATS message and no relay file holds the conversation. Installable at the
+relay's address (Chromium's installability check), and its offline shell says "machine offline"
+with the daemon gone and "relay unreachable" with the relay down."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.browser import CHROMIUM, chromium, require_chromium, trusting
+from harness.environment import Workspace
+from harness.relay import MACHINE, Rig, rig_fixture
+from harness.web import new_pairing_code
+
+from betcode.config.settings import HttpSettings
+from betcode.relay.buffer import BufferSettings
+from betcode.remote import e2e
+from betcode.tunnel.identity import MachineIdentity
+from betcode.web.token import read_or_create_token
+
+pytestmark = pytest.mark.real_cli
+playwright_api = require_chromium("the web client through the relay")
+expect = playwright_api.expect
+expect.set_options(timeout=60_000)
+
+PHONE = {"width": 390, "height": 844}
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
+SECRET = "phone-secret-7311"
+MARKDOWN_SECRET = "markdown-secret-4242"
+
+rig = pytest.fixture(rig_fixture(BufferSettings()))
+
+
+def web_url(rig: Rig) -> str:
+    return f"https://127.0.0.1:{rig.relay.port}"
+
+
+async def start_daemon(rig: Rig) -> None:
+    """The daemon, with its LAN web listener on loopback too: `betcode web pair` makes its
+    pairing codes there (the phone uses them through the relay)."""
+    http = HttpSettings(listen="127.0.0.1:0")
+    rig.config = replace(rig.config, settings=replace(rig.config.settings, http=http))
+    await rig.start_daemon()
+
+
+async def pairing_code(rig: Rig) -> str:
+    """A pairing code, as `betcode web pair` shows it on the machine."""
+    assert rig.daemon is not None
+    assert rig.daemon.web is not None
+    assert rig.daemon.web.url
+    return await new_pairing_code(rig.daemon.web.url, read_or_create_token(rig.config.config_dir))
+
+
+def daemon_fingerprint(rig: Rig) -> str:
+    key_file = MachineIdentity(rig.config.config_dir / "certs").e2e_key_file
+    return e2e.fingerprint(e2e.DaemonIdentity.load_or_create(key_file).public)
+
+
+async def logged_in(page: Any, rig: Rig) -> None:
+    await page.goto(web_url(rig) + "/")
+    await page.get_by_label("Username").fill("alice")
+    await page.get_by_label("Password").fill("pw-123456")
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("heading", name="Machines")).to_be_visible()
+
+
+async def open_machine(page: Any, rig: Rig) -> None:
+    """The machine listed online, opened: its key's fingerprint shown; then this browser signed
+    in to it with a pairing code typed (the first time), and the app's sessions shown."""
+    machine = page.locator("#machine-list li", has_text=MACHINE)
+    await expect(machine).to_contain_text("online")
+    await machine.get_by_role("button").click()
+    await expect(page.locator("#fingerprint")).to_have_text(daemon_fingerprint(rig))
+    if await page.locator("#sign-in").is_visible():
+        await page.get_by_label("Pairing code").fill(await pairing_code(rig))
+        await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    async with chromium(playwright_api) as launched:
+        yield launched
+
+
+@pytest.fixture
+async def phone(browser: Any) -> AsyncIterator[Any]:
+    context = await browser.new_context(
+        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
+    )
+    yield await context.new_page()
+    await context.close()
+
+
+def files_under(root: Path) -> list[Path]:
+    return [path for path in root.rglob("*") if path.is_file()]
+
+
+async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plaintext(
+    rig: Rig, phone: Any, workspace: Workspace
+) -> None:
+    await start_daemon(rig)
+    seen: list[bytes] = []
+
+    async def spy(msg: Any) -> None:
+        seen.append(msg.data)
+        seen.extend(str(value).encode() for value in (msg.headers or {}).values())
+
+    assert rig.relay.nc is not None
+    subscription = await rig.relay.nc.subscribe(">", cb=spy)
+    marker = workspace.repo / "ran.txt"
+    command = json.dumps({"command": f"echo {SECRET} >> {marker.name}"})
+
+    await logged_in(phone, rig)
+    await open_machine(phone, rig)
+    device = await phone.evaluate(f"JSON.parse(localStorage.getItem('betcode-device:{MACHINE}'))")
+    assert device["device_id"].startswith("dev-")
+    # A new session in the machine's repository, its first prompt a real-CLI Bash call.
+    await phone.get_by_label("Directory").fill(str(workspace.repo))
+    await phone.get_by_label("First prompt").fill(f"SCN:tool_bash {command} run it")
+    await phone.get_by_role("button", name="Start session").click()
+    await expect(phone.locator("#session-view")).to_be_visible()
+    session_id = str(phone.url.split("#/s/", 1)[1])
+    bar = phone.locator("#action-bar")
+    await expect(bar).to_contain_text(SECRET)  # opened in the page, from ciphertext
+    await expect(phone.locator("#connection")).to_contain_text("live")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    await phone.screenshot(path=str(ARTIFACTS / "relay-app-approval.png"))
+    await bar.get_by_role("button", name="Allow once").click()
+    await expect(phone.locator(".tool.done")).to_have_count(1)
+    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(1)
+    await expect(bar).to_be_hidden()
+    # Markdown, streamed through the relay and rendered.
+    text = f"# Through the relay\n\nIt is **{MARKDOWN_SECRET}**."
+    prompt = f"SCN:plain {json.dumps({'text': text})} go"
+    await phone.get_by_label("Message", exact=True).fill(prompt)
+    await phone.get_by_role("button", name="Send").click()
+    answer = phone.locator(".assistant").last
+    await expect(answer.locator("h1")).to_have_text("Through the relay")
+    await expect(answer.locator("strong")).to_have_text(MARKDOWN_SECRET)
+    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(2)
+    await phone.screenshot(path=str(ARTIFACTS / "relay-app-session.png"))
+    assert marker.read_text().splitlines() == [SECRET]  # the tool ran exactly once
+
+    # A reload comes back to the same machine and session, signed in.
+    await phone.reload()
+    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(2)
+    await expect(phone.locator("#fingerprint")).to_have_text(daemon_fingerprint(rig))
+    # Back to the machines; another key pinned for the machine (as if its key had changed):
+    # refused, the app not opened.
+    await phone.get_by_role("button", name="← Machines").click()
+    await expect(phone.get_by_role("heading", name="Machines")).to_be_visible()
+    await phone.evaluate(f"localStorage.setItem('betcode-pin:{MACHINE}', '{'07' * 32}')")
+    await phone.locator("#machine-list li", has_text=MACHINE).get_by_role("button").click()
+    await expect(phone.locator("#machines-error")).to_contain_text("Refused")
+    await expect(phone.locator("#machines-error")).to_contain_text("another identity key")
+    await expect(phone.locator("#sessions-view")).to_be_hidden()
+
+    await subscription.unsubscribe()
+    assert seen
+    carried = b"".join(seen)
+    for plain in (SECRET, MARKDOWN_SECRET, session_id, str(workspace.repo), device["credential"]):
+        assert plain.encode() not in carried, plain
+    for path in files_under(rig.relay.options.files.root):
+        content = path.read_bytes()
+        for plain in (SECRET, MARKDOWN_SECRET, device["credential"]):
+            assert plain.encode() not in content, (path, plain)
+
+
+@pytest.fixture
+async def installable(tmp_path: Path, rig: Rig) -> AsyncIterator[Any]:
+    """A browser profile on disk (Chromium installs nothing from an incognito context) that
+    takes the relay's certificate as valid, as a phone trusting the relay's CA would."""
+    async with playwright_api.async_playwright() as driver:
+        args = ["--no-sandbox"] if os.geteuid() == 0 else []
+        context = await driver.chromium.launch_persistent_context(
+            tmp_path / "profile",
+            executable_path=CHROMIUM,
+            args=[*args, *trusting(rig.relay.options.files.server_cert)],
+            viewport=PHONE,
+            is_mobile=True,
+            has_touch=True,
+        )
+        yield context
+        await context.close()
+
+
+async def test_installable_at_the_relay_and_offline_it_says_what_is_unreachable(
+    rig: Rig, installable: Any
+) -> None:
+    await start_daemon(rig)
+    page = await installable.new_page()
+    await logged_in(page, rig)
+    await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+    await page.reload()  # the next load is the worker's
+    assert await page.evaluate("navigator.serviceWorker.controller !== null")
+    manifest = await page.evaluate("fetch('/manifest.webmanifest').then(r => r.json())")
+    assert (manifest["start_url"], manifest["scope"]) == ("/", "/")
+    cdp = await installable.new_cdp_session(page)
+    assert (await cdp.send("Page.getAppManifest"))["errors"] == []
+    installability = await cdp.send("Page.getInstallabilityErrors")
+    assert installability["installabilityErrors"] == [], installability
+    await open_machine(page, rig)
+
+    # The machine's daemon gone: the relay answers, the machine does not.
+    await rig.stop_daemon()
+    await page.reload()
+    await expect(page.locator("#connection")).to_contain_text("machine offline")
+    machine = page.locator("#machine-list li", has_text=MACHINE)
+    await expect(machine).to_contain_text("offline")
+
+    # The relay down: the shell still loads (the worker's), and says the relay is unreachable.
+    await rig.relay.stop()
+    await page.reload()
+    await expect(page.get_by_role("heading", name="Machines")).to_be_visible()
+    await expect(page.locator("#connection")).to_contain_text("relay unreachable")
+    await page.screenshot(path=str(ARTIFACTS / "relay-app-offline.png"))

@@ -1,0 +1,225 @@
+// The page at a relay's address (relay.html, `<html data-origin="relay">`): the relay account's
+// login (its access token refreshed before it expires), the account's machines with their
+// state, and a machine opened end to end: the key exchange through the relay, the machine's
+// identity key pinned (its fingerprint shown for checking, a changed key refused). Then the
+// normal app runs on that machine through the relay (transport.ts); "← Machines" leaves it.
+// The relay carries only ciphertext (docs/WEB.md "Through the relay").
+import { byId, el } from "./dom";
+import { KeyChanged } from "./e2e";
+import { exchangeKeys, RelayRefused, RelayTransport, Unreachable, type RelayLink } from "./transport";
+
+const TOKENS = "betcode-relay-tokens"; // kept across restarts of an installed app
+const OPENED = "betcode-relay-machine"; // this tab's machine: a reload opens it again
+const REFRESH_AHEAD_MS = 60_000; // the access token is renewed a minute before it expires
+const RETRY_REFRESH_MS = 15_000;
+
+export interface Machine {
+  machine_id: string;
+  name: string;
+  status: string;
+}
+
+interface Tokens {
+  access_token: string;
+  refresh_token: string; // "" until the relay gives one: the login then lasts one token
+  expires_at: number; // ms since the epoch
+}
+
+/** What the app does with a machine opened (`enter`), and to stop showing it (`leave`). */
+export interface RelayHooks {
+  enter(machine: Machine, transport: RelayTransport, fingerprint: string): Promise<void>;
+  leave(): void;
+}
+
+function storedTokens(): Tokens | null {
+  try {
+    const tokens = JSON.parse(localStorage.getItem(TOKENS) || "null") as Tokens | null;
+    return tokens && tokens.access_token ? tokens : null;
+  } catch {
+    return null;
+  }
+}
+
+let refreshTimer = 0;
+
+function keepTokens(reply: { access_token: string; refresh_token?: string; expires_in_secs?: number }): void {
+  const previous = storedTokens();
+  const tokens: Tokens = {
+    access_token: reply.access_token,
+    refresh_token: reply.refresh_token || previous?.refresh_token || "",
+    expires_at: Date.now() + (reply.expires_in_secs || 900) * 1000,
+  };
+  localStorage.setItem(TOKENS, JSON.stringify(tokens));
+  scheduleRefresh(tokens);
+}
+
+function scheduleRefresh(tokens: Tokens): void {
+  clearTimeout(refreshTimer);
+  if (!tokens.refresh_token) return;
+  const wait = Math.max(0, tokens.expires_at - Date.now() - REFRESH_AHEAD_MS);
+  refreshTimer = window.setTimeout(() => void refresh(), wait);
+}
+
+/** `POST /relay/api/refresh {"refresh_token"}`: a new access token (and refresh token). A
+ * refusal signs the relay account out; an unreachable relay is tried again shortly. */
+async function refresh(): Promise<void> {
+  const tokens = storedTokens();
+  if (!tokens?.refresh_token) return;
+  try {
+    keepTokens(await relayJson("POST", "/relay/api/refresh", { refresh_token: tokens.refresh_token }, false));
+  } catch (failure) {
+    if (failure instanceof Unreachable) {
+      refreshTimer = window.setTimeout(() => void refresh(), RETRY_REFRESH_MS);
+      return;
+    }
+    signOutOfRelay(`Signed out of the relay: ${(failure as Error).message}`);
+  }
+}
+
+function accessToken(): string {
+  return storedTokens()?.access_token ?? "";
+}
+
+/** The relay's own JSON endpoints (`/relay/api/...`). */
+async function relayJson<T>(method: string, path: string, body?: unknown, authorized = true): Promise<T> {
+  const headers: Record<string, string> = { "Content-Type": "application/json" };
+  if (authorized) headers.Authorization = `Bearer ${accessToken()}`;
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "omit",
+    });
+  } catch (failure) {
+    throw new Unreachable("relay", (failure as Error).message);
+  }
+  if (response.headers.get("X-BetCode-Offline")) throw new Unreachable("relay");
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = data.error ?? {};
+    throw new RelayRefused(error.message || `HTTP ${response.status}`, error.code || String(response.status));
+  }
+  return data as T;
+}
+
+// ---- the screens ----
+
+function show(screen: "login" | "machines" | "machine"): void {
+  byId("relay-login").hidden = screen !== "login";
+  byId("relay-machines").hidden = screen !== "machines";
+  byId("machine-bar").hidden = screen !== "machine";
+}
+
+function signOutOfRelay(reason: string): void {
+  clearTimeout(refreshTimer);
+  localStorage.removeItem(TOKENS);
+  sessionStorage.removeItem(OPENED);
+  hooks.leave();
+  show("login");
+  byId("relay-login-error").textContent = reason;
+}
+
+/** Where the page stands, in the header: "relay unreachable", "machine offline", ... */
+function say(text: string): void {
+  byId("connection").textContent = text;
+}
+
+async function showMachines(): Promise<void> {
+  show("machines");
+  const list = byId("machine-list");
+  try {
+    const { machines } = await relayJson<{ machines: Machine[] }>("GET", "/relay/api/machines");
+    say("");
+    list.replaceChildren(
+      ...machines.map((machine) => {
+        const state = machine.status === "MACHINE_STATUS_ONLINE" ? "online" : "offline";
+        return el(
+          "li",
+          { "data-machine": machine.machine_id },
+          el("button", { type: "button", class: "link", text: machine.name || machine.machine_id, onclick: () => void openMachine(machine) }),
+          " ",
+          el("span", { class: `meta state-${state}`, text: state }),
+        );
+      }),
+    );
+    if (!machines.length) list.append(el("li", { class: "meta", text: "No machines registered (`betcode machine register` on one)." }));
+  } catch (failure) {
+    if (failure instanceof RelayRefused && failure.code === "UNAUTHENTICATED") {
+      signOutOfRelay("The relay's login expired: sign in again.");
+      return;
+    }
+    say((failure as Error).message);
+  }
+}
+
+async function openMachine(machine: Machine): Promise<void> {
+  const error = byId("machines-error");
+  error.textContent = "";
+  const link: RelayLink = {
+    origin: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}`,
+    machineId: machine.machine_id,
+    clientId: hooks.clientId,
+    token: accessToken,
+  };
+  say(`opening ${machine.name || machine.machine_id}…`);
+  try {
+    const opened = await exchangeKeys(link, localStorage);
+    sessionStorage.setItem(OPENED, JSON.stringify(machine));
+    show("machine");
+    say("");
+    byId("machine-name").textContent = machine.name || machine.machine_id;
+    byId("fingerprint").textContent = opened.fingerprint;
+    await hooks.enter(machine, new RelayTransport(link, opened.session), opened.fingerprint);
+  } catch (failure) {
+    sessionStorage.removeItem(OPENED);
+    const message = failure instanceof KeyChanged ? `Refused: ${failure.message}` : (failure as Error).message;
+    await showMachines();
+    error.textContent = message;
+    if (failure instanceof Unreachable) say(failure.message);
+  }
+}
+
+let hooks: RelayHooks & { clientId: string };
+
+/** The relay origin's page: the machine this tab had open, else the machines, else the login. */
+export function startRelayHome(appHooks: RelayHooks & { clientId: string }): void {
+  hooks = appHooks;
+  byId<HTMLFormElement>("relay-login-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const form = new FormData(event.target as HTMLFormElement);
+    const body = { username: form.get("username"), password: form.get("password") };
+    byId("relay-login-error").textContent = "";
+    relayJson<{ access_token: string; refresh_token?: string; expires_in_secs?: number }>("POST", "/relay/api/login", body, false).then(
+      (reply) => {
+        keepTokens(reply);
+        void showMachines();
+      },
+      (failure: Error) => void (byId("relay-login-error").textContent = failure.message),
+    );
+  });
+  byId("back-to-machines").addEventListener("click", () => {
+    // The app's state (streams, lists, waiting requests) belongs to the machine left: the page
+    // starts over on the machines.
+    sessionStorage.removeItem(OPENED);
+    location.replace(location.pathname);
+  });
+  byId("relay-sign-out").addEventListener("click", () => signOutOfRelay(""));
+  void resume();
+}
+
+async function resume(): Promise<void> {
+  const tokens = storedTokens();
+  if (!tokens) return show("login");
+  if (tokens.expires_at - Date.now() < REFRESH_AHEAD_MS) {
+    if (!tokens.refresh_token) return signOutOfRelay("The relay's login expired: sign in again.");
+    await refresh();
+    if (!storedTokens()) return; // refused: the login screen says why
+  } else {
+    scheduleRefresh(tokens);
+  }
+  const opened = sessionStorage.getItem(OPENED);
+  if (opened) await openMachine(JSON.parse(opened) as Machine);
+  else await showMachines();
+}
