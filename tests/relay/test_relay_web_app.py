@@ -6,8 +6,9 @@ signs in to the machine with a pairing code, and uses the normal app: a new sess
 machine's repository, a real-CLI Bash call allowed from the action bar that runs exactly once,
 Markdown rendered. Every request and the session stream went as WebGatewayService calls sealed
 in the page: no NATS message and no relay file holds the conversation. Installable at the
-relay's address (Chromium's installability check), and its offline shell says "machine offline"
-with the daemon gone and "relay unreachable" with the relay down."""
+relay's address (Chromium's installability check), its notifications offered once a machine
+is open, and its offline shell says "machine offline" with the daemon gone and "relay
+unreachable" with the relay down."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ PHONE = {"width": 390, "height": 844}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 SECRET = "phone-secret-7311"
 MARKDOWN_SECRET = "markdown-secret-4242"
+
+TOKENS = "JSON.parse(localStorage.getItem('betcode-relay-tokens'))"
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
 
@@ -154,10 +157,19 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
     await phone.screenshot(path=str(ARTIFACTS / "relay-app-session.png"))
     assert marker.read_text().splitlines() == [SECRET]  # the tool ran exactly once
 
-    # A reload comes back to the same machine and session, signed in.
+    # A reload comes back to the same machine and session, signed in; an access token about
+    # to expire is renewed first (the relay rotates the refresh token with it).
+    tokens = await phone.evaluate(TOKENS)
+    await phone.evaluate(
+        "localStorage.setItem('betcode-relay-tokens', JSON.stringify("
+        f"{{...{json.dumps(tokens)}, expires_at: Date.now() + 5000}}))"
+    )
     await phone.reload()
     await expect(phone.locator(".note", has_text="turn complete")).to_have_count(2)
     await expect(phone.locator("#fingerprint")).to_have_text(daemon_fingerprint(rig))
+    renewed = await phone.evaluate(TOKENS)
+    assert renewed["refresh_token"] not in ("", tokens["refresh_token"])
+    assert renewed["expires_at"] > tokens["expires_at"] - 60_000
     # Back to the machines; another key pinned for the machine (as if its key had changed):
     # refused, the app not opened.
     await phone.get_by_role("button", name="← Machines").click()
@@ -212,7 +224,29 @@ async def test_installable_at_the_relay_and_offline_it_says_what_is_unreachable(
     assert (await cdp.send("Page.getAppManifest"))["errors"] == []
     installability = await cdp.send("Page.getInstallabilityErrors")
     assert installability["installabilityErrors"] == [], installability
+    assert (await page.evaluate("navigator.serviceWorker.controller.scriptURL")).endswith(
+        "/sw.js?origin=relay"
+    )
+    notify = page.locator("#enable-notifications")
+    await expect(notify).to_be_hidden()  # nothing to subscribe to before a machine is open
     await open_machine(page, rig)
+
+    # Notifications from the opened machine: its VAPID key fetched through the gateway, then
+    # Chromium's pushManager, which needs its vendor's push service (unreachable here: the
+    # button says so). A notification at the relay's address has no answer buttons (the worker
+    # cannot seal an answer): tapping it opens the app.
+    await installable.grant_permissions(["notifications"], origin=web_url(rig))
+    await notify.click()
+    await expect(notify).to_have_text("Notify me (failed)", timeout=60_000)
+    assert "push service did not answer" in (await notify.get_attribute("title") or "")
+    [worker] = installable.service_workers
+    message = {"kind": "permission", "request_id": "r-1", "title": "Bash waits", "body": "x"}
+    shown = await worker.evaluate(
+        f"showMessage({json.dumps(message)})"
+        ".then(() => self.registration.getNotifications())"
+        ".then(ns => ns.map(n => ({title: n.title, actions: n.actions.length})))"
+    )
+    assert shown == [{"title": "Bash waits", "actions": 0}]
 
     # The machine's daemon gone: the relay answers, the machine does not.
     await rig.stop_daemon()

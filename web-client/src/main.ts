@@ -18,10 +18,11 @@ const LIST_REFRESH_MS = 10000;
 
 declare global {
   interface Window {
-    betcode: { clientId: string; stats: typeof stats };
+    // install.js (plain JavaScript) reaches the daemon with `api` at a relay's address.
+    betcode: { clientId: string; stats: typeof stats; api: typeof api };
   }
 }
-window.betcode = { clientId, stats };
+window.betcode = { clientId, stats, api };
 
 const view: { session: string | null; stream: SessionStream | null } = { session: null, stream: null };
 
@@ -205,8 +206,10 @@ whenSignedOut(() => showSignIn("This browser was signed out (revoked, or the acc
 let started = false;
 function showSignedIn(): void {
   byId("sign-in").hidden = true;
+  document.body.classList.remove("signed-out"); // signed in by a code typed: no reload since
   const device = storedDevice();
   byId("device-name").textContent = device ? device.name : "";
+  window.dispatchEvent(new Event("betcode:signed-in")); // install.js offers notifications then
   if (!started) {
     started = true;
     window.addEventListener("hashchange", route);

@@ -2,7 +2,9 @@
 // bundle): registers the service worker (/sw.js) and, from the "Notify me" button, subscribes
 // this browser to the daemon's Web Push and registers the subscription (docs/WEB.md
 // "Notifications"). A browser already subscribed registers again at each load, so a daemon
-// that lost it gets it back.
+// that lost it gets it back. At a relay's address (docs/WEB.md "Through the relay") that is the
+// opened machine's daemon, reached through the page's own sealed calls, once the page has
+// signed in to it.
 "use strict";
 
 (() => {
@@ -10,8 +12,11 @@
   if (!("serviceWorker" in navigator)) return;
   const button = document.getElementById("enable-notifications");
   const pushable = "PushManager" in window && "Notification" in window;
+  const atRelay = document.documentElement.dataset.origin === "relay";
+  // The worker is told where it runs: at a relay's address it cannot answer from a
+  // notification (the answer would have to be sealed end to end).
   const registered = navigator.serviceWorker
-    .register("/sw.js")
+    .register(atRelay ? "/sw.js?origin=relay" : "/sw.js")
     .then(() => navigator.serviceWorker.ready);
 
   // The device credential the page keeps (web-client/src/credential.ts), never a cookie.
@@ -24,12 +29,15 @@
     }
   }
 
-  async function api(path, options = {}) {
-    const headers = { ...authorization(), ...(options.headers || {}) };
-    const response = await fetch(path, { credentials: "omit", ...options, headers });
-    const body = await response.json().catch(() => ({}));
-    if (!response.ok) throw new Error((body.error && body.error.message) || `HTTP ${response.status}`);
-    return body;
+  async function api(path, method = "GET", body = undefined) {
+    if (atRelay) return window.betcode.api(method, path, body);
+    const headers = { ...authorization(), "Content-Type": "application/json" };
+    const init = { credentials: "omit", method, headers };
+    if (body !== undefined) init.body = JSON.stringify(body);
+    const response = await fetch(path, init);
+    const answer = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error((answer.error && answer.error.message) || `HTTP ${response.status}`);
+    return answer;
   }
 
   async function subscribe(registration) {
@@ -46,11 +54,7 @@
         gaveUp,
       ]);
     }
-    await api("/api/push/subscriptions", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(subscription.toJSON()),
-    });
+    await api("/api/push/subscriptions", "POST", subscription.toJSON());
   }
 
   function show(text, title) {
@@ -76,14 +80,20 @@
     }
   }
 
+  function offer() {
+    registered.then(async (registration) => {
+      const subscribed = (await registration.pushManager.getSubscription()) !== null;
+      if (Notification.permission === "granted" && subscribed) {
+        await subscribe(registration).catch(() => undefined);
+      } else if (Notification.permission !== "denied") {
+        show("Notify me", "tell this device when an approval waits");
+      }
+    });
+  }
+
   if (!pushable) return;
   if (button !== null) button.addEventListener("click", enable);
-  registered.then(async (registration) => {
-    const subscribed = (await registration.pushManager.getSubscription()) !== null;
-    if (Notification.permission === "granted" && subscribed) {
-      await subscribe(registration).catch(() => undefined);
-    } else if (Notification.permission !== "denied") {
-      show("Notify me", "tell this device when an approval waits");
-    }
-  });
+  // At a relay's address: once a machine is opened and signed in to (the page says so).
+  if (atRelay) window.addEventListener("betcode:signed-in", offer, { once: true });
+  else offer();
 })();

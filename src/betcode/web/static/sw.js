@@ -16,6 +16,9 @@ const SHELL = [
   "/icons/icon-512.png",
 ];
 const CLIENT_ID = "web-notification";
+// Registered from a relay's address (install.js): an answer to the machine would have to be
+// sealed end to end, which this worker cannot do, so a notification opens the app instead.
+const AT_RELAY = new URL(self.location.href).searchParams.get("origin") === "relay";
 // As web-client/src/transport.ts says them.
 const UNREACHABLE =
   "daemon unreachable: this device is offline, or the daemon or the network between them is down";
@@ -103,13 +106,14 @@ self.addEventListener("push", (event) => {
 });
 
 function showMessage(message) {
-  const answerable = message.kind === "permission" && Boolean(message.request_id);
+  const waits = message.kind === "permission" && Boolean(message.request_id);
+  const answerable = waits && !AT_RELAY;
   return self.registration.showNotification(message.title || "BetCode", {
     body: message.body || "",
     tag: message.notification_id || undefined,
     data: message,
     icon: "/icons/icon-192.png",
-    requireInteraction: answerable,
+    requireInteraction: waits,
     // An answer made elsewhere replaces the notification without a second alert.
     silent: message.kind === "resolved",
     actions: answerable
