@@ -7,6 +7,7 @@ answers each delivered call as scripted."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -66,15 +67,16 @@ class StandInMachine:
             await self.outgoing.put(frames.error_frame(request_id, code, f"scripted {code.name}"))
 
 
-async def buffered(call: object) -> None:
+async def buffered(call: object) -> str:
+    """The place the relay's receipt names."""
     with pytest.raises(grpc.aio.AioRpcError) as offline:
         await call  # type: ignore[misc]
     assert offline.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert BUFFERED_TRAILER in dict(offline.value.trailing_metadata() or ())
+    return str(dict(offline.value.trailing_metadata() or ())[BUFFERED_TRAILER])
 
 
 async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_dropped(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = BufferSettings(retry_initial_seconds=0.2, retry_max_seconds=0.4)
     async with (
@@ -85,7 +87,7 @@ async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_
         machine = await register_machine(channel, alice, MACHINE)
         agent = agent_pb2_grpc.AgentServiceStub(channel)
         metadata = (*bearer(alice.access), ("x-machine-id", MACHINE))
-        await buffered(
+        rename_place = await buffered(
             agent.RenameSession(
                 agent_pb2.RenameSessionRequest(session_id="s", name="n"), metadata=metadata
             )
@@ -104,6 +106,7 @@ async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_
                 RENAME: [grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.OK],
             }
         )
+        caplog.set_level(logging.INFO, logger="betcode.relay.buffer")
         serving = asyncio.create_task(stand_in.serve(relay, machine.key, machine.cert))
         try:
             async with asyncio.timeout(30):
@@ -111,6 +114,8 @@ async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_
                     await asyncio.sleep(0.1)
             await asyncio.sleep(1.5)  # more than the retry delays: a wrong retry would show
             assert stand_in.delivered == [CANCEL, CANCEL, CANCEL, RENAME]
+            # The refusal is logged under the place its caller was given.
+            assert f"(place {rename_place}) refused, dropped: scripted" in caplog.text
         finally:
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)

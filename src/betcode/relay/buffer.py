@@ -298,15 +298,17 @@ class OfflineBuffer:
         """True once nothing is left to deliver; False when a call must be tried again."""
         for message in await self.pending(machine_id):
             outcome = await self._deliver_one(tunnel, message)
-            method = (message.headers or {}).get(METHOD_HEADER)
+            # Named by its place: the receipt its caller got (x-betcode-buffered).
+            what = (
+                f"buffered {(message.headers or {}).get(METHOD_HEADER)} for {machine_id} "
+                f"(place {message.metadata.sequence.stream})"
+            )
             if outcome is None or _retryable(outcome):
                 why = "no answer" if outcome is None else outcome.error.message
-                log.info("buffered %s for %s kept for later: %s", method, machine_id, why)
+                log.info("%s kept for later: %s", what, why)
                 return False
             if outcome.frame_type == frames.ERROR:
-                log.warning(
-                    "buffered %s for %s refused: %s", method, machine_id, outcome.error.message
-                )
+                log.warning("%s refused, dropped: %s", what, outcome.error.message)
             await self._js.delete_msg(message.metadata.stream, message.metadata.sequence.stream)
         return True
 
