@@ -153,6 +153,7 @@ class AgentService:
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.gather(reader, pump, return_exceptions=True)
+        _raise_if_stopping(session)
 
     async def _open(
         self, start: agent_pb2.StartConversation, client_id: str
@@ -223,6 +224,7 @@ class AgentService:
             async with contextlib.aclosing(stream):
                 async for batch in stream:
                     yield [data for _, data in batch]
+        _raise_if_stopping(session)
 
     # ---- unary ----
 
@@ -432,3 +434,12 @@ class AgentService:
         self._clients.seen(client_id)
         await note_activity(self._bridge, session)
         return session
+
+
+def _raise_if_stopping(session: Session) -> None:
+    """A stream the stopping daemon ended ends UNAVAILABLE (DAEMON_STOPPED), not OK: its client
+    reconnects, and the next daemon replays from its last sequence."""
+    if session.streams_ended:
+        raise BetCodeError(
+            ErrorCode.DAEMON_STOPPED, "the daemon is stopping; reconnect to the next one"
+        )

@@ -556,6 +556,11 @@ class SessionManager:
         )
         return session
 
+    def end_streams(self) -> None:
+        """The daemon is stopping: every session's client streams end now."""
+        for session in self._sessions.values():
+            session.end_streams()
+
     async def shutdown(self, *, keep_claude: bool = False) -> None:
         """Close every session; `keep_claude`: leave their claude processes running under
         their holders, for the next daemon to re-attach."""

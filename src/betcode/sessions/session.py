@@ -134,6 +134,7 @@ class Session:
         self._turns = Turns()
         self._turn_started_at = time.monotonic()
         self.closed = False
+        self.streams_ended = False  # end_streams: the daemon is stopping
         self._lines: asyncio.Queue[_Item] = asyncio.Queue()
         # Called at the end of every turn, in order (subagents wait on their session this way).
         self.turn_listeners: list[Callable[[TurnEnd], None]] = []
@@ -560,6 +561,12 @@ class Session:
             change = agent_pb2.AgentEvent.FromString(recalled.status).status_change
             status = (change.status, change.message)
         self.translator.recall(messages, status)
+
+    def end_streams(self) -> None:
+        """The daemon is stopping: every client's attachment ends now (its stream says so
+        and the client reconnects to the next daemon), not when the client lets go."""
+        self.streams_ended = True
+        self.hub.close_all()
 
     async def close(self, *, keep_claude: bool = False, daemon_stops: bool = False) -> None:
         """Stop claude and the session; `keep_claude`: leave claude running under its holder

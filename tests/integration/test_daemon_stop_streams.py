@@ -1,0 +1,60 @@
+"""A graceful stop (`daemon stop`, and `daemon restart`'s) ends every client's stream of a
+session at once, UNAVAILABLE with DAEMON_STOPPED, so the client reconnects to the next daemon:
+the stop's grace waits only for requests in flight. Before, a stream lasted as long as its
+client kept it, and every stop with a client attached took the whole grace (5 s;
+benchmarks/bench_graceful_stop.py). A real daemon in this event loop with the pinned real CLI
+against the mock model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import pytest
+from harness.conditions import until
+from harness.daemon import Client, daemon_config
+from harness.environment import Workspace
+
+from betcode import daemon as daemon_module
+from betcode.core.errors import ErrorCode, error_code_of
+from betcode.daemon import Daemon
+from betcode.devtools.mock_anthropic import MockAnthropic
+from betcode.v1 import agent_pb2
+
+pytestmark = pytest.mark.real_cli
+
+
+async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stopped(
+    tmp_path: Path,
+    claude_bin: Path,
+    mock_api: MockAnthropic,
+    workspace: Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Were the streams still waited for, this stop would take an hour.
+    monkeypatch.setattr(daemon_module, "SHUTDOWN_GRACE_SECONDS", 3600.0)
+    config = daemon_config(tmp_path / "daemon", claude_bin, workspace.env(mock_api.base_url))
+    daemon = Daemon(config)
+    await daemon.start()
+    writer, observer = Client(config.socket_path, "writer"), Client(config.socket_path, "watcher")
+    try:
+        writer.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
+        writer.say("SCN:plain")
+        await writer.wait_for("turn_complete")
+        observer.resume(writer.session_id)
+        assert daemon.sessions is not None
+        session = await daemon.sessions.get(writer.session_id)
+        await until(lambda: len(session.hub) == 2)  # both attached
+
+        async with asyncio.timeout(60):
+            await daemon.stop()
+        for client in (writer, observer):
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                await client.ended()
+            assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, client.client_id
+            assert error_code_of(ended.value) == ErrorCode.DAEMON_STOPPED, client.client_id
+    finally:
+        for client in (writer, observer):
+            await client.close()
