@@ -4,11 +4,11 @@ on the tunnel running the pinned real CLI against the mock model. The phone logs
 sees the machine online, opens it (its fingerprint shown and pinned; a changed key refused),
 signs in to the machine with a pairing code, and uses the normal app: a new session in the
 machine's repository, a real-CLI Bash call allowed from the action bar that runs exactly once,
-Markdown rendered. Every request and the session stream went as WebGatewayService calls sealed
-in the page: no NATS message and no relay file holds the conversation. Installable at the
-relay's address (Chromium's installability check), its notifications offered once a machine
-is open, and its offline shell says "machine offline" with the daemon gone and "relay
-unreachable" with the relay down."""
+Markdown rendered, a question answered. Every request and the session stream went as
+WebGatewayService calls sealed in the page: no NATS message and no relay file holds the
+conversation. Installable at the relay's address (Chromium's installability check), its
+notifications offered once a machine is open, and its offline shell says "machine offline" with
+the daemon gone and "relay unreachable" with the relay down."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ PHONE = {"width": 390, "height": 844}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 SECRET = "phone-secret-7311"
 MARKDOWN_SECRET = "markdown-secret-4242"
+ANSWER_SECRET = "answer-secret-9090"
 
 TOKENS = "JSON.parse(localStorage.getItem('betcode-relay-tokens'))"
 
@@ -154,6 +155,17 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
     await expect(answer.locator("h1")).to_have_text("Through the relay")
     await expect(answer.locator("strong")).to_have_text(MARKDOWN_SECRET)
     await expect(phone.locator(".note", has_text="turn complete")).to_have_count(2)
+    # A question from claude, answered in the action bar (a typed answer, sealed both ways).
+    await phone.get_by_label("Message", exact=True).fill('SCN:ask {"questions": 1} ask me')
+    await phone.get_by_role("button", name="Send").click()
+    question = bar.locator("fieldset")
+    await expect(question).to_have_count(1)
+    await question.get_by_role("radio", name="Other").check()
+    await question.get_by_role("textbox").fill(ANSWER_SECRET)
+    await bar.get_by_role("button", name="Submit answers").click()
+    await expect(phone.locator(".outcome").last).to_contain_text("Answered by this page")
+    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(3)
+    await expect(phone.locator(".assistant").last).to_contain_text(ANSWER_SECRET)
     await phone.screenshot(path=str(ARTIFACTS / "relay-app-session.png"))
     assert marker.read_text().splitlines() == [SECRET]  # the tool ran exactly once
 
@@ -165,7 +177,7 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
         f"{{...{json.dumps(tokens)}, expires_at: Date.now() + 5000}}))"
     )
     await phone.reload()
-    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(2)
+    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(3)
     await expect(phone.locator("#fingerprint")).to_have_text(daemon_fingerprint(rig))
     renewed = await phone.evaluate(TOKENS)
     assert renewed["refresh_token"] not in ("", tokens["refresh_token"])
@@ -183,11 +195,12 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
     await subscription.unsubscribe()
     assert seen
     carried = b"".join(seen)
-    for plain in (SECRET, MARKDOWN_SECRET, session_id, str(workspace.repo), device["credential"]):
+    secrets = (SECRET, MARKDOWN_SECRET, ANSWER_SECRET, device["credential"])
+    for plain in (*secrets, session_id, str(workspace.repo)):
         assert plain.encode() not in carried, plain
     for path in files_under(rig.relay.options.files.root):
         content = path.read_bytes()
-        for plain in (SECRET, MARKDOWN_SECRET, device["credential"]):
+        for plain in secrets:
             assert plain.encode() not in content, (path, plain)
 
 
