@@ -1,14 +1,15 @@
 """A graceful stop (`daemon stop`, and `daemon restart`'s) ends every client's stream of a
-session at once, UNAVAILABLE with DAEMON_STOPPED, so the client reconnects to the next daemon:
-the stop's grace waits only for requests in flight. Before, a stream lasted as long as its
-client kept it, and every stop with a client attached took the whole grace (5 s;
-benchmarks/bench_graceful_stop.py). A real daemon in this event loop with the pinned real CLI
-against the mock model."""
+session (a subagent's watch too) at once, UNAVAILABLE with DAEMON_STOPPED, so the client
+reconnects to the next daemon: the stop's grace waits only for requests in flight. Before, a
+stream lasted as long as its client kept it, and every stop with a client attached took the
+whole grace (5 s; benchmarks/bench_graceful_stop.py). A real daemon in this event loop with
+the pinned real CLI against the mock model."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -21,9 +22,16 @@ from betcode import daemon as daemon_module
 from betcode.core.errors import ErrorCode, error_code_of
 from betcode.daemon import Daemon
 from betcode.devtools.mock_anthropic import MockAnthropic
-from betcode.v1 import agent_pb2
+from betcode.v1 import agent_pb2, subagent_pb2, subagent_pb2_grpc
 
 pytestmark = pytest.mark.real_cli
+
+STALLED = 'SCN:stall_first_byte {"seconds": 60} the long turn'
+
+
+async def read_to_the_end(call: grpc.aio.UnaryStreamCall[Any, Any]) -> None:
+    while await call.read() is not grpc.aio.EOF:
+        pass
 
 
 async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stopped(
@@ -39,11 +47,23 @@ async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stoppe
     daemon = Daemon(config)
     await daemon.start()
     writer, observer = Client(config.socket_path, "writer"), Client(config.socket_path, "watcher")
+    channel = grpc.aio.insecure_channel(f"unix:{config.socket_path}")
     try:
         writer.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
         writer.say("SCN:plain")
         await writer.wait_for("turn_complete")
         observer.resume(writer.session_id)
+        # A subagent whose turn waits on the model, watched (as `betcode subagent watch`).
+        subagents = subagent_pb2_grpc.SubagentServiceStub(channel)
+        spawned = await subagents.SpawnSubagent(
+            subagent_pb2.SpawnSubagentRequest(
+                parent_session_id=writer.session_id, prompt=STALLED, name="slow"
+            )
+        )
+        watch = subagents.WatchSubagent(
+            subagent_pb2.WatchSubagentRequest(subagent_id=spawned.subagent_id)
+        )
+        assert (await watch.read()).WhichOneof("event") == "started"
         assert daemon.sessions is not None
         session = await daemon.sessions.get(writer.session_id)
         await until(lambda: len(session.hub) == 2)  # both attached
@@ -55,6 +75,12 @@ async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stoppe
                 await client.ended()
             assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, client.client_id
             assert error_code_of(ended.value) == ErrorCode.DAEMON_STOPPED, client.client_id
+        with pytest.raises(grpc.aio.AioRpcError) as watched:
+            await read_to_the_end(watch)
+        assert watched.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert error_code_of(watched.value) == ErrorCode.DAEMON_STOPPED
     finally:
+        mock_api.release_stalls()
         for client in (writer, observer):
             await client.close()
+        await channel.close()

@@ -9,6 +9,8 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from betcode.sessions.session import StreamsEnded
+
 log = logging.getLogger(__name__)
 
 PER_EVENT_BATCH = 64  # frames taken per wake-up on the per-event stream
@@ -26,6 +28,8 @@ async def pump_batches(
         try:
             async for batch in stream:
                 await outbox.put([data for _, data in batch])
+        except StreamsEnded:
+            pass  # the daemon is stopping: the stream's owner says so to its client
         except Exception:
             log.exception("event stream failed")
     await outbox.put(None)

@@ -34,6 +34,7 @@ from betcode.sessions.manager import (
     SessionNotFound,
     WorktreeNotFound,
 )
+from betcode.sessions.session import StreamsEnded
 from betcode.storage.errors import StorageError
 
 MAX_ID_CHARS = MAX_SESSION_ID_CHARS
@@ -86,6 +87,8 @@ def domain_error(exc: Exception) -> BetCodeError | None:
         return BetCodeError(ErrorCode.WORKDIR_MISSING, str(exc), {"path": str(exc.cwd)})
     if isinstance(exc, ClaudeStartError | ClaudeStdinClosed):
         return BetCodeError(ErrorCode.SUBPROCESS_CRASHED, f"claude did not take the input: {exc}")
+    if isinstance(exc, StreamsEnded):
+        return BetCodeError(ErrorCode.DAEMON_STOPPED, str(exc))
     if isinstance(exc, sqlite3.Error | StorageError):
         return BetCodeError(ErrorCode.SQLITE_ERROR, f"the daemon's database failed: {exc}")
     return None

@@ -48,7 +48,7 @@ from betcode.server.errors import translates_errors
 from betcode.server.framing import encode_event_batch
 from betcode.sessions.input_lock import NoInputLock
 from betcode.sessions.manager import SessionManager, SessionNotFound
-from betcode.sessions.session import Session
+from betcode.sessions.session import STREAMS_ENDED, Session, StreamsEnded
 from betcode.storage import grants as grant_rows
 from betcode.storage.grants import GrantAction
 from betcode.storage.reader import StoreReader
@@ -224,7 +224,6 @@ class AgentService:
             async with contextlib.aclosing(stream):
                 async for batch in stream:
                     yield [data for _, data in batch]
-        _raise_if_stopping(session)
 
     # ---- unary ----
 
@@ -437,9 +436,8 @@ class AgentService:
 
 
 def _raise_if_stopping(session: Session) -> None:
-    """A stream the stopping daemon ended ends UNAVAILABLE (DAEMON_STOPPED), not OK: its client
-    reconnects, and the next daemon replays from its last sequence."""
+    """A Converse the stopping daemon ended (its pump took the StreamsEnded) ends UNAVAILABLE
+    (DAEMON_STOPPED), not OK: its client reconnects, and the next daemon replays from its last
+    sequence."""
     if session.streams_ended:
-        raise BetCodeError(
-            ErrorCode.DAEMON_STOPPED, "the daemon is stopping; reconnect to the next one"
-        )
+        raise StreamsEnded(STREAMS_ENDED)

@@ -99,6 +99,13 @@ class Recalled:
     status: bytes | None
 
 
+STREAMS_ENDED = "the daemon is stopping; reconnect to the next one"
+
+
+class StreamsEnded(Exception):
+    """A client's attachment ended because the daemon is stopping (Session.end_streams)."""
+
+
 class Session:
     """A live session: its claude supervisor, translator, fan-out hub and input lock."""
 
@@ -497,6 +504,8 @@ class Session:
             )
             async for batch in stream:
                 yield batch
+            if self.streams_ended:
+                raise StreamsEnded(STREAMS_ENDED)
         finally:
             self.hub.unsubscribe(subscriber)
             if takes_input:
@@ -563,8 +572,8 @@ class Session:
         self.translator.recall(messages, status)
 
     def end_streams(self) -> None:
-        """The daemon is stopping: every client's attachment ends now (its stream says so
-        and the client reconnects to the next daemon), not when the client lets go."""
+        """The daemon is stopping: every client's attachment ends now, raising StreamsEnded
+        (its client reconnects to the next daemon), not when the client lets go."""
         self.streams_ended = True
         self.hub.close_all()
 
