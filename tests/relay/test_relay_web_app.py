@@ -182,6 +182,18 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
     renewed = await phone.evaluate(TOKENS)
     assert renewed["refresh_token"] not in ("", tokens["refresh_token"])
     assert renewed["expires_at"] > tokens["expires_at"] - 60_000
+    # The relay's login refused mid-use (here a token the relay never made): the page goes
+    # back to the relay's login, saying why; logged in again, the machines.
+    await phone.evaluate(
+        "localStorage.setItem('betcode-relay-tokens', JSON.stringify("
+        f"{{...{json.dumps(renewed)}, access_token: 'not-a-token'}}))"
+    )
+    await expect(phone.locator("#relay-login-error")).to_contain_text(
+        "The relay refused this login", timeout=30_000
+    )
+    await logged_in(phone, rig)
+    await phone.locator("#machine-list li", has_text=MACHINE).get_by_role("button").click()
+    await expect(phone.get_by_role("heading", name="Sessions")).to_be_visible()
     # Back to the machines; another key pinned for the machine (as if its key had changed):
     # refused, the app not opened.
     await phone.get_by_role("button", name="← Machines").click()

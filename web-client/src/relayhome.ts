@@ -10,6 +10,7 @@ import { exchangeKeys, RelayRefused, RelayTransport, Unreachable, type RelayLink
 
 const TOKENS = "betcode-relay-tokens"; // kept across restarts of an installed app
 const OPENED = "betcode-relay-machine"; // this tab's machine: a reload opens it again
+const SIGNED_OUT = "betcode-relay-signed-out"; // why, across the page's start over
 const REFRESH_AHEAD_MS = 60_000; // the access token is renewed a minute before it expires
 const RETRY_REFRESH_MS = 15_000;
 
@@ -112,10 +113,18 @@ function show(screen: "login" | "machines" | "machine"): void {
   byId("machine-bar").hidden = screen !== "machine";
 }
 
+let entered = false; // a machine's app is running in this page
+
 function signOutOfRelay(reason: string): void {
   clearTimeout(refreshTimer);
   localStorage.removeItem(TOKENS);
   sessionStorage.removeItem(OPENED);
+  if (entered) {
+    // The app's streams and timers belong to the login that ended: the page starts over.
+    sessionStorage.setItem(SIGNED_OUT, reason);
+    location.replace(location.pathname);
+    return;
+  }
   hooks.leave();
   show("login");
   byId("relay-login-error").textContent = reason;
@@ -162,6 +171,7 @@ async function openMachine(machine: Machine): Promise<void> {
     machineId: machine.machine_id,
     clientId: hooks.clientId,
     token: accessToken,
+    onUnauthenticated: () => signOutOfRelay("The relay refused this login (expired or revoked): sign in again."),
   };
   say(`opening ${machine.name || machine.machine_id}…`);
   try {
@@ -171,6 +181,7 @@ async function openMachine(machine: Machine): Promise<void> {
     say("");
     byId("machine-name").textContent = machine.name || machine.machine_id;
     byId("fingerprint").textContent = opened.fingerprint;
+    entered = true;
     await hooks.enter(machine, new RelayTransport(link, opened.session), opened.fingerprint);
   } catch (failure) {
     sessionStorage.removeItem(OPENED);
@@ -211,7 +222,12 @@ export function startRelayHome(appHooks: RelayHooks & { clientId: string }): voi
 
 async function resume(): Promise<void> {
   const tokens = storedTokens();
-  if (!tokens) return show("login");
+  if (!tokens) {
+    show("login");
+    byId("relay-login-error").textContent = sessionStorage.getItem(SIGNED_OUT) ?? "";
+    sessionStorage.removeItem(SIGNED_OUT);
+    return;
+  }
   if (tokens.expires_at - Date.now() < REFRESH_AHEAD_MS) {
     if (!tokens.refresh_token) return signOutOfRelay("The relay's login expired: sign in again.");
     await refresh();

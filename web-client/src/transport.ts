@@ -124,6 +124,7 @@ export interface RelayLink {
   machineId: string;
   clientId: string; // `web-...`: who answered, in the daemon's audit
   token: () => string; // the relay access token, current at each call
+  onUnauthenticated?: () => void; // the relay refused the token (expired, revoked)
   openSocket?: (url: string, protocols: string[]) => CallSocket; // tests: no browser
 }
 
@@ -147,7 +148,11 @@ export class RelayCall {
   private pending: (string | Uint8Array)[] | null = []; // sent once the socket opens
   private ended = false;
 
-  constructor(link: RelayLink, method: string, e2e: string) {
+  constructor(
+    private readonly link: RelayLink,
+    method: string,
+    e2e: string,
+  ) {
     const url = `${link.origin}/relay/api/machines/${encodeURIComponent(link.machineId)}/call`;
     this.send(JSON.stringify({ method, e2e, token: link.token(), client_id: link.clientId }));
     const open = link.openSocket ?? ((address, protocols) => new WebSocket(address, protocols) as unknown as CallSocket);
@@ -182,6 +187,7 @@ export class RelayCall {
     this.ended = true;
     this.socket.close();
     this.onend(status);
+    if (status.code === "UNAUTHENTICATED") this.link.onUnauthenticated?.();
   }
 }
 

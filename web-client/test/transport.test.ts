@@ -146,7 +146,7 @@ test("a request is one Fetch call: the head, the sealed WebRequest, end; the sea
 });
 
 test("a call's failures say where: the relay gone, the machine offline, a refusal", async () => {
-  const { sockets, transport } = rig();
+  const { link, sockets, transport } = rig();
   const gone = transport.request("GET", "/api/sessions", {});
   sockets[0].onerror?.(); // the relay cannot be reached
   await assert.rejects(gone, (failure) => failure instanceof Unreachable && failure.place === "relay" && failure.message.startsWith("relay unreachable"));
@@ -156,10 +156,13 @@ test("a call's failures say where: the relay gone, the machine offline, a refusa
   sockets[1].status("UNAVAILABLE", "machine box 1 is not connected");
   await assert.rejects(offline, (failure) => failure instanceof Unreachable && failure.place === "machine" && failure.message.startsWith("machine offline"));
 
+  let signedOut = 0;
+  link.onUnauthenticated = () => (signedOut += 1);
   const refused = transport.request("GET", "/api/sessions", {});
   sockets[2].onopen?.();
   sockets[2].status("UNAUTHENTICATED", "token expired");
   await assert.rejects(refused, (failure) => failure instanceof RelayRefused && failure.code === "UNAUTHENTICATED");
+  assert.equal(signedOut, 1); // the page goes back to the relay's login
 
   // A status after the socket closed is not taken twice, nor a close after the status.
   const answered = transport.request("POST", "/api/permissions/r-1", {}, "{}");
