@@ -23,7 +23,7 @@ import pytest
 from harness.browser import CHROMIUM, chromium, require_chromium, trusting
 from harness.environment import Workspace
 from harness.relay import MACHINE, Rig, rig_fixture
-from harness.web import new_pairing_code
+from harness.web import WebClient, new_pairing_code, sign_in
 
 from betcode.config.settings import HttpSettings
 from betcode.relay.buffer import BufferSettings
@@ -286,3 +286,40 @@ async def test_installable_at_the_relay_and_offline_it_says_what_is_unreachable(
     await expect(page.get_by_role("heading", name="Machines")).to_be_visible()
     await expect(page.locator("#connection")).to_contain_text("relay unreachable")
     await page.screenshot(path=str(ARTIFACTS / "relay-app-offline.png"))
+
+
+async def test_read_only_under_a_laptops_lock_until_the_phone_asks_for_it(
+    rig: Rig, phone: Any, workspace: Workspace
+) -> None:
+    await start_daemon(rig)
+    assert rig.daemon is not None
+    assert rig.daemon.web is not None
+    lan_url = rig.daemon.web.url or ""
+    device = await sign_in(lan_url, read_or_create_token(rig.config.config_dir), "laptop")
+    laptop = WebClient(lan_url, device["credential"], "web-laptop")
+    try:
+        session_id = await laptop.create_session(str(workspace.repo))
+        stream = await laptop.stream(session_id)
+        await stream.say('SCN:plain {"text": "from the laptop"} hi')  # its input takes the lock
+        await stream.wait_for("turn_complete")
+
+        await logged_in(phone, rig)
+        await open_machine(phone, rig)
+        await phone.evaluate(f"location.hash = '#/s/{session_id}'")
+        await expect(phone.locator(".assistant")).to_contain_text("from the laptop")
+        await expect(phone.locator("#lock-holder")).to_contain_text("holds the input lock")
+        await expect(phone.locator("#send")).to_be_disabled()
+        # Asked for through the relay (the request waits for the laptop's answer, which does
+        # not come): the lock moves to the phone, whose message then runs.
+        await phone.get_by_role("button", name="Request input lock").click()
+        await expect(phone.locator("#lock-banner")).to_be_hidden()
+        await phone.get_by_label("Message", exact=True).fill(
+            'SCN:plain {"text": "from the phone"} hi'
+        )
+        await phone.get_by_role("button", name="Send").click()
+        await expect(phone.locator(".assistant").last).to_contain_text("from the phone")
+        holders = [e["holder_client_id"] for e in stream.of_kind("input_lock")]
+        assert holders[-1] == await phone.evaluate("window.betcode.clientId")
+        await stream.close()
+    finally:
+        await laptop.close()
