@@ -123,7 +123,6 @@ async def test_the_page_and_its_files_with_their_types_and_no_listing(
         "/static/relay.html": "text/html",
         "/static/app.css": "text/css",
         "/static/app.js": "text/javascript",
-        "/static/relay.js": "text/javascript",
         "/sw.js": "text/javascript",
         "/install.js": "text/javascript",
         "/manifest.webmanifest": "application/manifest+json",

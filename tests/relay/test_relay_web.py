@@ -56,7 +56,7 @@ async def relay_call(
     messages: list[bytes],
     header: str = "",
 ) -> tuple[list[bytes], dict[str, str]]:
-    """One call through the front's WebSocket, as web-client/src/relay.ts makes it."""
+    """One call through the front's WebSocket, as web-client/src/transport.ts makes it."""
     url = f"{web_url(rig)}/relay/api/machines/{MACHINE}/call"
     answers: list[bytes] = []
     async with http.ws_connect(url, protocols=("betcode",)) as socket:

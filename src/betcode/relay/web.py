@@ -373,7 +373,7 @@ def static_files() -> dict[str, tuple[bytes, str]]:
         for entry in STATIC.iterdir()
         if entry.is_file() and (suffix := "." + entry.name.rpartition(".")[2]) in CONTENT_TYPES
     }
-    if "relay.js" not in files and "app.js" not in files:
+    if "app.js" not in files:
         log.error("relay web front: the web client is not built (run scripts/setup)")
         files[PAGE] = (b"<!doctype html><title>BetCode relay</title><p>Not built.", "text/html")
     return files
