@@ -3,9 +3,12 @@
 // state, and a machine opened end to end: the key exchange through the relay, the machine's
 // identity key pinned (its fingerprint shown for checking, a changed key refused). Then the
 // normal app runs on that machine through the relay (transport.ts); "← Machines" leaves it.
-// The relay carries only ciphertext (docs/WEB.md "Through the relay").
+// Or, with no password, `betcode web pair`'s QR code or typed code (pairing.ts). The relay
+// carries only ciphertext (docs/WEB.md "Through the relay").
+import { deviceName, keepDevice, useDeviceOf } from "./credential";
 import { byId, el } from "./dom";
 import { KeyChanged } from "./e2e";
+import { pairThroughRelay, readPairing, readTypedPairing, type DeviceLogin, type RelayPairing } from "./pairing";
 import { exchangeKeys, RelayRefused, RelayTransport, Unreachable, type RelayLink } from "./transport";
 
 const TOKENS = "betcode-relay-tokens"; // kept across restarts of an installed app
@@ -163,32 +166,70 @@ async function showMachines(): Promise<void> {
   }
 }
 
-async function openMachine(machine: Machine): Promise<void> {
-  const error = byId("machines-error");
-  error.textContent = "";
-  const link: RelayLink = {
+function machineLink(machineId: string): RelayLink {
+  return {
     origin: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}`,
-    machineId: machine.machine_id,
+    machineId,
     clientId: hooks.clientId,
     token: accessToken,
     onUnauthenticated: () => signOutOfRelay("The relay refused this login (expired or revoked): sign in again."),
   };
+}
+
+/** The machine opened (its key exchanged and checked): the app runs on it. */
+async function enterMachine(machine: Machine, transport: RelayTransport, fingerprint: string): Promise<void> {
+  sessionStorage.setItem(OPENED, JSON.stringify(machine));
+  show("machine");
+  say("");
+  byId("machine-name").textContent = machine.name || machine.machine_id;
+  byId("fingerprint").textContent = fingerprint;
+  entered = true;
+  await hooks.enter(machine, transport, fingerprint);
+}
+
+async function openMachine(machine: Machine): Promise<void> {
+  const error = byId("machines-error");
+  error.textContent = "";
+  const link = machineLink(machine.machine_id);
   say(`opening ${machine.name || machine.machine_id}…`);
   try {
     const opened = await exchangeKeys(link, localStorage);
-    sessionStorage.setItem(OPENED, JSON.stringify(machine));
-    show("machine");
-    say("");
-    byId("machine-name").textContent = machine.name || machine.machine_id;
-    byId("fingerprint").textContent = opened.fingerprint;
-    entered = true;
-    await hooks.enter(machine, new RelayTransport(link, opened.session), opened.fingerprint);
+    await enterMachine(machine, new RelayTransport(link, opened.session), opened.fingerprint);
   } catch (failure) {
     sessionStorage.removeItem(OPENED);
     const message = failure instanceof KeyChanged ? `Refused: ${failure.message}` : (failure as Error).message;
     await showMachines();
     error.textContent = message;
     if (failure instanceof Unreachable) say(failure.message);
+  }
+}
+
+/** `betcode web pair`'s QR code (or its typed form): signed in to the relay and to the machine
+ * with no password (pairing.ts), then the machine opened. */
+async function pairHere(pairing: RelayPairing): Promise<void> {
+  show("login");
+  byId("relay-login-error").textContent = "";
+  say("pairing…");
+  try {
+    const paired = await pairThroughRelay(pairing, {
+      pins: localStorage,
+      name: deviceName(),
+      async pairAtRelay(ticket, name) {
+        const login = await relayJson<DeviceLogin>("POST", "/relay/api/pair", { ticket, name }, false);
+        keepTokens(login);
+        return login;
+      },
+      link: (login) => machineLink(login.machine_id),
+    });
+    const machineId = paired.login.machine_id;
+    useDeviceOf(machineId);
+    await keepDevice(paired.device);
+    await enterMachine({ machine_id: machineId, name: machineId, status: "MACHINE_STATUS_ONLINE" }, paired.transport, paired.fingerprint);
+  } catch (failure) {
+    say("");
+    show("login");
+    const message = failure instanceof KeyChanged ? `Refused: ${failure.message}` : (failure as Error).message;
+    byId("relay-login-error").textContent = `Not paired: ${message}`;
   }
 }
 
@@ -217,7 +258,21 @@ export function startRelayHome(appHooks: RelayHooks & { clientId: string }): voi
     location.replace(location.pathname);
   });
   byId("relay-sign-out").addEventListener("click", () => signOutOfRelay(""));
-  void resume();
+  byId<HTMLFormElement>("relay-pair-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const typed = String(new FormData(event.target as HTMLFormElement).get("pairing") ?? "");
+    const pairing = readTypedPairing(typed);
+    if (pairing) void pairHere(pairing);
+    else byId("relay-login-error").textContent = "A pairing code is 18 characters: ABCDE-FGHJK-1234-5678.";
+  });
+  const pairing = readPairing(location.hash);
+  if (pairing) {
+    // Out of the address bar and the history at once: the link works once.
+    history.replaceState(null, "", location.pathname + location.search);
+    void pairHere(pairing);
+  } else {
+    void resume();
+  }
 }
 
 async function resume(): Promise<void> {
