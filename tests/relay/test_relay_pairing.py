@@ -295,6 +295,26 @@ async def test_the_front_lists_and_revokes_devices_for_the_page(
         assert response.status == 401
 
 
+async def test_removing_the_machine_signs_its_paired_devices_out(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    status, login, _ = await pair(http, rig, await new_ticket(rig))
+    assert status == 200, login
+    machines = machine_pb2_grpc.MachineServiceStub(rig.channel)
+    await machines.RemoveMachine(
+        machine_pb2.RemoveMachineRequest(machine_id=MACHINE), metadata=bearer(rig.account.access)
+    )
+    [device] = await devices_listed(rig, rig.account.access)
+    assert device.HasField("revoked_at")
+    # Registered again under the same id: the old phone does not reach it.
+    await register_machine(rig.channel, rig.account, MACHINE, machine_identity(rig))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await auth(rig).RefreshToken(
+            auth_pb2.RefreshTokenRequest(refresh_token=login["refresh_token"])
+        )
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
 async def test_only_the_machine_itself_gets_a_ticket(rig: Rig) -> None:
     machines = machine_pb2_grpc.MachineServiceStub(rig.channel)
     for metadata in ((), bearer(rig.account.access)):

@@ -393,11 +393,22 @@ class Accounts:
         )
         return [Machine(*row) for row in rows]
 
-    async def remove_machine(self, machine_id: str, owner_id: str) -> bool:
+    async def remove_machine(self, machine_id: str, owner_id: str, now: float) -> bool:
+        """Removes the machine and signs out the devices paired with it (a machine registered
+        again under the same id is not reached by them)."""
         changed = await self.database.execute(
             "DELETE FROM machines WHERE machine_id = ? AND owner_id = ?", machine_id, owner_id
         )
-        return changed == 1
+        if changed != 1:
+            return False
+        for (device_id,) in await self.database.fetchall(
+            "SELECT device_id FROM device_logins "
+            "WHERE machine_id = ? AND owner_id = ? AND revoked_at IS NULL",
+            machine_id,
+            owner_id,
+        ):
+            await self.revoke_device(str(device_id), owner_id, now)
+        return True
 
     async def set_cert_serial(self, machine_id: str, serial: str) -> None:
         """The machine's new certificate; the one before it is refused from now on."""

@@ -174,7 +174,9 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
     ) -> machine_pb2.RemoveMachineResponse:
         claims = await _full_login(context, self._issuer)
         machine = await self._owned(request.machine_id, context, claims)
-        removed = await self._accounts.remove_machine(machine.machine_id, machine.owner_id)
+        removed = await self._accounts.remove_machine(
+            machine.machine_id, machine.owner_id, time.time()
+        )
         return machine_pb2.RemoveMachineResponse(removed=removed)
 
     async def CreatePairingTicket(
