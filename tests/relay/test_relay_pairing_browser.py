@@ -2,7 +2,7 @@
 web pair`'s QR code opened, and the phone is signed in to the relay and to the machine's daemon
 with no password typed, the machine's sessions listed; the relay and the daemon each list it as
 a device. Then the same link again: used, it signs nobody in; the typed form of another
-pairing, on the relay's sign-in screen, does."""
+pairing, on the relay's sign-in screen, does; the first phone signs that one out."""
 
 from __future__ import annotations
 
@@ -104,7 +104,17 @@ async def test_the_pairing_link_signs_a_phone_in_through_the_relay_without_a_pas
     await expect(again.get_by_role("heading", name="Sessions")).to_be_visible()
     await expect(again.locator("#fingerprint")).to_have_text(machine_fingerprint(rig))
     await context.close()
+
+    # The first phone lists both on the relay's machines screen and signs the other one out.
+    await phone.get_by_role("button", name="← Machines").click()
+    await phone.locator("#relay-devices summary").click()
+    paired = phone.locator("#relay-device-list li")
+    await expect(paired).to_have_count(2)
+    await expect(paired.first).to_contain_text(MACHINE)
+    phone.once("dialog", lambda dialog: dialog.accept())
+    await paired.nth(1).get_by_role("button", name="Revoke").click()
+    await expect(paired).to_have_count(1)
     listed = await auth_pb2_grpc.AuthServiceStub(rig.channel).ListDevices(
         auth_pb2.ListDevicesRequest(), metadata=bearer(rig.account.access)
     )
-    assert len(listed.devices) == 2
+    assert [d.HasField("revoked_at") for d in listed.devices] == [False, True]

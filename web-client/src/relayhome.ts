@@ -166,6 +166,50 @@ async function showMachines(): Promise<void> {
   }
 }
 
+/** A phone paired through the relay (`GET /relay/api/devices`): a login for one machine. */
+interface PairedPhone {
+  device_id: string;
+  name: string;
+  machine_id: string;
+  last_used_at: number; // seconds since the epoch
+  revoked_at: number | null;
+}
+
+async function showPairedPhones(): Promise<void> {
+  const list = byId("relay-device-list");
+  try {
+    const { devices } = await relayJson<{ devices: PairedPhone[] }>("GET", "/relay/api/devices");
+    const signedIn = devices.filter((device) => device.revoked_at === null);
+    list.replaceChildren(
+      ...signedIn.map((device) =>
+        el(
+          "li",
+          { "data-device": device.device_id },
+          el("span", { class: "title", text: device.name }),
+          " ",
+          el("span", { class: "meta", text: `${device.machine_id} · last used ${new Date(device.last_used_at * 1000).toLocaleString()}` }),
+          " ",
+          el("button", { type: "button", text: "Revoke", onclick: () => void revokePhone(device) }),
+        ),
+      ),
+    );
+    if (!signedIn.length) list.append(el("li", { class: "meta", text: "No phones paired (`betcode web pair` on a machine)." }));
+  } catch (failure) {
+    byId("machines-error").textContent = (failure as Error).message;
+  }
+}
+
+/** Signs a phone out of the relay at once (a lost one, or this one). */
+async function revokePhone(device: PairedPhone): Promise<void> {
+  if (!confirm(`Sign ${device.name} out of the relay? It stops reaching ${device.machine_id} at once.`)) return;
+  try {
+    await relayJson("DELETE", `/relay/api/devices/${encodeURIComponent(device.device_id)}`);
+  } catch (failure) {
+    byId("machines-error").textContent = (failure as Error).message;
+  }
+  await showPairedPhones();
+}
+
 function machineLink(machineId: string): RelayLink {
   return {
     origin: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}`,
@@ -258,6 +302,10 @@ export function startRelayHome(appHooks: RelayHooks & { clientId: string }): voi
     location.replace(location.pathname);
   });
   byId("relay-sign-out").addEventListener("click", () => signOutOfRelay(""));
+  const phones = byId<HTMLDetailsElement>("relay-devices");
+  phones.addEventListener("toggle", () => {
+    if (phones.open) void showPairedPhones();
+  });
   byId<HTMLFormElement>("relay-pair-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const typed = String(new FormData(event.target as HTMLFormElement).get("pairing") ?? "");
