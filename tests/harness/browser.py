@@ -46,6 +46,19 @@ async def chromium(api: Any) -> AsyncIterator[Any]:
             await launched.close()
 
 
+PHONE = {"width": 390, "height": 844}
+
+
+@asynccontextmanager
+async def phone_page(browser: Any, **options: Any) -> AsyncIterator[Any]:
+    """A page at phone size (390×844, touch), in a browser context of its own."""
+    context = await browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, **options)
+    try:
+        yield await context.new_page()
+    finally:
+        await context.close()
+
+
 def trusting(cert_file: Path) -> list[str]:
     """Chromium's arguments to take this certificate's key as valid (a service worker is
     registered only from an origin whose certificate is: ignoring HTTPS errors is not enough)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.browser import chromium, require_chromium
+from harness.browser import PHONE, chromium, phone_page, require_chromium
 from harness.environment import Workspace
 from harness.pairing import relay_pairing, remember_relay
 from harness.relay import MACHINE, Rig, bearer, rig_fixture, waiting_permission
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.real_cli
 playwright_api = require_chromium("pairing a phone through the relay")
 expect = playwright_api.expect
 
-PHONE = {"width": 390, "height": 844}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
@@ -43,11 +42,8 @@ async def browser() -> AsyncIterator[Any]:
 
 @pytest.fixture
 async def phone(browser: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context(
-        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
-    )
-    yield await context.new_page()
-    await context.close()
+    async with phone_page(browser, ignore_https_errors=True) as page:
+        yield page
 
 
 def machine_fingerprint(rig: Rig) -> str:

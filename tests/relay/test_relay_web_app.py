@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.browser import CHROMIUM, chromium, require_chromium, trusting
+from harness.browser import CHROMIUM, PHONE, chromium, phone_page, require_chromium, trusting
 from harness.environment import Workspace
 from harness.relay import MACHINE, Rig, rig_fixture
 from harness.web import WebClient, new_pairing_code, sign_in
@@ -36,7 +36,6 @@ playwright_api = require_chromium("the web client through the relay")
 expect = playwright_api.expect
 expect.set_options(timeout=60_000)
 
-PHONE = {"width": 390, "height": 844}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 SECRET = "phone-secret-7311"
 MARKDOWN_SECRET = "markdown-secret-4242"
@@ -101,11 +100,8 @@ async def browser() -> AsyncIterator[Any]:
 
 @pytest.fixture
 async def phone(browser: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context(
-        viewport=PHONE, is_mobile=True, has_touch=True, ignore_https_errors=True
-    )
-    yield await context.new_page()
-    await context.close()
+    async with phone_page(browser, ignore_https_errors=True) as page:
+        yield page
 
 
 def files_under(root: Path) -> list[Path]:
