@@ -59,9 +59,11 @@ class WrongGuesses:
         )
 
     def _recent(self, key: str) -> collections.deque[float]:
-        times = self._wrong[key]
+        times = self._wrong.get(key, collections.deque())
         while times and times[0] <= self._clock() - WRONG_WINDOW_SECONDS:
             times.popleft()
+        if not times:
+            self._wrong.pop(key, None)  # an address not seen for a while is not kept
         return times
 
     def check(self, address: str) -> None:
@@ -70,6 +72,10 @@ class WrongGuesses:
             times = self._recent(key)
             if len(times) >= limit:
                 raise TooManyWrongTickets(times[0] + WRONG_WINDOW_SECONDS - self._clock())
+
+    def tracked(self) -> int:
+        """How many keys (addresses and the relay's) hold recent wrong tickets."""
+        return len(self._wrong)
 
     def wrong(self, address: str) -> None:
         now = self._clock()
