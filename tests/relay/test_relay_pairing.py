@@ -22,8 +22,8 @@ import grpc
 import pytest
 from harness.pairing import relay_pairing, remember_relay, web_pair
 from harness.relay import MACHINE, Rig, bearer, register_machine, rig_fixture, until_reachable
+from harness.web_gateway import GatewayClient
 
-from betcode.cli.relay_e2e import EncryptingChannel
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.pairing import MAX_WRONG_PER_ADDRESS
@@ -38,8 +38,6 @@ from betcode.v1 import (
     auth_pb2_grpc,
     machine_pb2,
     machine_pb2_grpc,
-    web_gateway_pb2,
-    web_gateway_pb2_grpc,
 )
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
@@ -90,38 +88,21 @@ def auth(rig: Rig) -> auth_pb2_grpc.AuthServiceStub:
     return auth_pb2_grpc.AuthServiceStub(rig.channel)
 
 
+def caller(token: str, machine_id: str = MACHINE) -> tuple[tuple[str, str], ...]:
+    """The metadata of a phone's calls to the machine with the relay token ``token``."""
+    return (*bearer(token), ("x-machine-id", machine_id), ("x-client-id", "web-phone"))
+
+
 def agent_as(rig: Rig, token: str, machine_id: str = MACHINE) -> tuple[Any, Any]:
-    """An AgentService stub sealed to the machine's key, and the metadata of a caller with
+    """An AgentService stub sealed to the machine's key, and a phone's metadata with
     ``token``."""
-    identity = e2e.DaemonIdentity.load_or_create(machine_identity(rig).e2e_key_file)
-    channel = EncryptingChannel(rig.channel, e2e.ClientSession.sealed(identity.public))
-    metadata = (*bearer(token), ("x-machine-id", machine_id), ("x-client-id", "phone"))
-    return agent_pb2_grpc.AgentServiceStub(channel), metadata
+    return agent_pb2_grpc.AgentServiceStub(rig.sealed), caller(token, machine_id)
 
 
-class GatewayCaller:
-    """The phone's requests to the daemon's web API, as WebGatewayService calls sealed to the
+def gateway_as(rig: Rig, token: str) -> GatewayClient:
+    """The phone's requests to the daemon's web API: WebGatewayService calls sealed to the
     machine's key, with a relay token (and a device credential once it has one)."""
-
-    def __init__(self, rig: Rig, token: str) -> None:
-        identity = e2e.DaemonIdentity.load_or_create(machine_identity(rig).e2e_key_file)
-        channel = EncryptingChannel(rig.channel, e2e.ClientSession.sealed(identity.public))
-        self._stub = web_gateway_pb2_grpc.WebGatewayServiceStub(channel)
-        self._metadata = (*bearer(token), ("x-machine-id", MACHINE), ("x-client-id", "web-phone"))
-        self.credential = ""
-
-    async def fetch(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
-        headers = {"content-type": "application/json", "x-betcode-client": "web-phone"}
-        if self.credential:
-            headers["authorization"] = f"Bearer {self.credential}"
-        request = web_gateway_pb2.WebRequest(
-            method=method,
-            path=path,
-            headers=headers,
-            body=b"" if body is None else json.dumps(body).encode(),
-        )
-        reply = await self._stub.Fetch(request, metadata=self._metadata)
-        return reply.status, json.loads(reply.body or b"null")
+    return GatewayClient(rig.sealed, "", "web-phone", caller(token))
 
 
 async def devices_listed(rig: Rig, token: str) -> list[auth_pb2.DeviceLogin]:
@@ -365,21 +346,21 @@ async def test_web_pair_shows_the_relay_pairing_link_as_a_qr_code(
     # daemon, sealed through its web gateway with the device login's token.
     status, login, _ = await pair(http, rig, ticket)
     assert (status, login["machine_id"]) == (200, MACHINE)
-    phone = GatewayCaller(rig, login["access_token"])
-    status, device = await phone.fetch("POST", "/api/devices/pair", {"code": daemon_code})
+    phone = gateway_as(rig, login["access_token"])
+    status, device = await phone.call("POST", "/api/devices/pair", {"code": daemon_code})
     assert status == 201, device
     phone.credential = device["credential"]
-    status, listed = await phone.fetch("GET", "/api/sessions")
+    status, listed = await phone.call("GET", "/api/sessions")
     assert status == 200, listed
     # The daemon's devices, listed and revoked through the relay too (the app's devices page).
-    status, devices = await phone.fetch("GET", "/api/devices")
+    status, devices = await phone.call("GET", "/api/devices")
     assert [d["device_id"] for d in devices["devices"]] == [device["device_id"]]
-    status, _ = await phone.fetch("DELETE", f"/api/devices/{device['device_id']}")
+    status, _ = await phone.call("DELETE", f"/api/devices/{device['device_id']}")
     assert status == 200
-    status, refused = await phone.fetch("GET", "/api/sessions")
+    status, refused = await phone.call("GET", "/api/sessions")
     assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
     # Used: the code does not pair a second browser.
-    status, refused = await GatewayCaller(rig, login["access_token"]).fetch(
+    status, refused = await gateway_as(rig, login["access_token"]).call(
         "POST", "/api/devices/pair", {"code": daemon_code}
     )
     assert (status, refused["error"]["code"]) == (401, "CODE_REFUSED")
