@@ -24,6 +24,7 @@ from harness.pairing import relay_pairing, remember_relay, web_pair
 from harness.relay import MACHINE, Rig, bearer, register_machine, rig_fixture, until_reachable
 from harness.web_gateway import GatewayClient
 
+from betcode.cli.web_cmd import RELAY_LOOPBACK_HINT
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.pairing import MAX_WRONG_PER_ADDRESS
@@ -341,6 +342,8 @@ async def test_web_pair_shows_the_relay_pairing_link_as_a_qr_code(
     assert f"open {relay_url} and type the code" in text
     assert e2e.fingerprint(key) in text
     assert "once, within 5 minutes" in text
+    # The relay was registered at 127.0.0.1: the phone needs another name for it.
+    assert text.splitlines()[-1] == RELAY_LOOPBACK_HINT.format(url=relay_url)
 
     # Both halves work, as the phone uses them: the ticket at the relay, then the code at the
     # daemon, sealed through its web gateway with the device login's token.

@@ -46,6 +46,11 @@ LOOPBACK_HINT = (
     "(daemon start --http HOST:PORT --http-tls-cert C --http-tls-key K) or give the address the "
     "phone reaches as --base-url (docs/WEB.md)."
 )
+RELAY_LOOPBACK_HINT = (
+    "A phone cannot open {url}: this machine was registered with the relay at a loopback "
+    "address. Give the address the phone reaches the relay by as --base-url "
+    "(docs/RELAY.md)."
+)
 START_HINT = "start it with `betcode daemon start --http 127.0.0.1:PORT` or set daemon.http.listen"
 NOT_SERVING = "the daemon serves no web client (no {path}); " + START_HINT
 NO_DAEMON = (
@@ -195,7 +200,7 @@ def pair(data_dir: Path | None, base_url: str | None, through_relay: bool | None
     else:
         click.echo(f"It signs in one browser, once, within {minutes} minutes.")
     if _on_loopback(shown):
-        click.echo(LOOPBACK_HINT.format(url=shown))
+        click.echo((RELAY_LOOPBACK_HINT if where else LOOPBACK_HINT).format(url=shown))
 
 
 @web_group.command("devices")
