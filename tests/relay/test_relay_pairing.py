@@ -21,7 +21,18 @@ import aiohttp
 import grpc
 import pytest
 from harness.pairing import relay_pairing, remember_relay, web_pair
-from harness.relay import MACHINE, Rig, bearer, register_machine, rig_fixture, until_reachable
+from harness.relay import (
+    MACHINE,
+    Rig,
+    bearer,
+    client_channel,
+    register,
+    register_machine,
+    relay_in_process,
+    rig_fixture,
+    until_reachable,
+)
+from harness.servers import postgres
 from harness.web_gateway import GatewayClient
 
 from betcode.cli.web_cmd import RELAY_LOOPBACK_HINT
@@ -428,3 +439,42 @@ async def test_the_cli_lists_and_revokes_paired_devices(
         await auth(rig).RefreshToken(
             auth_pb2.RefreshTokenRequest(refresh_token=login["refresh_token"])
         )
+
+
+async def test_pairing_on_a_relay_sharing_postgresql(tmp_path: Path) -> None:
+    """The same tickets and device logins in PostgreSQL (the schema and queries several relay
+    instances share): used once, listed, revoked with its tokens, gone with its machine."""
+    with postgres() as database_url:
+        async with (
+            relay_in_process(tmp_path / "relay", database_url=database_url) as relay,
+            client_channel(relay) as channel,
+        ):
+            account = await register(channel, "alice")
+            identity = MachineIdentity(tmp_path / "machine" / "certs")
+            await register_machine(channel, account, MACHINE, identity)
+            proof = proof_metadata(identity.private_key(), identity.certificate())
+            made = await machine_pb2_grpc.MachineServiceStub(channel).CreatePairingTicket(
+                machine_pb2.CreatePairingTicketRequest(), metadata=proof
+            )
+            stub = auth_pb2_grpc.AuthServiceStub(channel)
+            login = await stub.PairDevice(auth_pb2.PairDeviceRequest(ticket=made.ticket))
+            assert login.machine_id == MACHINE
+            with pytest.raises(grpc.aio.AioRpcError) as used:
+                await stub.PairDevice(auth_pb2.PairDeviceRequest(ticket=made.ticket))
+            assert used.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            fresh = await stub.RefreshToken(
+                auth_pb2.RefreshTokenRequest(refresh_token=login.refresh_token)
+            )
+            listed = await stub.ListDevices(
+                auth_pb2.ListDevicesRequest(), metadata=bearer(fresh.access_token)
+            )
+            assert [d.device_id for d in listed.devices] == [login.device_id]
+            await machine_pb2_grpc.MachineServiceStub(channel).RemoveMachine(
+                machine_pb2.RemoveMachineRequest(machine_id=MACHINE),
+                metadata=bearer(account.access),
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as revoked:
+                await stub.RefreshToken(
+                    auth_pb2.RefreshTokenRequest(refresh_token=fresh.refresh_token)
+                )
+            assert revoked.value.code() == grpc.StatusCode.UNAUTHENTICATED
