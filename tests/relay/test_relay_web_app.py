@@ -4,11 +4,11 @@ on the tunnel running the pinned real CLI against the mock model. The phone logs
 sees the machine online, opens it (its fingerprint shown and pinned; a changed key refused),
 signs in to the machine with a pairing code, and uses the normal app: a new session in the
 machine's repository, a real-CLI Bash call allowed from the action bar that runs exactly once,
-Markdown rendered, a question answered. Every request and the session stream went as
-WebGatewayService calls sealed in the page: no NATS message and no relay file holds the
-conversation. Installable at the relay's address (Chromium's installability check), its
-notifications offered once a machine is open, and its offline shell says "machine offline" with
-the daemon gone and "relay unreachable" with the relay down."""
+Markdown rendered, a question answered, a daemon restart survived, the input lock. Every request
+and the session stream went as WebGatewayService calls sealed in the page: no NATS message and
+no relay file holds the conversation. Installable at the relay's address (Chromium's
+installability check), its notifications offered once a machine is open, and its offline shell
+says "machine offline" with the daemon gone and "relay unreachable" with the relay down."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 SECRET = "phone-secret-7311"
 MARKDOWN_SECRET = "markdown-secret-4242"
 ANSWER_SECRET = "answer-secret-9090"
+RESTART_SECRET = "restart-secret-3131"
 
 TOKENS = "JSON.parse(localStorage.getItem('betcode-relay-tokens'))"
 
@@ -163,6 +164,17 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
     await expect(phone.locator(".note", has_text="turn complete")).to_have_count(3)
     await expect(phone.locator(".assistant").last).to_contain_text(ANSWER_SECRET)
     await phone.screenshot(path=str(ARTIFACTS / "relay-app-session.png"))
+
+    # The daemon restarts: it no longer has the page's session with it. The page makes a new
+    # one (a key exchange, the same key) and goes on, its stream back live.
+    await rig.stop_daemon()
+    await start_daemon(rig)
+    await expect(phone.locator("#connection")).to_contain_text("live")
+    prompt = f"SCN:plain {json.dumps({'text': RESTART_SECRET})} again"
+    await phone.get_by_label("Message", exact=True).fill(prompt)
+    await phone.get_by_role("button", name="Send").click()
+    await expect(phone.locator(".assistant").last).to_contain_text(RESTART_SECRET)
+    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(4)
     assert marker.read_text().splitlines() == [SECRET]  # the tool ran exactly once
 
     # A reload comes back to the same machine and session, signed in; an access token about
@@ -173,7 +185,7 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
         f"{{...{json.dumps(tokens)}, expires_at: Date.now() + 5000}}))"
     )
     await phone.reload()
-    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(3)
+    await expect(phone.locator(".note", has_text="turn complete")).to_have_count(4)
     await expect(phone.locator("#fingerprint")).to_have_text(daemon_fingerprint(rig))
     renewed = await phone.evaluate(TOKENS)
     assert renewed["refresh_token"] not in ("", tokens["refresh_token"])
@@ -203,7 +215,7 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
     await subscription.unsubscribe()
     assert seen
     carried = b"".join(seen)
-    secrets = (SECRET, MARKDOWN_SECRET, ANSWER_SECRET, device["credential"])
+    secrets = (SECRET, MARKDOWN_SECRET, ANSWER_SECRET, RESTART_SECRET, device["credential"])
     for plain in (*secrets, session_id, str(workspace.repo)):
         assert plain.encode() not in carried, plain
     for path in files_under(rig.relay.options.files.root):

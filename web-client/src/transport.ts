@@ -191,10 +191,18 @@ export class RelayCall {
   }
 }
 
+/** The daemon no longer has the online session (it restarted): a new key exchange, then the
+ * call again. Said by the daemon as UNAVAILABLE with this text (betcode/remote/e2e.py). */
+export class SessionForgotten extends RelayRefused {}
+const FORGOTTEN = "end-to-end session unknown to the daemon";
+
 /** The failure a call's status stands for: the relay gone, the machine offline (the relay
  * answers UNAVAILABLE for a machine not connected), or the relay's refusal. */
 export function callFailure(status: CallStatus): Error {
   if (status.code === RELAY_GONE) return new Unreachable("relay");
+  if (status.code === "UNAVAILABLE" && status.message.includes(FORGOTTEN)) {
+    return new SessionForgotten(status.message, status.code);
+  }
   if (status.code === "UNAVAILABLE" && !status.buffered) return new Unreachable("machine", status.message);
   return new RelayRefused(`${status.code}: ${status.message}`, status.code, status.buffered);
 }
@@ -246,47 +254,70 @@ class RelaySocket implements StreamSocket {
   onclose: (code: number, reason: string) => void = () => {};
   isOpen = false;
   private closed = false;
-  private readonly call: RelayCall;
-  private readonly cipher: ReturnType<Sealing["nextCall"]>["cipher"];
+  private call: RelayCall | null = null;
+  private cipher: ReturnType<Sealing["nextCall"]>["cipher"] | null = null;
 
-  constructor(link: RelayLink, session: Sealing, path: string, credential: string) {
+  /** `session`: a promise while a new key exchange is under way. `forgotten`: the daemon no
+   * longer has `session` (the page's next connection uses a new one). */
+  constructor(
+    private readonly link: RelayLink,
+    session: Sealing | Promise<Sealing>,
+    private readonly path: string,
+    private readonly credential: string,
+    private readonly forgotten: (stale: Sealing) => void,
+  ) {
+    if (session instanceof Promise) {
+      session.then(
+        (fresh) => this.start(fresh),
+        (failure: Error) => this.finish(CLOSED_REFUSED, failure.message),
+      );
+    } else {
+      this.start(session);
+    }
+  }
+
+  private start(session: Sealing): void {
+    if (this.closed) return;
     const { header, cipher } = session.nextCall(SOCKET);
     this.cipher = cipher;
-    this.call = new RelayCall(link, SOCKET, header);
-    const headers: Record<string, string> = { "x-betcode-client": link.clientId };
-    if (credential) headers.authorization = `Bearer ${credential}`;
-    this.call.send(cipher.seal(encodeSocketFrame({ open: { path, headers, protocols: ["betcode"] } })));
-    this.call.onopen = () => {
-      this.isOpen = true;
-      this.onopen();
-    };
-    this.call.onanswer = (sealed) => {
+    const call = new RelayCall(this.link, SOCKET, header);
+    this.call = call;
+    const headers: Record<string, string> = { "x-betcode-client": this.link.clientId };
+    if (this.credential) headers.authorization = `Bearer ${this.credential}`;
+    call.send(cipher.seal(encodeSocketFrame({ open: { path: this.path, headers, protocols: ["betcode"] } })));
+    call.onanswer = (sealed) => {
       let frame;
       try {
         frame = decodeSocketFrame(cipher.open(sealed));
       } catch (failure) {
         return this.finish(CLOSED_REFUSED, (failure as Error).message);
       }
+      // Open once the daemon's stream answers (it sends the events after `from` at once): the
+      // relay's WebSocket alone says nothing of the machine.
+      if (frame && "text" in frame && !this.isOpen) {
+        this.isOpen = true;
+        this.onopen();
+      }
       if (frame && "text" in frame) this.onmessage(frame.text);
       else if (frame && "close" in frame) this.finish(frame.close.code, frame.close.reason);
     };
-    this.call.onend = (status) => {
-      if (status.code === "OK") this.finish(1000, "");
-      else {
-        const failure = callFailure(status);
-        this.finish(failure instanceof Unreachable ? CLOSED_BROKEN : CLOSED_REFUSED, failure.message);
-      }
+    call.onend = (status) => {
+      if (status.code === "OK") return this.finish(1000, "");
+      const failure = callFailure(status);
+      if (failure instanceof SessionForgotten) this.forgotten(session);
+      const broken = failure instanceof Unreachable || failure instanceof SessionForgotten;
+      this.finish(broken ? CLOSED_BROKEN : CLOSED_REFUSED, failure.message);
     };
   }
 
   send(text: string): void {
-    if (this.isOpen) this.call.send(this.cipher.seal(encodeSocketFrame({ text })));
+    if (this.isOpen && this.call && this.cipher) this.call.send(this.cipher.seal(encodeSocketFrame({ text })));
   }
 
   close(): void {
     this.closed = true;
     this.isOpen = false;
-    this.call.close();
+    this.call?.close();
   }
 
   private finish(code: number, reason: string): void {
@@ -297,13 +328,42 @@ class RelaySocket implements StreamSocket {
 }
 
 export class RelayTransport implements Transport {
+  private renewing: Promise<Sealing> | null = null;
+
+  /** `rekey`: a new online session with the machine (by default a key exchange checked against
+   * the key pinned in the page's storage). */
   constructor(
     readonly link: RelayLink,
-    private readonly session: Sealing,
+    private session: Sealing,
+    private readonly rekey: () => Promise<Sealing> = async () => (await exchangeKeys(link, localStorage)).session,
   ) {}
 
-  async request(method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
-    const { header, cipher } = this.session.nextCall(FETCH);
+  /** A new session in place of `stale`, one key exchange for every call that found it
+   * forgotten. */
+  private renew(stale: Sealing): Promise<Sealing> {
+    if (stale !== this.session) return Promise.resolve(this.session);
+    this.renewing ??= this.rekey()
+      .then((fresh) => (this.session = fresh))
+      .finally(() => (this.renewing = null));
+    return this.renewing;
+  }
+
+  request(method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
+    const attempt = (session: Sealing) => this.attempt(session, method, path, headers, body);
+    return this.renewing ? this.renewing.then(attempt) : attempt(this.session);
+  }
+
+  private async attempt(session: Sealing, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
+    try {
+      return await this.fetch(session, method, path, headers, body);
+    } catch (failure) {
+      if (!(failure instanceof SessionForgotten)) throw failure;
+      return this.fetch(await this.renew(session), method, path, headers, body); // once
+    }
+  }
+
+  private async fetch(session: Sealing, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> {
+    const { header, cipher } = session.nextCall(FETCH);
     const lower = Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
     const request = encodeWebRequest({ method, path, headers: lower, body: encoder.encode(body ?? "") });
     const [sealed] = await unaryCall(this.link, FETCH, header, [cipher.seal(request)]);
@@ -313,6 +373,7 @@ export class RelayTransport implements Transport {
   }
 
   socket(path: string, credential: string): StreamSocket {
-    return new RelaySocket(this.link, this.session, path, credential);
+    const forgotten = (stale: Sealing) => void this.renew(stale).catch(() => {});
+    return new RelaySocket(this.link, this.renewing ?? this.session, path, credential, forgotten);
   }
 }

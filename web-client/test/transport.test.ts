@@ -183,7 +183,7 @@ test("a stream is one Socket call: the open frame first, text frames both ways, 
   assert.equal(stream.isOpen, false);
   stream.send("{}"); // not open yet: not sent
   socket.onopen?.();
-  assert.deepEqual(events, ["open"]);
+  assert.deepEqual(events, []); // the relay's socket is open, the daemon's stream not yet
   assert.deepEqual(sealing.calls, [SOCKET]);
   assert.deepEqual(JSON.parse(socket.sent[0] as string).method, SOCKET);
   assert.deepEqual(decodeSocketFrame(sealedPart(socket.sent[1], 1)), {
@@ -194,9 +194,9 @@ test("a stream is one Socket call: the open frame first, text frames both ways, 
     },
   });
   assert.equal(socket.sent.length, 2); // no `end`: the stream stays open both ways
+  socket.answer(fromDaemon(1, encodeSocketFrame({ text: "[]" }))); // the daemon's first batch
   stream.send('{"message":{"content":"hi"}}');
   assert.deepEqual(decodeSocketFrame(sealedPart(socket.sent[2], 1)), { text: '{"message":{"content":"hi"}}' });
-  socket.answer(fromDaemon(1, encodeSocketFrame({ text: "[]" })));
   socket.answer(fromDaemon(1, encodeSocketFrame({ close: { code: 4401, reason: "signed out" } })));
   socket.status("OK");
   assert.deepEqual(events, ["open", "message []", "close 4401 signed out"]);
@@ -251,4 +251,38 @@ test("the key exchange pins the machine's key, shows its fingerprint and refuses
   assert.equal(opened.session.nextCall(FETCH).header, `2;s=${vectors.daemon_ephemeral_public};c=1`);
   pins.setItem("betcode-pin:box 1", "07".repeat(32)); // as if the machine's key had changed
   await assert.rejects(exchange(1), KeyChanged);
+});
+
+test("a session the daemon forgot (it restarted) is made again once, and the call made again", async () => {
+  const { link, sockets } = rig();
+  const [stale, fresh] = [new TestSealing(), new TestSealing()];
+  let rekeys = 0;
+  const transport = new RelayTransport(link, stale, async () => {
+    rekeys += 1;
+    return fresh;
+  });
+  const forgotten = "end-to-end session unknown to the daemon (restarted?): exchange keys again";
+  const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+  const reply = transport.request("GET", "/api/sessions", {});
+  const stream = transport.socket("/api/sessions/s/stream?from=0", "");
+  const closes: string[] = [];
+  stream.onclose = (code, reason) => closes.push(`${code} ${reason.slice(0, 36)}`);
+  for (const socket of sockets) {
+    socket.onopen?.();
+    socket.status("UNAVAILABLE", forgotten);
+  }
+  await settle();
+  assert.equal(rekeys, 1); // one key exchange for both
+  assert.deepEqual(closes, ["1006 end-to-end session unknown to the da"]); // the page reconnects
+  const [retried] = sockets.slice(2);
+  retried.onopen?.();
+  assert.deepEqual([stale.calls.length, fresh.calls.length], [2, 1]);
+  retried.answer(fromDaemon(1, fromHex(PYTHON.response)));
+  retried.status("OK");
+  assert.equal((await reply).status, 200);
+  // The next stream uses the new session.
+  transport.socket("/api/sessions/s/stream?from=0", "");
+  assert.deepEqual(fresh.calls, [FETCH, SOCKET]);
+  assert.equal(rekeys, 1);
 });
