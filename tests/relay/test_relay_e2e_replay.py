@@ -74,8 +74,12 @@ class RelaySide:
     def new_id(self) -> str:
         return f"call-{next(self._numbers)}"
 
-    async def open(self, request_id: str, method: str, header: str | None) -> None:
+    async def open(
+        self, request_id: str, method: str, header: str | None, *, until_recorded: bool = False
+    ) -> None:
         metadata = {E2E_METADATA_KEY: header} if header else {}
+        if until_recorded:  # answered by its end, as a buffered `run --session` asks
+            metadata[frames.ACK_METADATA] = frames.ACK_RECORDED
         frame = tunnel_pb2.TunnelFrame()
         frame.ParseFromString(frames.request_frame(request_id, method, metadata))
         await self.tunnel._on_frame(frame)
@@ -332,6 +336,41 @@ async def test_a_buffered_request_opened_but_never_answered_runs_when_delivered_
     _messages, end = await relay.unary(RENAME, header, captured)
     assert refused(end, grpc.StatusCode.UNAUTHENTICATED, "already ran (replay)")
     assert machine.stand_in.reached == [(RENAME, b"buffered-rename")]
+
+
+async def test_a_buffered_request_that_reached_the_daemon_is_not_run_again_by_the_same_one(
+    machine: Machine,
+) -> None:
+    """A relay that cuts a sealed call short after its request went in, before the answer that
+    counts, and delivers it again, is refused by that daemon process: it may have run it. Only
+    a daemon that died meanwhile (which the relay cannot cause) opens it again."""
+    session = ClientSession.sealed(machine.identity.public)
+    header, cipher = session.next_call(CONVERSE)
+    captured = cipher.seal(b"recorded-message")
+    relay = machine.relay
+    first = relay.new_id()
+    await relay.open(first, CONVERSE, header, until_recorded=True)
+    await relay.send(first, captured)
+    assert cipher.open(await relay.next_message(first)) == b"echo:recorded-message"
+    task = relay.tunnel._call_tasks[first]
+    relay.tunnel._end_calls()  # cut short before its end: never taken
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    again = relay.new_id()
+    await relay.open(again, CONVERSE, header, until_recorded=True)
+    _messages, end = await relay.answer(again)
+    assert refused(end, grpc.StatusCode.UNAUTHENTICATED, "already ran (replay)")
+    assert machine.stand_in.reached == [(CONVERSE, b"recorded-message")]
+
+    await machine.close()  # a daemon that died: the next one takes the delivery again
+    relay = machine.start_daemon()
+    after = relay.new_id()
+    await relay.open(after, CONVERSE, header, until_recorded=True)
+    await relay.send(after, captured, end=True)
+    _messages, end = await relay.answer(after)
+    assert end.frame_type == frames.STREAM_END
+    # Twice at the stand-in; a real daemon takes the second as a no-op by its idempotency key.
+    assert machine.stand_in.reached == [(CONVERSE, b"recorded-message")] * 2
 
 
 async def test_a_session_the_daemon_forgot_asks_for_a_new_one(machine: Machine) -> None:

@@ -14,9 +14,10 @@ short:
   keys come from DH(client eph, daemon identity) alone, with the session's creation time bound
   in; the daemon remembers, on disk, which of these sessions' calls it has run. A call opened
   but never answered (the daemon died, or the tunnel dropped, before it took the request) may
-  be opened once more, for the same method, while no other opening of it runs: that is the
-  relay delivering the same buffered request again, and the request's own idempotency makes a
-  second store of it a no-op. A call the daemon answered is refused for good.
+  be opened once more, for the same method, while no other opening of it runs and, in the same
+  daemon process, only if none of its requests reached the daemon: that is the relay delivering
+  the same buffered request again, and the request's own idempotency makes a second store of it
+  a no-op. A call the daemon answered is refused for good.
 * Every call carries its number in the ``x-betcode-e2e`` header; every message is a
   ChaCha20-Poly1305 ``EncryptedPayload`` (random 12-byte nonce) whose associated data binds
   the call number, the direction, the message's counter within the call and the method. A
@@ -318,6 +319,10 @@ class DaemonIdentity:
         self._replay_file = replay_file
         self._sealed: dict[str, _Sealed] = self._load_sealed()
         self._running: set[tuple[str, int]] = set()  # sealed calls opened by this process
+        # Sealed calls this process passed a request of to the daemon: never opened again here
+        # (a relay cutting a call short after its request went in cannot make it run twice;
+        # only a daemon that died meanwhile, which the relay cannot cause, opens it again).
+        self._reached: set[tuple[str, int]] = set()
 
     @classmethod
     def load_or_create(cls, path: Path, replay_file: Path | None = None) -> DaemonIdentity:
@@ -394,7 +399,11 @@ class DaemonIdentity:
         call = (name, header.call)
         if record.window.accept(header.call):
             record.untaken[header.call] = method
-        elif record.untaken.get(header.call) != method or call in self._running:
+        elif (
+            record.untaken.get(header.call) != method
+            or call in self._running
+            or call in self._reached
+        ):
             raise E2EError(f"call {header.call} of this sealed session already ran (replay)")
         self._running.add(call)
         self._sealed[name] = record
@@ -414,6 +423,12 @@ class DaemonIdentity:
             record = self._sealed.get(cipher.sealed)
             if record is not None and record.untaken.pop(cipher.call, None) is not None:
                 self._save_sealed(time.time())
+
+    def reached(self, cipher: CallCipher) -> None:
+        """A request of the sealed call is about to reach the daemon."""
+        if cipher.sealed:
+            with self._lock:
+                self._reached.add((cipher.sealed, cipher.call))
 
     def ended(self, cipher: CallCipher) -> None:
         """The call's opening here is over, taken or not (an untaken one may come again)."""

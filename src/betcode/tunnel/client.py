@@ -489,6 +489,8 @@ class TunnelClient:
                             )
                         )
                         return
+                    if self.settings.e2e is not None:
+                        self.settings.e2e.reached(cipher)
                 await call.write(message)
 
 
