@@ -287,6 +287,8 @@ async def test_installable_at_the_relay_and_offline_it_says_what_is_unreachable(
     await expect(page.locator("#connection")).to_contain_text("machine offline")
     machine = page.locator("#machine-list li", has_text=MACHINE)
     await expect(machine).to_contain_text("offline")
+    await start_daemon(rig)  # back: the list says so without a reload
+    await expect(machine).to_contain_text("online")
 
     # The relay down: the shell still loads (the worker's), and says the relay is unreachable.
     await rig.relay.stop()

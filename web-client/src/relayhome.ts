@@ -16,6 +16,7 @@ const OPENED = "betcode-relay-machine"; // this tab's machine: a reload opens it
 const SIGNED_OUT = "betcode-relay-signed-out"; // why, across the page's start over
 const REFRESH_AHEAD_MS = 60_000; // the access token is renewed a minute before it expires
 const RETRY_REFRESH_MS = 15_000;
+const LIST_REFRESH_MS = 5_000;
 
 export interface Machine {
   machine_id: string;
@@ -138,8 +139,16 @@ function say(text: string): void {
   byId("connection").textContent = text;
 }
 
+let listTimer = 0;
+
+/** The machines and their state, listed again every few seconds while shown (a machine that
+ * comes online shows so). */
 async function showMachines(): Promise<void> {
   show("machines");
+  clearTimeout(listTimer);
+  listTimer = window.setTimeout(() => {
+    if (!byId("relay-machines").hidden) void showMachines();
+  }, LIST_REFRESH_MS);
   const list = byId("machine-list");
   try {
     const { machines } = await relayJson<{ machines: Machine[] }>("GET", "/relay/api/machines");
