@@ -231,10 +231,12 @@ class Daemon:
         self._tasks.cancel()
         if self.web is not None:
             await self.web.stop()
+        # Clients' streams last as long as their clients keep them: ended now, so that the
+        # grace below waits only for requests in flight (it took its whole 5 s).
         if self.core is not None:
-            # Clients' streams last as long as their clients keep them: ended now, so that
-            # the grace below waits only for requests in flight (it took its whole 5 s).
             self.core.sessions.end_streams()
+        if self.subagents is not None:
+            self.subagents.orchestrations.end_watches()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_SECONDS)
         if self._gateway is not None:

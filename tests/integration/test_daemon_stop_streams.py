@@ -1,9 +1,9 @@
 """A graceful stop (`daemon stop`, and `daemon restart`'s) ends every client's stream of a
-session (a subagent's watch too) at once, UNAVAILABLE with DAEMON_STOPPED, so the client
-reconnects to the next daemon: the stop's grace waits only for requests in flight. Before, a
-stream lasted as long as its client kept it, and every stop with a client attached took the
-whole grace (5 s; benchmarks/bench_graceful_stop.py). A real daemon in this event loop with
-the pinned real CLI against the mock model."""
+session, and the watch of a subagent or a plan, at once, UNAVAILABLE with DAEMON_STOPPED, so
+the client reconnects to the next daemon: the stop's grace waits only for requests in flight.
+Before, a stream lasted as long as its client kept it, and every stop with a client attached
+took the whole grace (5 s; benchmarks/bench_graceful_stop.py). A real daemon in this event loop
+with the pinned real CLI against the mock model."""
 
 from __future__ import annotations
 
@@ -64,6 +64,17 @@ async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stoppe
             subagent_pb2.WatchSubagentRequest(subagent_id=spawned.subagent_id)
         )
         assert (await watch.read()).WhichOneof("event") == "started"
+        # A plan whose step waits on the model, watched (as `betcode orchestrate watch`).
+        plan = await subagents.CreateOrchestration(
+            subagent_pb2.CreateOrchestrationRequest(
+                parent_session_id=writer.session_id,
+                steps=[subagent_pb2.OrchestrationStep(id="slow", prompt=STALLED)],
+            )
+        )
+        plan_watch = subagents.WatchOrchestration(
+            subagent_pb2.WatchOrchestrationRequest(orchestration_id=plan.orchestration_id)
+        )
+        assert await plan_watch.read() is not grpc.aio.EOF  # attached
         assert daemon.sessions is not None
         session = await daemon.sessions.get(writer.session_id)
         await until(lambda: len(session.hub) == 2)  # both attached
@@ -75,10 +86,11 @@ async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stoppe
                 await client.ended()
             assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, client.client_id
             assert error_code_of(ended.value) == ErrorCode.DAEMON_STOPPED, client.client_id
-        with pytest.raises(grpc.aio.AioRpcError) as watched:
-            await read_to_the_end(watch)
-        assert watched.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert error_code_of(watched.value) == ErrorCode.DAEMON_STOPPED
+        for call in (watch, plan_watch):
+            with pytest.raises(grpc.aio.AioRpcError) as watched:
+                await read_to_the_end(call)
+            assert watched.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert error_code_of(watched.value) == ErrorCode.DAEMON_STOPPED
     finally:
         mock_api.release_stalls()
         for client in (writer, observer):

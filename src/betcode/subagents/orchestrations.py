@@ -154,6 +154,11 @@ class Orchestrations:
             raise OrchestrationNotFound(orchestration_id)
         return row
 
+    def end_watches(self) -> None:
+        """The daemon is stopping: every plan's watchers are let go now (StreamsEnded)."""
+        for orchestration in self.live.values():
+            orchestration.end_watches()
+
     async def shutdown(self) -> None:
         """Daemon stop: plans and their subagents stop without recording an end, so they
         resume at the next start."""

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from betcode.sessions.session import STREAMS_ENDED, StreamsEnded
 from betcode.storage import subagents as rows
 from betcode.storage.writer import StoreWriter
 from betcode.subagents.admission import SpawnRequest
@@ -56,6 +57,7 @@ class Orchestration:
         self._writer = writer
         self.history: list[pb.OrchestrationEvent] = []
         self._listeners: set[asyncio.Queue[pb.OrchestrationEvent | None]] = set()
+        self.watches_ended = False  # end_watches: the daemon is stopping
         self.task: asyncio.Task[None] | None = None
         self.running_subagents: dict[str, str] = {}  # step id → its running subagent's id
         self.cancel_reason: str | None = None  # set: no step starts any more
@@ -256,6 +258,13 @@ class Orchestration:
         for queue in self._listeners:
             queue.put_nowait(event)
 
+    def end_watches(self) -> None:
+        """The daemon is stopping: every watch ends now, raising StreamsEnded (the plan goes on
+        at the next start, where its watchers reconnect)."""
+        self.watches_ended = True
+        for queue in self._listeners:
+            queue.put_nowait(None)
+
     async def watch(self) -> AsyncIterator[pb.OrchestrationEvent]:
         """Everything so far, then live until the plan ends."""
         queue: asyncio.Queue[pb.OrchestrationEvent | None] = asyncio.Queue()
@@ -270,6 +279,8 @@ class Orchestration:
                 return
             while (live := await queue.get()) is not None:
                 yield live
+            if self.watches_ended:
+                raise StreamsEnded(STREAMS_ENDED)
         finally:
             self._listeners.discard(queue)
 
