@@ -16,6 +16,8 @@ import grpc.aio
 import pytest
 from harness.relay import (
     MACHINE,
+    BetcodeUser,
+    RelayProcess,
     bearer,
     client_channel,
     register,
@@ -24,11 +26,19 @@ from harness.relay import (
     tunnel_channel,
 )
 
+from betcode.relay.auth_service import Registration
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.server import Relay
 from betcode.remote import frames
 from betcode.remote.frames import BUFFERED_TRAILER
-from betcode.v1 import agent_pb2, agent_pb2_grpc, tunnel_pb2, tunnel_pb2_grpc
+from betcode.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    machine_pb2,
+    machine_pb2_grpc,
+    tunnel_pb2,
+    tunnel_pb2_grpc,
+)
 
 CANCEL = "betcode.v1.AgentService/CancelTurn"
 RENAME = "betcode.v1.AgentService/RenameSession"
@@ -80,7 +90,10 @@ async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_
 ) -> None:
     settings = BufferSettings(retry_initial_seconds=0.2, retry_max_seconds=0.4)
     async with (
-        relay_in_process(tmp_path / "relay", buffer=settings) as relay,
+        # Open registration: a second user asks too.
+        relay_in_process(
+            tmp_path / "relay", buffer=settings, registration=Registration.OPEN
+        ) as relay,
         client_channel(relay) as channel,
     ):
         alice = await register(channel, "alice")
@@ -114,8 +127,36 @@ async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_
                     await asyncio.sleep(0.1)
             await asyncio.sleep(1.5)  # more than the retry delays: a wrong retry would show
             assert stand_in.delivered == [CANCEL, CANCEL, CANCEL, RENAME]
-            # The refusal is logged under the place its caller was given.
+            # The refusal is logged under the place its caller was given, and the caller
+            # (only its owner) can ask what became of that place.
             assert f"(place {rename_place}) refused, dropped: scripted" in caplog.text
+            machines = machine_pb2_grpc.MachineServiceStub(channel)
+            asked = await machines.ListDroppedRequests(
+                machine_pb2.ListDroppedRequestsRequest(machine_id=MACHINE),
+                metadata=bearer(alice.access),
+            )
+            assert [(d.place, d.method, d.code) for d in asked.dropped] == [
+                (rename_place, RENAME, "UNAUTHENTICATED")
+            ]
+            assert asked.dropped[0].reason == "scripted UNAUTHENTICATED"
+            bob = await register(channel, "bob")
+            with pytest.raises(grpc.aio.AioRpcError) as other:
+                await machines.ListDroppedRequests(
+                    machine_pb2.ListDroppedRequestsRequest(machine_id=MACHINE),
+                    metadata=bearer(bob.access),
+                )
+            assert other.value.code() == grpc.StatusCode.NOT_FOUND
+            # The same from the command line.
+            cli = BetcodeUser(
+                RelayProcess(relay.options.files.root, url=f"https://127.0.0.1:{relay.port}"),
+                tmp_path / "client-config",
+                tmp_path,
+            )
+            assert (await cli.run("auth", "login", "-u", "alice")).code == 0
+            shown = await cli.run("machine", "dropped", MACHINE)
+            assert shown.code == 0, shown.err
+            assert f"place {rename_place} " in shown.out
+            assert "RenameSession: UNAUTHENTICATED: scripted UNAUTHENTICATED" in shown.out
         finally:
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)

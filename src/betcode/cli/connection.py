@@ -154,7 +154,8 @@ def daemon_error(error: grpc.aio.AioRpcError, address: DaemonAddress) -> DaemonE
         if place:
             return RequestQueued(
                 f"queued on the relay until {address.relay.machine_id} reconnects "
-                f"(place {place}); it runs then, once",
+                f"(place {place}); it runs then, once (`betcode machine dropped "
+                f"{address.relay.machine_id}` lists any it refuses)",
                 code=app_code,
                 details=details,
             )

@@ -1,4 +1,4 @@
-"""`betcode --relay URL machine register|list|switch|status|remove|trust`."""
+"""`betcode --relay URL machine register|list|switch|status|dropped|remove|trust`."""
 
 from __future__ import annotations
 
@@ -138,6 +138,34 @@ def status() -> None:
             click.echo(f"{machine.machine_id}: {status_name} ({machine.name})")
             return
     raise click.ClickException(f"machine {stored.active_machine} is no longer registered")
+
+
+@machine_group.command("dropped")
+@click.argument("machine_id")
+def dropped(machine_id: str) -> None:
+    """Requests queued for MACHINE_ID while it was offline that it refused once back (the
+    relay dropped them), newest first, each with the place its queuing printed."""
+    choice = required_relay()
+
+    async def action(channel: grpc.aio.Channel) -> list[machine_pb2.DroppedRequest]:
+        token = await access_token(channel, choice)
+        response: machine_pb2.ListDroppedRequestsResponse = await (
+            machine_pb2_grpc.MachineServiceStub(channel).ListDroppedRequests(
+                machine_pb2.ListDroppedRequestsRequest(machine_id=machine_id),
+                metadata=_auth(token),
+                timeout=30,
+            )
+        )
+        return list(response.dropped)
+
+    found = call_relay(choice, action)
+    if not found:
+        click.echo(f"no queued request for {machine_id} was refused")
+        return
+    for request in found:
+        when = request.dropped_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S")
+        method = request.method.rsplit("/", 1)[-1]
+        click.echo(f"place {request.place}  {when} UTC  {method}: {request.code}: {request.reason}")
 
 
 @machine_group.command("remove")

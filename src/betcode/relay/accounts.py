@@ -5,6 +5,7 @@ placeholders; the PostgreSQL connection numbers them."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import sqlite3
 import threading
@@ -46,6 +47,11 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS relayed_calls (
         at DOUBLE PRECISION NOT NULL, user_id TEXT NOT NULL, machine_id TEXT NOT NULL,
         method TEXT NOT NULL, outcome TEXT NOT NULL)""",
+    # Buffered requests the machine refused for good (the offline buffer deleted them), kept
+    # for their owner to ask about (ListDroppedRequests) for as long as the buffer keeps any.
+    """CREATE TABLE IF NOT EXISTS dropped_requests (
+        at DOUBLE PRECISION NOT NULL, owner_id TEXT NOT NULL, machine_id TEXT NOT NULL,
+        place TEXT NOT NULL, method TEXT NOT NULL, code TEXT NOT NULL, reason TEXT NOT NULL)""",
 )
 
 Row = tuple[Any, ...]
@@ -208,6 +214,20 @@ class DeviceLogin:
     revoked_at: float | None
 
 
+@dataclass(frozen=True)
+class DroppedRequest:
+    """A buffered request its machine refused for good: `place` is the receipt its caller
+    got (x-betcode-buffered), `code` the gRPC status name."""
+
+    at: float
+    owner_id: str
+    machine_id: str
+    place: str
+    method: str
+    code: str
+    reason: str
+
+
 DEVICE_COLUMNS = (
     "device_id, owner_id, machine_id, name, family, created_at, last_used_at, revoked_at"
 )
@@ -292,6 +312,26 @@ class Accounts:
         return await self.database.fetchall(
             "SELECT at, user_id, machine_id, method, outcome FROM relayed_calls ORDER BY at"
         )
+
+    async def record_dropped(self, dropped: DroppedRequest, older_than: float) -> None:
+        """Keeps a refused buffered request for its owner to see; forgets those dropped before
+        `older_than`."""
+        await self.database.execute("DELETE FROM dropped_requests WHERE at < ?", older_than)
+        await self.database.execute(
+            "INSERT INTO dropped_requests (at, owner_id, machine_id, place, method, code, "
+            "reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            *dataclasses.astuple(dropped),
+        )
+
+    async def dropped_requests(self, owner_id: str, machine_id: str) -> list[DroppedRequest]:
+        """The owner's requests for the machine that it refused, newest first."""
+        rows = await self.database.fetchall(
+            "SELECT at, owner_id, machine_id, place, method, code, reason FROM dropped_requests "
+            "WHERE owner_id = ? AND machine_id = ? ORDER BY at DESC",
+            owner_id,
+            machine_id,
+        )
+        return [DroppedRequest(*row) for row in rows]
 
     async def user_by_name(self, username: str) -> User | None:
         row = await self.database.fetchone(

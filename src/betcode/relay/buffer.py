@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import struct
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import nats.js.errors
 from nats.aio.client import Client as Nats
 from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 
-from betcode.relay.accounts import Accounts
+from betcode.relay.accounts import Accounts, DroppedRequest
 from betcode.relay.auth_service import abort
 from betcode.remote import frames
 from betcode.remote.e2e import UNKNOWN_SESSION
@@ -309,8 +310,29 @@ class OfflineBuffer:
                 return False
             if outcome.frame_type == frames.ERROR:
                 log.warning("%s refused, dropped: %s", what, outcome.error.message)
+                await self._keep_refusal(machine_id, message, outcome.error)
             await self._js.delete_msg(message.metadata.stream, message.metadata.sequence.stream)
         return True
+
+    async def _keep_refusal(
+        self, machine_id: str, message: Any, error: tunnel_pb2.TunnelError
+    ) -> None:
+        """For the caller to ask about (MachineService.ListDroppedRequests), as long as the
+        buffer would have kept the request."""
+        machine = await self._accounts.machine(machine_id)
+        if machine is None:
+            return
+        now = time.time()
+        dropped = DroppedRequest(
+            at=now,
+            owner_id=machine.owner_id,
+            machine_id=machine_id,
+            place=str(message.metadata.sequence.stream),
+            method=(message.headers or {}).get(METHOD_HEADER, ""),
+            code=frames.error_status(error).name,
+            reason=error.message,
+        )
+        await self._accounts.record_dropped(dropped, now - self.settings.ttl_seconds)
 
     async def _deliver_one(self, tunnel: Any, message: Any) -> tunnel_pb2.TunnelFrame | None:
         """The frame that says the daemon took the call (or refused it); None without one in

@@ -169,6 +169,27 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
             machine=machine_info(await self._owned(request.machine_id, context, claims))
         )
 
+    async def ListDroppedRequests(
+        self, request: machine_pb2.ListDroppedRequestsRequest, context: grpc.aio.ServicerContext
+    ) -> machine_pb2.ListDroppedRequestsResponse:
+        """The caller's buffered requests for its machine that the machine refused for good
+        (docs/RELAY.md "A machine that is offline")."""
+        claims = await caller_claims(context, self._issuer)
+        machine = await self._owned(request.machine_id, context, claims)
+        dropped = await self._accounts.dropped_requests(claims.user_id, machine.machine_id)
+        return machine_pb2.ListDroppedRequestsResponse(
+            dropped=[
+                machine_pb2.DroppedRequest(
+                    place=row.place,
+                    method=row.method,
+                    code=row.code,
+                    reason=row.reason,
+                    dropped_at=timestamp(row.at),
+                )
+                for row in dropped
+            ]
+        )
+
     async def RemoveMachine(
         self, request: machine_pb2.RemoveMachineRequest, context: grpc.aio.ServicerContext
     ) -> machine_pb2.RemoveMachineResponse:

@@ -327,3 +327,76 @@ class CreatePairingTicketResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreatePairingTicketResponse: _TypeAlias = CreatePairingTicketResponse  # noqa: Y015
+
+@_typing.final
+class ListDroppedRequestsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MACHINE_ID_FIELD_NUMBER: _builtins.int
+    machine_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        machine_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["machine_id", b"machine_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDroppedRequestsRequest: _TypeAlias = ListDroppedRequestsRequest  # noqa: Y015
+
+@_typing.final
+class DroppedRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLACE_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DROPPED_AT_FIELD_NUMBER: _builtins.int
+    place: _builtins.str
+    """the receipt its caller got (x-betcode-buffered)"""
+    method: _builtins.str
+    code: _builtins.str
+    """the gRPC status name of the refusal"""
+    reason: _builtins.str
+    @_builtins.property
+    def dropped_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        place: _builtins.str = ...,
+        method: _builtins.str = ...,
+        code: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        dropped_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dropped_at", b"dropped_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "dropped_at", b"dropped_at", "method", b"method", "place", b"place", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DroppedRequest: _TypeAlias = DroppedRequest  # noqa: Y015
+
+@_typing.final
+class ListDroppedRequestsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DROPPED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def dropped(self) -> _containers.RepeatedCompositeFieldContainer[Global___DroppedRequest]: ...
+    def __init__(
+        self,
+        *,
+        dropped: _abc.Iterable[Global___DroppedRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped", b"dropped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDroppedRequestsResponse: _TypeAlias = ListDroppedRequestsResponse  # noqa: Y015

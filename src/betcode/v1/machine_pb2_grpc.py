@@ -59,6 +59,11 @@ class MachineServiceStub:
                 request_serializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketResponse.FromString,
                 _registered_method=True)
+        self.ListDroppedRequests = channel.unary_unary(
+                '/betcode.v1.MachineService/ListDroppedRequests',
+                request_serializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsResponse.FromString,
+                _registered_method=True)
 
 
 class MachineServiceServicer:
@@ -97,6 +102,14 @@ class MachineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDroppedRequests(self, request, context):
+        """BetCode addition: the caller's buffered requests for an offline machine that the machine
+        refused for good once it was back (the buffer dropped them), newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MachineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -124,6 +137,11 @@ def add_MachineServiceServicer_to_server(servicer, server):
                     servicer.CreatePairingTicket,
                     request_deserializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_machine__pb2.CreatePairingTicketResponse.SerializeToString,
+            ),
+            'ListDroppedRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDroppedRequests,
+                    request_deserializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -261,6 +279,33 @@ class MachineService:
             '/betcode.v1.MachineService/CreatePairingTicket',
             betcode_dot_v1_dot_machine__pb2.CreatePairingTicketRequest.SerializeToString,
             betcode_dot_v1_dot_machine__pb2.CreatePairingTicketResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDroppedRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.MachineService/ListDroppedRequests',
+            betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsRequest.SerializeToString,
+            betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

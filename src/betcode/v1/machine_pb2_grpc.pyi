@@ -40,6 +40,10 @@ class MachineServiceStub:
     tunnel), a one-use ticket that pairs a phone with this machine through the relay
     (AuthService.PairDevice).
     """
+    ListDroppedRequests: _grpc.UnaryUnaryMultiCallable[_machine_pb2.ListDroppedRequestsRequest, _machine_pb2.ListDroppedRequestsResponse]
+    """BetCode addition: the caller's buffered requests for an offline machine that the machine
+    refused for good once it was back (the buffer dropped them), newest first.
+    """
 
 @_typing.type_check_only
 class MachineServiceAsyncStub(MachineServiceStub):
@@ -52,6 +56,10 @@ class MachineServiceAsyncStub(MachineServiceStub):
     """BetCode addition: called by the machine itself (its certificate and proof, as for the
     tunnel), a one-use ticket that pairs a phone with this machine through the relay
     (AuthService.PairDevice).
+    """
+    ListDroppedRequests: _aio.UnaryUnaryMultiCallable[_machine_pb2.ListDroppedRequestsRequest, _machine_pb2.ListDroppedRequestsResponse]  # type: ignore[assignment]
+    """BetCode addition: the caller's buffered requests for an offline machine that the machine
+    refused for good once it was back (the buffer dropped them), newest first.
     """
 
 class MachineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -92,6 +100,16 @@ class MachineServiceServicer(metaclass=_abc_1.ABCMeta):
         """BetCode addition: called by the machine itself (its certificate and proof, as for the
         tunnel), a one-use ticket that pairs a phone with this machine through the relay
         (AuthService.PairDevice).
+        """
+
+    @_abc_1.abstractmethod
+    def ListDroppedRequests(
+        self,
+        request: _machine_pb2.ListDroppedRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_machine_pb2.ListDroppedRequestsResponse, _abc.Awaitable[_machine_pb2.ListDroppedRequestsResponse]]:
+        """BetCode addition: the caller's buffered requests for an offline machine that the machine
+        refused for good once it was back (the buffer dropped them), newest first.
         """
 
 def add_MachineServiceServicer_to_server(servicer: MachineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
