@@ -43,7 +43,7 @@ from betcode.composition.startup_checks import (
 )
 from betcode.composition.subagents import SubagentCapability
 from betcode.composition.telemetry import Telemetry
-from betcode.composition.web import listen_web, start_web, web_gateway
+from betcode.composition.web import listen_web, start_web, web_access, web_gateway
 from betcode.composition.worktrees import WorktreeCapability
 from betcode.daemon_config import DaemonConfig, settings_changes
 from betcode.daemon_socket import BindError
@@ -53,6 +53,7 @@ from betcode.server.app import DaemonServer, RpcService
 from betcode.sessions.manager import SessionManager
 
 if TYPE_CHECKING:
+    from betcode.server.web_access_service import WebAccessService
     from betcode.server.web_gateway_service import WebGatewayService
     from betcode.tunnel.client import TunnelClient
     from betcode.web.server import WebServer
@@ -112,10 +113,12 @@ class Daemon:
         await subagents.manager.end_runs_left_behind()
         health = health_monitor(self.config, core, claude, self._reloads.report)
         add_tunnel_component(health, self._tunnel)
-        gateway: list[RpcService] = []
+        web_services: list[RpcService] = []
+        access: WebAccessService | None = None
         if self.web is not None:
             service, self._gateway = web_gateway(self.config)
-            gateway.append(service)
+            access_service, access = web_access()
+            web_services += [service, access_service]
         self.server = DaemonServer(
             health=health,
             version=version_service(claude),
@@ -123,7 +126,7 @@ class Daemon:
                 *self._core_services(core),
                 *subagents.services(),
                 *worktrees.services(),
-                *gateway,
+                *web_services,
             ],
             limits=self.config.settings.grpc,
         )
@@ -137,7 +140,7 @@ class Daemon:
             await self.server.serve(socket_claim, tcp_address)
         except BindError as exc:
             raise DaemonStartupError(str(exc), EXIT_CANNOT_LISTEN) from exc
-        if self.web is not None:
+        if self.web is not None and access is not None:
             await start_web(
                 self.web,
                 core,
@@ -145,6 +148,7 @@ class Daemon:
                 self.config,
                 self._tasks,
                 client_silence=lambda: self.config.settings.client_silence_seconds,
+                access=access,
                 relay_push=None if self._tunnel is None else self._tunnel.deliver_push,
             )
         self._tasks.start(health.run(HEALTH_INTERVAL_SECONDS))

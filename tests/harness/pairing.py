@@ -31,13 +31,18 @@ def remember_relay(rig: Rig) -> str:
 
 async def web_pair(rig: Rig, *args: str) -> tuple[int, str, str]:
     """`betcode web pair ARGS` on the daemon's machine: (exit code, stdout, stderr)."""
+    return await web_command(rig, "pair", *args)
+
+
+async def web_command(rig: Rig, *args: str) -> tuple[int, str, str]:
+    """`betcode web ARGS` on the daemon's machine, as its owner: (exit code, stdout, stderr)."""
     env = {
         **os.environ,
         "BETCODE_CONFIG_DIR": str(rig.config.config_dir),
         "BETCODE_DATA_DIR": str(rig.config.data_dir),
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "betcode.cli.main", "web", "pair", *args, env=env,
+        sys.executable, "-m", "betcode.cli.main", "web", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await process.communicate()

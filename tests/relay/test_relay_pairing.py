@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from harness.pairing import relay_pairing, remember_relay, web_pair
+from harness.pairing import relay_pairing, remember_relay, web_command, web_pair
 from harness.relay import (
     MACHINE,
     Rig,
@@ -50,6 +50,8 @@ from betcode.v1 import (
     auth_pb2_grpc,
     machine_pb2,
     machine_pb2_grpc,
+    web_access_pb2,
+    web_access_pb2_grpc,
 )
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
@@ -386,6 +388,54 @@ async def test_web_pair_shows_the_relay_pairing_link_as_a_qr_code(
     assert code == 0, err
     assert f"open {rig.daemon.web.url} and type the code" in out
     assert "#pair=" not in json.dumps(out)
+
+
+async def test_web_pair_through_the_relay_with_no_lan_address(
+    rig: Rig, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """A daemon that only dials the relay (no LAN web listener): `web pair` makes its code on
+    the daemon's socket, the phone pairs through the relay, and the owner lists and revokes the
+    daemon's devices there too; the same calls made through the relay are refused."""
+    relay_url = remember_relay(rig)
+    await rig.start_daemon()
+    await until_reachable(rig)
+    assert rig.daemon is not None
+    assert rig.daemon.web is not None
+    assert rig.daemon.web.url is None  # no LAN address
+    pairing = await relay_pairing(rig, relay_url)
+    status, login, _ = await pair(http, rig, pairing.ticket)
+    assert status == 200, login
+    phone = gateway_as(rig, login["access_token"])
+    status, device = await phone.call("POST", "/api/devices/pair", {"code": pairing.code})
+    assert status == 201, device
+    phone.credential = device["credential"]
+    status, listed = await phone.call("GET", "/api/sessions")
+    assert status == 200, listed
+
+    # Sign-ins are made on the machine: the owner's service is refused through the relay.
+    sign_ins = web_access_pb2_grpc.WebAccessServiceStub(rig.sealed)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await sign_ins.CreateSignIn(
+            web_access_pb2.CreateSignInRequest(kind=web_access_pb2.SIGN_IN_KIND_PAIRING_CODE),
+            metadata=caller(rig.account.access),
+        )
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+    code, out, err = await web_command(rig, "devices")
+    assert code == 0, err
+    [line] = out.splitlines()
+    assert line.startswith(f"{device['device_id']}  signed in")
+    code, out, err = await web_command(rig, "revoke", device["device_id"])
+    assert code == 0, err
+    status, refused_body = await phone.call("GET", "/api/sessions")
+    assert (status, refused_body["error"]["code"]) == (401, "UNAUTHENTICATED")
+    code, _, err = await web_command(rig, "revoke", device["device_id"])
+    assert code == 1
+    assert "no signed-in device" in err
+    # --lan needs the LAN address the daemon does not have: said before any code is made.
+    code, _, err = await web_pair(rig, "--lan")
+    assert code == 1
+    assert "serves no web client" in err
 
 
 async def test_web_pair_through_the_relay_needs_a_registered_machine(rig: Rig) -> None:

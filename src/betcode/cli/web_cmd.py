@@ -3,25 +3,31 @@ pairing code and its QR code for a phone (through the machine's relay when it ha
 cli/relay_pairing.py); the signed-in devices (`web devices`, `web revoke ID`)
 and `web rotate-token` (docs/WEB.md "Access").
 
-The owner's requests go to the daemon's web address with the access token (0600 in the config
-dir). An https address on a loopback name is not verified against a CA: the address comes from
-the daemon's own 0600 file, and nothing but a local process can listen on loopback."""
+Links, pairing codes and the devices are asked of the daemon on its own socket
+(WebAccessService: owner-only by the socket's permissions), so they work whether or not the web
+client has a LAN address (a daemon that only dials a relay has none). The web address, when
+there is one, comes from the daemon's own 0600 file; `rotate-token` tells the daemon there with
+the new token. An https address on a loopback name is not verified against a CA: nothing but a
+local process can listen on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import ssl
 import sys
 import time
-import urllib.error
 import urllib.request
 import webbrowser
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import click
+import grpc
+import grpc.aio
 
 from betcode.cli.health import ask_health
 from betcode.cli.paths import resolve_paths
@@ -38,6 +44,7 @@ from betcode.config.dirs import config_dir
 from betcode.remote.e2e import fingerprint
 from betcode.storage.data_dir_lock import data_dir_holder
 from betcode.tunnel.identity import MachineIdentity
+from betcode.v1 import web_access_pb2, web_access_pb2_grpc
 from betcode.web.server import address_path
 from betcode.web.token import read_or_create_token, rotate_token, token_path
 
@@ -59,6 +66,9 @@ NO_DAEMON = (
 )
 WEB_COMPONENT = "web"  # its name in the daemon's health details
 STOPPED_SERVING = "the daemon on {socket} serves no web client now; " + START_HINT
+NO_WEB_CLIENT = (
+    "the daemon on {socket} serves no web client (no LAN address, no relay); " + START_HINT
+)
 
 
 @click.group("web", invoke_without_command=True)
@@ -75,25 +85,44 @@ def web_group(ctx: click.Context, print_url: bool, data_dir: Path | None) -> Non
     if ctx.invoked_subcommand is not None:
         return
     base = _live_address(resolve_paths(None, data_dir).data_dir)
-    made = _owner_call(base, "POST", "/api/links")
-    url = f"{base}/#link={made['link']}"
+    made = _sign_in(data_dir, web_access_pb2.SIGN_IN_KIND_LINK)
+    url = f"{base}/#link={made.secret}"
     click.echo(url)
-    minutes = max(1, round((float(made["expires_at"]) - time.time()) / 60))
+    minutes = max(1, round((made.expires_at - time.time()) / 60))
     click.echo(f"the link signs in one browser, once, within {minutes} minutes", err=True)
     if not print_url and webbrowser.open(url):
         click.echo("opened in the default browser", err=True)
 
 
-def _owner_call(base: str, method: str, path: str) -> dict[str, Any]:
-    """A request of the owner's (the access token) to the daemon's web client; its refusal
-    ends the command with the daemon's message."""
+def _owner_call(
+    data_dir: Path | None, action: Callable[[web_access_pb2_grpc.WebAccessServiceStub], Any]
+) -> Any:
+    """One WebAccessService call on the daemon's socket (the owner's, by its permissions); a
+    refusal ends the command with the daemon's message."""
+    resolved = resolve_paths(None, data_dir).data_dir
+    holder = data_dir_holder(resolved)
+    socket = holder.get("socket") if holder is not None else None
+    if not isinstance(socket, str):
+        _fail(f"no daemon runs on the data dir {resolved}; " + START_HINT)
+
+    async def call() -> Any:
+        async with grpc.aio.insecure_channel(f"unix:{socket}") as channel:
+            return await action(web_access_pb2_grpc.WebAccessServiceStub(channel))
+
     try:
-        return _owner_request(base, method, path)
-    except urllib.error.HTTPError as error:
-        body = json.loads(error.read() or b"{}")
-        _fail(body.get("error", {}).get("message", f"the daemon answered {error.code}"))
-    except (urllib.error.URLError, OSError) as error:
-        _fail(f"the web client at {base} cannot be reached: {error}")
+        return asyncio.run(call())
+    except grpc.aio.AioRpcError as error:
+        if error.code() == grpc.StatusCode.UNIMPLEMENTED:
+            _fail(NO_WEB_CLIENT.format(socket=socket))
+        _fail(error.details() or f"the daemon answered {error.code().name}")
+
+
+def _sign_in(data_dir: Path | None, kind: int) -> web_access_pb2.CreateSignInResponse:
+    request = web_access_pb2.CreateSignInRequest(kind=kind)  # type: ignore[arg-type]
+    made: web_access_pb2.CreateSignInResponse = _owner_call(
+        data_dir, lambda stub: stub.CreateSignIn(request, timeout=30)
+    )
+    return made
 
 
 def _owner_request(base: str, method: str, path: str) -> dict[str, Any]:
@@ -173,11 +202,13 @@ def pair(data_dir: Path | None, base_url: str | None, through_relay: bool | None
             "was remembered): run `betcode --relay URL machine register --id ID`, or pair on "
             "the LAN with --lan"
         )
-    base = _live_address(resolve_paths(None, data_dir).data_dir)
-    made = _owner_call(base, "POST", "/api/pairing-codes")
-    minutes = max(1, round((float(made["expires_at"]) - time.time()) / 60))
-    code = str(made["code"]).replace("-", "")
-    if relay is not None and through_relay is not False:
+    pair_at_relay = relay is not None and through_relay is not False
+    # The LAN's address first: a daemon without one is told before a code is made.
+    base = "" if pair_at_relay else _live_address(resolve_paths(None, data_dir).data_dir)
+    made = _sign_in(data_dir, web_access_pb2.SIGN_IN_KIND_PAIRING_CODE)
+    minutes = max(1, round((made.expires_at - time.time()) / 60))
+    code = made.secret.replace("-", "")
+    if relay is not None and pair_at_relay:
         try:
             ticket = pairing_ticket(identity, relay)
         except TicketUnavailable as error:
@@ -190,7 +221,7 @@ def pair(data_dir: Path | None, base_url: str | None, through_relay: bool | None
     else:
         shown = (base_url or base).rstrip("/")
         url = f"{shown}/#code={code}"
-        typed = str(made["code"])
+        typed = made.secret
         where = ""
     segno.make(url, error="m").terminal(out=sys.stdout, compact=True)
     click.echo(f"\nScan it, or open {shown} and type the code:\n\n    {typed}\n")
@@ -208,18 +239,31 @@ def pair(data_dir: Path | None, base_url: str | None, through_relay: bool | None
 @click.pass_obj
 def devices(data_dir: Path | None, as_json: bool) -> None:
     """List the browsers signed in to the web client (and those revoked)."""
-    base = _live_address(resolve_paths(None, data_dir).data_dir)
-    listed = _owner_call(base, "GET", "/api/devices")["devices"]
+    request = web_access_pb2.ListWebDevicesRequest()
+    reply: web_access_pb2.ListWebDevicesResponse = _owner_call(
+        data_dir, lambda stub: stub.ListWebDevices(request, timeout=30)
+    )
     if as_json:
+        listed = [
+            {
+                "device_id": device.device_id,
+                "name": device.name,
+                "created_at": device.created_at,
+                "last_seen_at": device.last_seen_at or None,
+                "revoked_at": device.revoked_at or None,
+                "signed_in": device.signed_in,
+            }
+            for device in reply.devices
+        ]
         click.echo(json.dumps(listed, indent=2))
         return
-    if not listed:
+    if not reply.devices:
         click.echo("No devices: `betcode web` prints a link that signs one in.")
-    for device in listed:
-        state = "signed in" if device["signed_in"] else "signed out"
-        seen = device["last_seen_at"]
+    for device in reply.devices:
+        state = "signed in" if device.signed_in else "signed out"
+        seen = device.last_seen_at
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(seen)) if seen else "never"
-        click.echo(f"{device['device_id']}  {state:10}  last seen {when}  {device['name']}")
+        click.echo(f"{device.device_id}  {state:10}  last seen {when}  {device.name}")
 
 
 @web_group.command("revoke")
@@ -227,8 +271,8 @@ def devices(data_dir: Path | None, as_json: bool) -> None:
 @click.pass_obj
 def revoke(data_dir: Path | None, device_id: str) -> None:
     """Sign a device out: its open pages are closed at once."""
-    base = _live_address(resolve_paths(None, data_dir).data_dir)
-    _owner_call(base, "DELETE", f"/api/devices/{device_id}")
+    request = web_access_pb2.RevokeWebDeviceRequest(device_id=device_id)
+    _owner_call(data_dir, lambda stub: stub.RevokeWebDevice(request, timeout=30))
     click.echo(f"{device_id} revoked; its open pages were closed")
 
 

@@ -20,6 +20,7 @@ from betcode.server.health import ComponentReport, HealthMonitor
 
 if TYPE_CHECKING:
     from betcode.push.sender import RelayPost
+    from betcode.server.web_access_service import WebAccessService
     from betcode.server.web_gateway_service import WebGatewayService
     from betcode.web.server import WebServer
 
@@ -50,9 +51,11 @@ async def start_web(
     tasks: BackgroundTasks,
     *,
     client_silence: Callable[[], float],
+    access: WebAccessService,
     relay_push: RelayPost | None = None,
 ) -> None:
-    """`relay_push`: the relay tunnel's delivery of pushes (for devices that reach this daemon
+    """`access`: the owner's sign-ins on the daemon's socket, handed the device store here;
+    `relay_push`: the relay tunnel's delivery of pushes (for devices that reach this daemon
     through the relay)."""
     # Imported here: a daemon without the web client loads nothing of Web Push.
     from betcode.composition.push import start_push
@@ -72,6 +75,7 @@ async def start_web(
     )
     devices = Devices(TokenFile(config.config_dir), core.writer, core.reader)
     await devices.load()
+    access.attach(devices)
     push = start_push(
         core, config.config_dir, config.settings.web.push, tasks, devices.signed_in, relay_push
     )
@@ -93,3 +97,13 @@ def web_gateway(config: DaemonConfig) -> tuple[RpcService, WebGatewayService]:
     gateway = WebGatewayService(config.web_gateway_socket)
     descriptor = web_gateway_pb2.DESCRIPTOR.services_by_name["WebGatewayService"]
     return RpcService(descriptor, gateway), gateway
+
+
+def web_access() -> tuple[RpcService, WebAccessService]:
+    """WebAccessService, the owner's sign-ins; only with the web client on (as the gateway)."""
+    from betcode.server.web_access_service import WebAccessService
+    from betcode.v1 import web_access_pb2
+
+    access = WebAccessService()
+    descriptor = web_access_pb2.DESCRIPTOR.services_by_name["WebAccessService"]
+    return RpcService(descriptor, access), access

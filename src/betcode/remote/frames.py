@@ -27,6 +27,9 @@ ERROR = tunnel_pb2.FRAME_TYPE_ERROR
 CONTROL = tunnel_pb2.FRAME_TYPE_CONTROL
 
 GRPC_STATUS_KEY = "grpc-status"
+# Set by the daemon's tunnel on every call it makes for the relay (whatever the caller sent), so
+# that a service kept for the machine's own user can refuse calls from afar.
+RELAYED_METADATA = "x-betcode-relayed"
 TRAILER_PREFIX = "trailer:"
 STATUS_OF_VALUE = {status.value[0]: status for status in grpc.StatusCode}
 TUNNEL_CODE_OF_STATUS = {
@@ -62,6 +65,12 @@ def encode_metadata(metadata: Metadata) -> dict[str, str]:
         else:
             encoded[key] = value
     return encoded
+
+
+def relayed_metadata(encoded: Mapping[str, str]) -> tuple[tuple[str, str | bytes], ...]:
+    """A relayed call's metadata as the daemon's tunnel makes the call: marked relayed."""
+    kept = {key: value for key, value in encoded.items() if key != RELAYED_METADATA}
+    return (*decode_metadata(kept), (RELAYED_METADATA, "1"))
 
 
 def decode_metadata(encoded: Mapping[str, str]) -> tuple[tuple[str, str | bytes], ...]:

@@ -413,7 +413,7 @@ class TunnelClient:
     ) -> None:
         assert self._local is not None
         call = self._local.stream_stream("/" + method)(
-            metadata=frames.decode_metadata(opening.metadata)
+            metadata=frames.relayed_metadata(opening.metadata)
         )
         feeder = asyncio.create_task(self._feed(request_id, method, call, requests, cipher))
         window = self._windows.get(request_id)

@@ -135,13 +135,14 @@ class Devices:
         return secret, expires_at
 
     async def new_code(self) -> tuple[str, float]:
+        """A pairing code, as shown (`ABCD-EFGH`), and when it expires."""
         code = new_code(CODE_LENGTH)
         expires_at = time.time() + CODE_SECONDS
         fingerprint = self.token.fingerprint()
         await self._writer.call(
             lambda c: rows.insert_link(c, _code_hash(code), fingerprint, expires_at)
         )
-        return code, expires_at
+        return shown_code(code), expires_at
 
     async def pair(self, link: str, name: str) -> tuple[WebDevice, str] | None:
         """A new device for a link used once before it expires; None for any other link."""

@@ -10,7 +10,7 @@ from aiohttp import web
 from betcode.core.validation import check_id
 from betcode.storage.web_devices import WebDevice
 from betcode.web.access import principal
-from betcode.web.devices import Devices, TooManyGuesses, shown_code
+from betcode.web.devices import Devices, TooManyGuesses
 from betcode.web.errors import json_body, refusal, text_field
 
 DEVICES_KEY = web.AppKey("devices", Devices)
@@ -72,7 +72,7 @@ async def new_link(request: web.Request) -> web.Response:
 
 async def new_code(request: web.Request) -> web.Response:
     code, expires_at = await request.app[DEVICES_KEY].new_code()
-    return web.json_response({"code": shown_code(code), "expires_at": expires_at}, status=201)
+    return web.json_response({"code": code, "expires_at": expires_at}, status=201)
 
 
 async def list_devices(request: web.Request) -> web.Response:
