@@ -160,3 +160,43 @@ async def test_a_call_answered_not_now_is_kept_and_retried_and_a_refused_one_is_
         finally:
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)
+
+
+async def test_a_tunnel_that_ends_while_its_delivery_waits_to_retry_lets_the_next_one_deliver(
+    tmp_path: Path,
+) -> None:
+    """The delivery waits out its backoff (here a minute) after a "not now"; the machine's
+    tunnel ends and a new one opens: the new tunnel's delivery does not wait for that backoff
+    (one delivery per machine at a time), it delivers at once."""
+    settings = BufferSettings(retry_initial_seconds=60.0, retry_max_seconds=60.0)
+    async with (
+        relay_in_process(tmp_path / "relay", buffer=settings) as relay,
+        client_channel(relay) as channel,
+    ):
+        alice = await register(channel, "alice")
+        machine = await register_machine(channel, alice, MACHINE)
+        agent = agent_pb2_grpc.AgentServiceStub(channel)
+        metadata = (*bearer(alice.access), ("x-machine-id", MACHINE))
+        await buffered(
+            agent.CancelTurn(agent_pb2.CancelTurnRequest(session_id="s"), metadata=metadata)
+        )
+        assert relay.buffer is not None
+
+        first = StandInMachine({CANCEL: [grpc.StatusCode.UNAVAILABLE]})
+        serving = asyncio.create_task(first.serve(relay, machine.key, machine.cert))
+        async with asyncio.timeout(30):
+            while first.delivered != [CANCEL]:  # noqa: ASYNC110 - the stand-in's record
+                await asyncio.sleep(0.05)
+        serving.cancel()  # this tunnel ends; its delivery waits out its minute
+        await asyncio.gather(serving, return_exceptions=True)
+
+        second = StandInMachine({CANCEL: [grpc.StatusCode.OK]})
+        serving = asyncio.create_task(second.serve(relay, machine.key, machine.cert))
+        try:
+            async with asyncio.timeout(30):
+                while await relay.buffer.pending(MACHINE):  # noqa: ASYNC110 - JetStream state
+                    await asyncio.sleep(0.1)
+            assert second.delivered == [CANCEL]
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)

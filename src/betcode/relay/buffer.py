@@ -17,6 +17,7 @@ trailers: the call has not run yet."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import struct
@@ -289,8 +290,13 @@ class OfflineBuffer:
         async with self._delivering.setdefault(machine_id, asyncio.Lock()):
             delay = self.settings.retry_initial_seconds
             try:
-                while not tunnel.closed and not await self._deliver_round(machine_id, tunnel):
-                    await asyncio.sleep(delay)
+                while not await self._deliver_round(machine_id, tunnel):
+                    # The backoff, cut short by the tunnel's end: the machine's next tunnel
+                    # delivers, and it waits for this one's delivery to let go.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(tunnel.ended.wait(), delay)
+                    if tunnel.ended.is_set():
+                        return
                     delay = min(delay * 2, self.settings.retry_max_seconds)
             except Exception:  # the tunnel went away: what is left stays buffered
                 log.exception("delivery of buffered requests to %s stopped", machine_id)

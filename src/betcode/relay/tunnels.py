@@ -108,7 +108,7 @@ class _Tunnel:
         self.on_notify: Callable[[dict[str, str]], Coroutine[Any, Any, object]] | None = None
         self.on_renew: Callable[[str], Coroutine[Any, Any, None]] | None = None
         self.local_replies: dict[str, Callable[[tunnel_pb2.TunnelFrame], None]] = {}
-        self.closed = False  # its stream ended: nothing sent on it reaches the daemon
+        self.ended = asyncio.Event()  # its stream ended: nothing sent on it reaches the daemon
 
     def close(self) -> None:
         with contextlib.suppress(asyncio.QueueFull):
@@ -194,7 +194,7 @@ class _Tunnel:
     async def fail_open_calls(self) -> None:
         """The tunnel's stream ended: every call still open on it, the relay's own too (a
         buffered delivery, kept for the next tunnel), is told the machine is gone."""
-        self.closed = True
+        self.ended.set()
         for request_id, local in list(self.local_replies.items()):
             local(self._gone(request_id))
         for request_id, reply_to in list(self.reply_to.items()):
