@@ -255,6 +255,43 @@ async def test_a_revoked_device_is_refused_at_once_calls_and_refresh(
     await owner.ListSessions(agent_pb2.ListSessionsRequest(), metadata=owner_metadata)
 
 
+async def test_a_phone_whose_code_the_daemon_refuses_revokes_its_own_relay_login(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    """What the page does when the daemon refuses the code (web-client/src/pairing.ts): the
+    phone's relay login, just made, revokes itself at the front, so no half-paired phone stays
+    listed; its tokens then work no more."""
+    relay_url = remember_relay(rig)
+    await rig.start_daemon()
+    await until_reachable(rig)
+    first = await relay_pairing(rig, relay_url)
+    status, login, _ = await pair(http, rig, first.ticket)
+    assert status == 200, login
+    status, _ = await gateway_as(rig, login["access_token"]).call(
+        "POST", "/api/devices/pair", {"code": first.code}
+    )
+    assert status == 201
+    # A second phone, with a new ticket but the code already used.
+    second = await relay_pairing(rig, relay_url)
+    status, half, _ = await pair(http, rig, second.ticket)
+    assert status == 200, half
+    status, refused = await gateway_as(rig, half["access_token"]).call(
+        "POST", "/api/devices/pair", {"code": first.code}
+    )
+    assert (status, refused["error"]["code"]) == (401, "CODE_REFUSED")
+    own = {"Authorization": f"Bearer {half['access_token']}"}
+    url = f"{front_url(rig)}/relay/api/devices/{half['device_id']}"
+    async with http.delete(url, headers=own) as response:
+        assert (response.status, await response.json()) == (200, {"revoked": True})
+    listed = {d.device_id: d for d in await devices_listed(rig, rig.account.access)}
+    assert listed[half["device_id"]].HasField("revoked_at")
+    assert not listed[login["device_id"]].HasField("revoked_at")
+    async with http.post(
+        f"{front_url(rig)}/relay/api/refresh", json={"refresh_token": half["refresh_token"]}
+    ) as response:
+        assert response.status == 401
+
+
 async def test_the_front_lists_and_revokes_devices_for_the_page(
     rig: Rig, http: aiohttp.ClientSession
 ) -> None:

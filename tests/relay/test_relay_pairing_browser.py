@@ -6,17 +6,27 @@ pairing, on the relay's sign-in screen, does; the first phone signs that one out
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from harness.browser import PHONE, chromium, phone_page, require_chromium
 from harness.environment import Workspace
 from harness.pairing import relay_pairing, remember_relay
-from harness.relay import MACHINE, Rig, bearer, rig_fixture, waiting_permission
+from harness.relay import (
+    MACHINE,
+    Rig,
+    bearer,
+    rig_fixture,
+    until_reachable,
+    waiting_permission,
+)
 from harness.web import WebClient
+from harness.web_gateway import GatewayClient
 
 from betcode.config.settings import HttpSettings
 from betcode.relay.buffer import BufferSettings
@@ -44,6 +54,22 @@ async def browser() -> AsyncIterator[Any]:
 async def phone(browser: Any) -> AsyncIterator[Any]:
     async with phone_page(browser, ignore_https_errors=True) as page:
         yield page
+
+
+def phone_caller(token: str) -> tuple[tuple[str, str], ...]:
+    return (*bearer(token), ("x-machine-id", MACHINE), ("x-client-id", "web-phone"))
+
+
+async def pair_at_front(rig: Rig, ticket: str) -> tuple[int, dict[str, Any]]:
+    """The ticket traded at the relay's front as a phone does (`POST /relay/api/pair`)."""
+    trusted = ssl.create_default_context(cafile=str(rig.relay.options.files.ca_cert))
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trusted)) as http,
+        http.post(
+            f"https://127.0.0.1:{rig.relay.port}/relay/api/pair", json={"ticket": ticket}
+        ) as response,
+    ):
+        return response.status, await response.json()
 
 
 def machine_fingerprint(rig: Rig) -> str:
@@ -110,6 +136,32 @@ async def test_the_pairing_link_signs_a_phone_in_through_the_relay_without_a_pas
     phone.once("dialog", lambda dialog: dialog.accept())
     await paired.nth(1).get_by_role("button", name="Revoke").click()
     await expect(paired).to_have_count(1)
+    listed = await auth_pb2_grpc.AuthServiceStub(rig.channel).ListDevices(
+        auth_pb2.ListDevicesRequest(), metadata=bearer(rig.account.access)
+    )
+    assert [d.HasField("revoked_at") for d in listed.devices] == [False, True]
+
+
+async def test_a_refused_code_leaves_no_relay_login_behind(rig: Rig, phone: Any) -> None:
+    """The daemon refuses the code (used already): the page revokes the relay login it just
+    made, says why, and keeps no relay tokens. The daemon has no LAN address: `web pair` makes
+    its codes on the daemon's socket."""
+    relay_url = remember_relay(rig)
+    await rig.start_daemon()
+    await until_reachable(rig)
+    used = await relay_pairing(rig, relay_url)
+    status, login = await pair_at_front(rig, used.ticket)
+    assert status == 200, login
+    gateway = GatewayClient(rig.sealed, "", "web-phone", phone_caller(login["access_token"]))
+    status, _ = await gateway.call("POST", "/api/devices/pair", {"code": used.code})
+    assert status == 201
+    fresh = await relay_pairing(rig, relay_url)
+
+    await phone.goto(fresh.url.replace(f".{fresh.code}&", f".{used.code}&"))
+    error = phone.locator("#relay-login-error")
+    await expect(error).to_contain_text("the machine refused the code")
+    await expect(error).to_contain_text("this phone's relay sign-in was removed")
+    assert await phone.evaluate("localStorage.getItem('betcode-relay-tokens')") is None
     listed = await auth_pb2_grpc.AuthServiceStub(rig.channel).ListDevices(
         auth_pb2.ListDevicesRequest(), metadata=bearer(rig.account.access)
     )

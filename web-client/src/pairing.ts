@@ -7,6 +7,9 @@
 // daemon's code for its device credential (`POST /api/devices/pair`, sealed, through the
 // machine's web gateway). No password is typed on the phone. The typed form, `ABCDE-FGHJK-1234-
 // 5678`, carries no key: the key of the first exchange is pinned, its fingerprint shown.
+// Pairing is all or nothing: when a step after the relay's login fails (the daemon refuses a
+// used or expired code, a changed key, the machine away), the page revokes that login itself, so
+// no half-paired phone stays listed at the relay, and says why (`NotPaired`).
 import { fromHex, trust, type PinStore } from "./e2e";
 import { exchangeKeys, RelayRefused, RelayTransport, type RelayLink } from "./transport";
 
@@ -71,6 +74,9 @@ export interface PairedDevice {
 export interface PairingWays {
   /** `POST /relay/api/pair {"ticket", "name"}` at the relay (RelayRefused when refused). */
   pairAtRelay(ticket: string, name: string): Promise<DeviceLogin>;
+  /** `DELETE /relay/api/devices/{device_id}` with the login's own token, and the login
+   * forgotten: a pairing that failed after the login leaves nothing behind. */
+  revokeAtRelay(login: DeviceLogin): Promise<void>;
   /** The way to the machine with the login's tokens. */
   link(login: DeviceLogin): RelayLink;
   pins: PinStore;
@@ -84,9 +90,34 @@ export interface Paired {
   fingerprint: string;
 }
 
+/** A pairing that failed after the relay's login: `cause` is why, `revoked` whether that login
+ * was revoked (else it is listed at the relay until revoked there). */
+export class NotPaired extends Error {
+  constructor(
+    readonly cause: Error,
+    readonly revoked: boolean,
+  ) {
+    super(
+      `${cause.message.replace(/\.$/, "")}; ${revoked ? "this phone's relay sign-in was removed" : "this phone's relay sign-in could not be removed: revoke it under Paired phones"}`,
+    );
+  }
+}
+
 /** The whole pairing: the relay's login, the key pinned, the daemon's credential. */
 export async function pairThroughRelay(pairing: RelayPairing, ways: PairingWays): Promise<Paired> {
   const login = await ways.pairAtRelay(pairing.ticket, ways.name);
+  try {
+    return await pairWithMachine(pairing, login, ways);
+  } catch (failure) {
+    const revoked = await ways.revokeAtRelay(login).then(
+      () => true,
+      () => false,
+    );
+    throw new NotPaired(failure as Error, revoked);
+  }
+}
+
+async function pairWithMachine(pairing: RelayPairing, login: DeviceLogin, ways: PairingWays): Promise<Paired> {
   if (pairing.machineId && login.machine_id !== pairing.machineId) {
     throw new RelayRefused(`the ticket is for machine ${login.machine_id}, not ${pairing.machineId}`, "INVALID_ARGUMENT");
   }
@@ -108,7 +139,8 @@ export async function pairThroughRelay(pairing: RelayPairing, ways: PairingWays)
   }
   if (reply.status !== 201 || !body.credential) {
     const error = body.error ?? {};
-    throw new RelayRefused(error.message || `the machine answered ${reply.status}`, error.code || String(reply.status));
+    const why = error.message || `answered ${reply.status}`;
+    throw new RelayRefused(`the machine refused the code: ${why}`, error.code || String(reply.status));
   }
   return { login, device: body as PairedDevice, transport, fingerprint };
 }

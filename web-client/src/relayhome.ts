@@ -8,7 +8,7 @@
 import { deviceName, keepDevice, useDeviceOf } from "./credential";
 import { byId, el } from "./dom";
 import { KeyChanged } from "./e2e";
-import { pairThroughRelay, readPairing, readTypedPairing, type DeviceLogin, type RelayPairing } from "./pairing";
+import { NotPaired, pairThroughRelay, readPairing, readTypedPairing, type DeviceLogin, type RelayPairing } from "./pairing";
 import { exchangeKeys, RelayRefused, RelayTransport, Unreachable, type RelayLink } from "./transport";
 
 const TOKENS = "betcode-relay-tokens"; // kept across restarts of an installed app
@@ -272,6 +272,14 @@ async function pairHere(pairing: RelayPairing): Promise<void> {
         keepTokens(login);
         return login;
       },
+      async revokeAtRelay(login) {
+        clearTimeout(refreshTimer);
+        try {
+          await relayJson("DELETE", `/relay/api/devices/${encodeURIComponent(login.device_id)}`);
+        } finally {
+          localStorage.removeItem(TOKENS);
+        }
+      },
       link: (login) => machineLink(login.machine_id),
     });
     const machineId = paired.login.machine_id;
@@ -281,7 +289,8 @@ async function pairHere(pairing: RelayPairing): Promise<void> {
   } catch (failure) {
     say("");
     show("login");
-    const message = failure instanceof KeyChanged ? `Refused: ${failure.message}` : (failure as Error).message;
+    const cause = failure instanceof NotPaired ? failure.cause : failure;
+    const message = cause instanceof KeyChanged ? `Refused: ${(failure as Error).message}` : (failure as Error).message;
     byId("relay-login-error").textContent = `Not paired: ${message}`;
   }
 }
