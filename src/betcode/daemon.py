@@ -149,7 +149,7 @@ class Daemon:
                 self._tasks,
                 client_silence=lambda: self.config.settings.client_silence_seconds,
                 access=access,
-                relay_push=None if self._tunnel is None else self._tunnel.deliver_push,
+                relay=self._tunnel,
             )
         self._tasks.start(health.run(HEALTH_INTERVAL_SECONDS))
         subagents.orchestrations.resume_loaded()

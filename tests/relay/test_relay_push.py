@@ -24,7 +24,7 @@ from harness.push_service import PushService
 from harness.relay import client_channel, register, register_machine, relay_in_process
 
 from betcode.push.notifications import PushNotifications
-from betcode.push.sender import PushSender
+from betcode.push.sender import PushSender, RelayDelivery
 from betcode.push.subscriptions import Subscriptions, parse_subscription
 from betcode.push.vapid import VapidKey
 from betcode.relay.push_delivery import PushRelaySettings
@@ -110,7 +110,10 @@ async def relay_rig(tmp_path: Path, settings: PushRelaySettings) -> AsyncIterato
             key = VapidKey.load_or_create(tmp_path / "config")
             subscriptions = Subscriptions(writer, reader)
             sender = PushSender(
-                key, subscriptions.delete, "mailto:alice@example.com", through_relay
+                key,
+                subscriptions.delete,
+                "mailto:alice@example.com",
+                RelayDelivery(through_relay, identity.machine_id()),
             )
             rig = Rig(service, tunnel, sender, subscriptions, key, handed)
             try:
@@ -133,8 +136,10 @@ async def test_a_relayed_push_is_posted_by_the_relay_and_read_only_by_the_browse
         assert await rig.sender.send(subscription, PAYLOAD)
         [push] = await rig.service.wait_for(1)
         assert rig.service.refused == []
-        # The browser decrypts it with its keys; the VAPID signature is the daemon's.
-        assert push.payload == PAYLOAD
+        # The browser decrypts it with its keys; the VAPID signature is the daemon's. A relayed
+        # push names its machine (the phone opens and answers through the relay by it).
+        machine_id = MachineIdentity(tmp_path / "certs").machine_id()
+        assert push.payload == {**PAYLOAD, "machine_id": machine_id}
         assert push.vapid_key == rig.key.public_key_base64url()
         assert push.claims["sub"] == "mailto:alice@example.com"
         assert push.claims["aud"] == rig.service.url
@@ -156,7 +161,8 @@ async def test_a_relayed_push_is_posted_by_the_relay_and_read_only_by_the_browse
         # A subscription made on the LAN is still pushed to directly, not through the relay.
         direct = await rig.subscribe(relayed=False)
         assert await rig.sender.send(direct, PAYLOAD)
-        await rig.service.wait_for(2)
+        pushes = await rig.service.wait_for(2)
+        assert pushes[1].payload == PAYLOAD  # no machine id: the LAN page has one daemon
         assert len(rig.handed) == 1
 
 

@@ -11,7 +11,7 @@ from betcode.composition.background import BackgroundTasks
 from betcode.composition.core import Core
 from betcode.config.settings import WebPushSettings
 from betcode.push.notifications import PushNotifications
-from betcode.push.sender import PushSender, RelayPost
+from betcode.push.sender import PushSender, RelayDelivery
 from betcode.push.subscriptions import Subscriptions
 from betcode.push.vapid import VapidKey
 from betcode.web.push_api import PushEndpoints
@@ -23,7 +23,7 @@ def start_push(
     settings: WebPushSettings,
     tasks: BackgroundTasks,
     signed_in: Callable[[str], bool],
-    relay: RelayPost | None,
+    relay: RelayDelivery | None,
 ) -> PushEndpoints:
     """`signed_in(device_id)`: the web client's answer to whether a device is signed in;
     `relay`: how pushes for relayed devices reach the relay (None without one)."""

@@ -19,9 +19,9 @@ from betcode.server.app import RpcService
 from betcode.server.health import ComponentReport, HealthMonitor
 
 if TYPE_CHECKING:
-    from betcode.push.sender import RelayPost
     from betcode.server.web_access_service import WebAccessService
     from betcode.server.web_gateway_service import WebGatewayService
+    from betcode.tunnel.client import TunnelClient
     from betcode.web.server import WebServer
 
 
@@ -52,13 +52,14 @@ async def start_web(
     *,
     client_silence: Callable[[], float],
     access: WebAccessService,
-    relay_push: RelayPost | None = None,
+    relay: TunnelClient | None = None,
 ) -> None:
     """`access`: the owner's sign-ins on the daemon's socket, handed the device store here;
-    `relay_push`: the relay tunnel's delivery of pushes (for devices that reach this daemon
-    through the relay)."""
+    `relay`: the relay tunnel, which delivers the pushes of devices that reach this daemon
+    through the relay."""
     # Imported here: a daemon without the web client loads nothing of Web Push.
     from betcode.composition.push import start_push
+    from betcode.push.sender import RelayDelivery
     from betcode.web.commands_api import WebCommands
     from betcode.web.devices import Devices
     from betcode.web.domain import make_web_domain
@@ -76,6 +77,11 @@ async def start_web(
     devices = Devices(TokenFile(config.config_dir), core.writer, core.reader)
     await devices.load()
     access.attach(devices)
+    relay_push = (
+        None
+        if relay is None
+        else RelayDelivery(relay.deliver_push, relay.settings.identity.machine_id())
+    )
     push = start_push(
         core, config.config_dir, config.settings.web.push, tasks, devices.signed_in, relay_push
     )

@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,9 +40,18 @@ Forget = Callable[[str], Awaitable[object]]
 RelayPost = Callable[[str, bytes, Mapping[str, str]], Awaitable[int]]
 
 
+@dataclass(frozen=True)
+class RelayDelivery:
+    """How relayed subscriptions' pushes reach the relay, and the machine id they carry (a
+    phone at the relay's address answers and opens that machine's session from it)."""
+
+    post: RelayPost
+    machine_id: str
+
+
 class PushSender:
     def __init__(
-        self, key: VapidKey, forget: Forget, contact: str, relay: RelayPost | None = None
+        self, key: VapidKey, forget: Forget, contact: str, relay: RelayDelivery | None = None
     ) -> None:
         """`forget(endpoint)` deletes a subscription its push service no longer knows;
         `contact` is VAPID's `sub` (daemon.web.push.contact); `relay` delivers the messages
@@ -57,6 +67,8 @@ class PushSender:
         relayed subscription's message could not be handed to the relay, for the caller to
         send again once it is back."""
         netloc = urlsplit(subscription.endpoint).netloc
+        if subscription.relayed and self._relay is not None:
+            payload = {**payload, "machine_id": self._relay.machine_id}
         body, headers = self.message(subscription, payload)
         way = "through the relay" if subscription.relayed else "direct"
         try:
@@ -65,7 +77,7 @@ class PushSender:
             elif self._relay is None:
                 raise PushNotPosted("this daemon has no relay")
             else:
-                status = await self._relay(subscription.endpoint, body, headers)
+                status = await self._relay.post(subscription.endpoint, body, headers)
         except RelayUnreachable:
             raise
         except PushNotPosted as error:
