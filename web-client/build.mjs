@@ -1,6 +1,6 @@
-// Builds the page's bundle into src/betcode/web/static/ (app.js, app.css, and relay.html: the
-// same page as index.html for a relay's address; git-ignored: made by scripts/setup), or with
-// --tests the unit tests into build/test/ for `node --test`.
+// Builds the page's bundle into src/betcode/web/static/ (app.js, app.css, sw.js the service
+// worker, and relay.html: the same page as index.html for a relay's address; git-ignored: made
+// by scripts/setup), or with --tests the unit tests into build/test/ for `node --test`.
 import { build } from "esbuild";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -21,7 +21,8 @@ if (tests) {
 } else {
   const staticDir = `${here}../src/betcode/web/static`;
   const result = await build({
-    entryPoints: { app: `${here}src/main.ts` },
+    // sw: the service worker, served at the root (its scope the whole origin).
+    entryPoints: { app: `${here}src/main.ts`, sw: `${here}src/sw.ts` },
     outdir: staticDir,
     bundle: true,
     minify: true,

@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 from harness.browser import CHROMIUM, PHONE, chromium, phone_page, require_chromium, trusting
 from harness.environment import Workspace
-from harness.relay import MACHINE, Rig, rig_fixture
+from harness.relay import MACHINE, Rig, rig_fixture, stored_text, until, waiting_permission
 from harness.web import WebClient, new_pairing_code, sign_in
 
 from betcode.config.settings import HttpSettings
 from betcode.relay.buffer import BufferSettings
 from betcode.remote import e2e
 from betcode.tunnel.identity import MachineIdentity
+from betcode.v1 import agent_pb2
 from betcode.web.token import read_or_create_token
 
 pytestmark = pytest.mark.real_cli
@@ -43,6 +44,27 @@ ANSWER_SECRET = "answer-secret-9090"
 RESTART_SECRET = "restart-secret-3131"
 
 TOKENS = "JSON.parse(localStorage.getItem('betcode-relay-tokens'))"
+# The copy kept in IndexedDB for the service worker.
+IDB_TOKENS = """new Promise((resolve) => {
+  const opening = indexedDB.open("betcode", 1);
+  opening.onsuccess = () => {
+    const read = opening.result.transaction("device").objectStore("device")
+      .get("betcode-relay-tokens");
+    read.onsuccess = () => { opening.result.close(); resolve(read.result); };
+  };
+})"""
+
+
+def idb_put_tokens(tokens: dict[str, Any]) -> str:
+    return f"""new Promise((resolve) => {{
+  const opening = indexedDB.open("betcode", 1);
+  opening.onsuccess = () => {{
+    const tx = opening.result.transaction("device", "readwrite");
+    tx.objectStore("device").put({json.dumps(tokens)}, "betcode-relay-tokens");
+    tx.oncomplete = () => {{ opening.result.close(); resolve(true); }};
+  }};
+}})"""
+
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
 
@@ -109,10 +131,8 @@ def files_under(root: Path) -> list[Path]:
     return [path for path in root.rglob("*") if path.is_file()]
 
 
-async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plaintext(
-    rig: Rig, phone: Any, workspace: Workspace
-) -> None:
-    await start_daemon(rig)
+async def watch_nats(rig: Rig) -> tuple[list[bytes], Any]:
+    """Every NATS message's data and headers from now on, and the subscription to end."""
     seen: list[bytes] = []
 
     async def spy(msg: Any) -> None:
@@ -120,7 +140,14 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
         seen.extend(str(value).encode() for value in (msg.headers or {}).values())
 
     assert rig.relay.nc is not None
-    subscription = await rig.relay.nc.subscribe(">", cb=spy)
+    return seen, await rig.relay.nc.subscribe(">", cb=spy)
+
+
+async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plaintext(
+    rig: Rig, phone: Any, workspace: Workspace
+) -> None:
+    await start_daemon(rig)
+    seen, subscription = await watch_nats(rig)
     marker = workspace.repo / "ran.txt"
     command = json.dumps({"command": f"echo {SECRET} >> {marker.name}"})
 
@@ -180,10 +207,12 @@ async def test_a_phone_uses_the_full_app_through_the_relay_which_sees_no_plainte
     # A reload comes back to the same machine and session, signed in; an access token about
     # to expire is renewed first (the relay rotates the refresh token with it).
     tokens = await phone.evaluate(TOKENS)
+    assert await phone.evaluate(IDB_TOKENS) == tokens
     await phone.evaluate(
         "localStorage.setItem('betcode-relay-tokens', JSON.stringify("
         f"{{...{json.dumps(tokens)}, expires_at: Date.now() + 5000}}))"
     )
+    await phone.evaluate(idb_put_tokens({**tokens, "expires_at": 0}))
     await phone.reload()
     await expect(phone.locator(".note", has_text="turn complete")).to_have_count(4)
     await expect(phone.locator("#fingerprint")).to_have_text(daemon_fingerprint(rig))
@@ -266,8 +295,8 @@ async def test_installable_at_the_relay_and_offline_it_says_what_is_unreachable(
 
     # Notifications from the opened machine: its VAPID key fetched through the gateway, then
     # Chromium's pushManager, which needs its vendor's push service (unreachable here: the
-    # button says so). A notification at the relay's address has no answer buttons (the worker
-    # cannot seal an answer): tapping it opens the app.
+    # button says so). A notification that names no machine (an older daemon's) has no answer
+    # buttons at the relay's address: tapping it opens the app.
     await installable.grant_permissions(["notifications"], origin=web_url(rig))
     await notify.click()
     await expect(notify).to_have_text("Notify me (failed)", timeout=60_000)
@@ -333,3 +362,148 @@ async def test_read_only_under_a_laptops_lock_until_the_phone_asks_for_it(
         await stream.close()
     finally:
         await laptop.close()
+
+
+ACTION_SECRET = "action-secret-5757"
+AWAY_SECRET = "away-secret-6868"
+
+
+async def test_a_notification_action_at_the_relay_answers_through_it_first_answer_wins(
+    rig: Rig, installable: Any, workspace: Workspace
+) -> None:
+    await start_daemon(rig)
+    seen, watching = await watch_nats(rig)
+    page = await installable.new_page()
+    await logged_in(page, rig)
+    await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+    await page.reload()
+    await open_machine(page, rig)  # the key pinned, the device signed in: kept for the worker
+    await installable.grant_permissions(["notifications"], origin=web_url(rig))
+    [worker] = installable.service_workers
+    marker = workspace.repo / "action.txt"
+    command = json.dumps({"command": f"echo {ACTION_SECRET} >> {marker.name}"})
+    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
+    session_id, request_id = await waiting_permission(rig, start, f"SCN:tool_bash {command} go")
+    # The page shows it waiting; the answer comes from the worker alone.
+    await expect(page.locator("#action-bar")).to_contain_text(ACTION_SECRET)
+    message = {
+        "kind": "permission",
+        "notification_id": request_id,
+        "request_id": request_id,
+        "session_id": session_id,
+        "machine_id": MACHINE,
+        "tool": "Bash",
+        "title": "Bash waits for your approval",
+        "body": "repo: echo ...",
+    }
+    shown = await worker.evaluate(
+        f"showMessage({json.dumps(message)})"
+        ".then(() => self.registration.getNotifications())"
+        ".then(ns => ns.map(n => ({title: n.title, actions: n.actions.map(a => a.action)})))"
+    )
+    assert shown == [{"title": "Bash waits for your approval", "actions": ["allow_once", "deny"]}]
+    # Allow once: the worker's own key exchange (the pinned key checked), then the page's
+    # answer request as a sealed gateway call with the device's credential.
+    allowed = await worker.evaluate(f"answerFromNotification({json.dumps(message)}, 'allow_once')")
+    assert allowed == {
+        "status": 200,
+        "reply": {"accepted": True, "duplicate": False, "outcome": "allowed"},
+    }
+
+    async def turn_ended() -> bool:
+        return "turn_complete" in await stored_text(rig, session_id)
+
+    await until(turn_ended, 90)
+    assert marker.read_text().splitlines() == [ACTION_SECRET]  # the tool ran, exactly once
+    assert "web-notification" in await stored_text(rig, session_id)
+    await expect(page.locator("#action-bar")).to_be_hidden()  # the page sees it answered
+    # Deny from the notification later, its access token about to expire: the worker renews
+    # the relay login first (kept for the page), and the first answer stands.
+    tokens = await page.evaluate(IDB_TOKENS)
+    assert tokens == await page.evaluate(TOKENS)
+    await page.evaluate(idb_put_tokens({**tokens, "expires_at": 0}))
+    denied = await worker.evaluate(f"answerFromNotification({json.dumps(message)}, 'deny')")
+    assert denied["reply"]["duplicate"] is True
+    assert denied["reply"]["outcome"] == "allowed"
+    titles = await worker.evaluate(
+        "self.registration.getNotifications().then(ns => ns.map(n => n.title))"
+    )
+    assert titles == ["Bash: already answered: allowed"]
+    renewed = await page.evaluate(IDB_TOKENS)
+    assert renewed["refresh_token"] not in ("", tokens["refresh_token"])
+    assert renewed["expires_at"] > 0
+    # The page takes the worker's renewed login when it next renews (the old refresh token is
+    # spent): a reload is still signed in to the relay and the machine.
+    await page.evaluate(
+        "localStorage.setItem('betcode-relay-tokens', JSON.stringify("
+        f"{{...{json.dumps(tokens)}, expires_at: Date.now() + 5000}}))"
+    )
+    await page.reload()
+    await expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+    assert (await page.evaluate(TOKENS))["refresh_token"] != tokens["refresh_token"]
+
+    # Tapping the notification opens that machine's session (the push names both): the address
+    # the worker opens, in a new tab (focusing or opening a window needs the real tap, which
+    # headless Chromium has no notification to make).
+    target = await worker.evaluate(f"sessionTarget({json.dumps(message)})")
+    assert target == f"/?machine={MACHINE}#/s/{session_id}"
+    await page.close()
+    page = await installable.new_page()
+    await page.goto(web_url(rig) + target)
+    await expect(page.locator("#session-view")).to_be_visible()
+    await expect(page.locator("#fingerprint")).to_have_text(daemon_fingerprint(rig))
+    assert page.url == f"{web_url(rig)}/#/s/{session_id}"
+    await expect(page.locator(".tool.done")).to_have_count(1)
+
+    await watching.unsubscribe()
+    carried = b"".join(seen)
+    credential = await page.evaluate(f"localStorage.getItem('betcode-device:{MACHINE}')")
+    assert credential
+    for plain in (ACTION_SECRET, session_id, json.loads(credential)["credential"]):
+        assert plain.encode() not in carried, plain
+    for path in files_under(rig.relay.options.files.root):
+        assert ACTION_SECRET.encode() not in path.read_bytes(), path
+
+
+async def test_an_answer_given_while_the_machine_is_offline_is_queued_and_runs_once(
+    rig: Rig, installable: Any, workspace: Workspace
+) -> None:
+    await start_daemon(rig)
+    page = await installable.new_page()
+    await logged_in(page, rig)
+    await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+    await page.reload()
+    await open_machine(page, rig)
+    await installable.grant_permissions(["notifications"], origin=web_url(rig))
+    marker = workspace.repo / "away.txt"
+    command = json.dumps({"command": f"echo {AWAY_SECRET} >> {marker.name}"})
+    start = agent_pb2.StartConversation(working_directory=str(workspace.repo))
+    session_id, request_id = await waiting_permission(rig, start, f"SCN:tool_bash {command} go")
+    bar = page.locator("#action-bar")
+    await expect(bar).to_contain_text(AWAY_SECRET)
+
+    # As `daemon restart` does: the asking claude waits on under its holder for the answer.
+    await rig.stop_daemon(keep_sessions=True)
+    await bar.get_by_role("button", name="Allow once").click()
+    await expect(bar).to_contain_text("queued: will be delivered when the machine is back")
+    # The notification's action, given while away too: kept as well; the first one wins.
+    [worker] = installable.service_workers
+    message = {"kind": "permission", "request_id": request_id, "machine_id": MACHINE}
+    queued = await worker.evaluate(f"answerFromNotification({json.dumps(message)}, 'deny')")
+    assert queued["queued"] == "queued: will be delivered when the machine is back"
+    assert not marker.exists()
+
+    await start_daemon(rig)
+
+    async def turn_ended() -> bool:
+        return "turn_complete" in await stored_text(rig, session_id)
+
+    await until(turn_ended, 90)
+    assert marker.read_text().splitlines() == [AWAY_SECRET]  # allowed (first), ran once
+    assert rig.relay.buffer is not None
+
+    async def delivered() -> bool:
+        return not await rig.relay.buffer.pending(MACHINE)  # type: ignore[union-attr]
+
+    await until(delivered, 30)
+    await expect(bar).to_be_hidden()

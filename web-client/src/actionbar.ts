@@ -1,7 +1,8 @@
 // The action bar above the input: the viewed session's oldest waiting request (else the oldest
 // in any session, its session named at the top), with everything needed to judge it (the tool, what it will do, the diff of an edit) and its answers. It is
 // part of the page's bottom dock, never over the conversation, so nothing covers its buttons.
-import { api, type QuestionPrompt, type Waiting } from "./api";
+import { answerRequest, type QuestionPrompt, type Waiting } from "./api";
+import type { AnswerBody } from "./answer";
 import { byId, el } from "./dom";
 import { toolDiff } from "./render/diff";
 import { diffView } from "./render/diffview";
@@ -52,13 +53,16 @@ function ruleText(request: Waiting): string {
     : "This call cannot be scoped to a rule: Allow for session allows it once only.";
 }
 
-async function answer(requestId: string, body: Record<string, unknown>, error: HTMLElement): Promise<void> {
+async function answer(requestId: string, body: AnswerBody, error: HTMLElement): Promise<void> {
   error.textContent = "";
   const buttons = byId("action-bar").querySelectorAll("button");
   buttons.forEach((button) => (button.disabled = true));
   try {
-    await api("POST", `/api/permissions/${encodeURIComponent(requestId)}`, body);
-    waiting.remove(requestId);
+    const queued = await answerRequest(requestId, body);
+    // Kept by the relay for the offline machine: said here, the buttons left disabled (the
+    // request leaves the list once the machine is back and has it answered).
+    if (queued) error.textContent = queued;
+    else waiting.remove(requestId);
   } catch (failure) {
     error.textContent = (failure as Error).message;
     buttons.forEach((button) => (button.disabled = false));

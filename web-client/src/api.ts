@@ -1,8 +1,10 @@
 // The daemon's JSON endpoints and session stream (betcode/web/api.py, stream.py; docs/WEB.md),
 // reached on the LAN or through a relay (transport.ts).
+import { answerSealed, QUEUED, type AnswerBody } from "./answer";
 import { forgetDevice, storedDevice } from "./credential";
 import { newId } from "./dom";
-import { lanTransport, RelayRefused, Unreachable, type Reply, type StreamSocket, type Transport } from "./transport";
+import { pinnedIdentity } from "./e2e";
+import { lanTransport, RelayRefused, RelayTransport, Unreachable, type Reply, type StreamSocket, type Transport } from "./transport";
 
 // One id per tab, kept across reloads: the audit log and other clients see who answered.
 export const clientId: string = sessionStorage.getItem("betcode-client") || newId("web-");
@@ -37,7 +39,7 @@ export async function api<T = Record<string, unknown>>(
   try {
     reply = await transport.request(method, path, headers, body === undefined ? undefined : JSON.stringify(body));
   } catch (failure) {
-    if (failure instanceof Unreachable) throw new ApiError(failure.message, 503, "UNAVAILABLE");
+    if (failure instanceof Unreachable) throw new ApiError(failure.message, 503, failure.place === "machine" ? MACHINE_OFFLINE : "UNAVAILABLE");
     if (failure instanceof RelayRefused) throw new ApiError(failure.message, 502, failure.code);
     throw failure;
   }
@@ -57,6 +59,29 @@ export async function api<T = Record<string, unknown>>(
     throw new ApiError(error.message || `HTTP ${reply.status}`, reply.status, error.code || "");
   }
   return data as T;
+}
+
+const MACHINE_OFFLINE = "MACHINE_OFFLINE"; // through a relay: the machine is not connected
+
+/** Answers a waiting request (`POST /api/permissions/{id}`); "" once answered. Through a relay
+ * with the machine offline the answer is sealed to its pinned key for the relay to keep
+ * (answer.ts): then what to show, "queued: ...". */
+export async function answerRequest(requestId: string, body: AnswerBody): Promise<string> {
+  try {
+    await api("POST", `/api/permissions/${encodeURIComponent(requestId)}`, body);
+    return "";
+  } catch (failure) {
+    if (!(failure instanceof ApiError && failure.code === MACHINE_OFFLINE && transport instanceof RelayTransport)) throw failure;
+    const identity = pinnedIdentity(localStorage, transport.link.machineId);
+    if (!identity) throw failure;
+    try {
+      const sealed = await answerSealed(transport.link, identity, requestId, body);
+      return sealed.queued ? QUEUED : ""; // back meanwhile: answered at once
+    } catch (refused) {
+      if (refused instanceof Unreachable) throw new ApiError(refused.message, 503, "UNAVAILABLE");
+      throw new ApiError((refused as Error).message, 502, refused instanceof RelayRefused ? refused.code : "");
+    }
+  }
 }
 
 let onSignedOut: () => void = () => {};

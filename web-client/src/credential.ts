@@ -2,8 +2,8 @@
 // never in a cookie (a cookie would go to every server on this host, whatever its port), and
 // in IndexedDB too, where the service worker reads it to answer from a notification. At the
 // relay's address a browser holds one per machine it opened (each daemon signs its devices in).
-const DB = "betcode";
-const STORE = "device";
+import { idbDelete, idbPut } from "./idb";
+
 let scope = ""; // "": the daemon this page is served by; else the machine opened at the relay
 
 /** The machine whose credential is used from now on (the relay origin's page). */
@@ -26,31 +26,14 @@ export function storedDevice(): Device | null {
   }
 }
 
-function withStore(mode: IDBTransactionMode, work: (store: IDBObjectStore) => void): Promise<void> {
-  return new Promise((resolve) => {
-    if (!("indexedDB" in window)) return resolve();
-    const opening = indexedDB.open(DB, 1);
-    opening.onupgradeneeded = () => opening.result.createObjectStore(STORE);
-    opening.onerror = () => resolve();
-    opening.onsuccess = () => {
-      const transaction = opening.result.transaction(STORE, mode);
-      work(transaction.objectStore(STORE));
-      transaction.oncomplete = transaction.onerror = () => {
-        opening.result.close();
-        resolve();
-      };
-    };
-  });
-}
-
 export async function keepDevice(device: Device): Promise<void> {
   localStorage.setItem(`betcode-device${scope}`, JSON.stringify(device));
-  await withStore("readwrite", (store) => store.put(device.credential, `credential${scope}`));
+  await idbPut(`credential${scope}`, device.credential);
 }
 
 export async function forgetDevice(): Promise<void> {
   localStorage.removeItem(`betcode-device${scope}`);
-  await withStore("readwrite", (store) => store.delete(`credential${scope}`));
+  await idbDelete(`credential${scope}`);
 }
 
 /** What signs this browser in, once: a one-time link (`#link=...` from `betcode web`) or a

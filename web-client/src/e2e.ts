@@ -202,24 +202,30 @@ export interface PinStore {
 
 const PIN_PREFIX = "betcode-pin:";
 
+/** Where a machine's pinned key is kept (the page's localStorage, and IndexedDB for the
+ * service worker). */
+export function pinKey(machineId: string): string {
+  return PIN_PREFIX + machineId;
+}
+
 /** First use pins the machine's identity key (returns its fingerprint, to show for checking);
  * any other key later is refused with KeyChanged. */
 export function checkPinned(store: PinStore, machineId: string, identity: Uint8Array): string {
   checkKey(identity, "the identity key");
   const offered = fingerprint(identity);
-  const pinned = store.getItem(PIN_PREFIX + machineId);
-  if (pinned === null) store.setItem(PIN_PREFIX + machineId, hex(identity));
+  const pinned = store.getItem(pinKey(machineId));
+  if (pinned === null) store.setItem(pinKey(machineId), hex(identity));
   else if (pinned !== hex(identity)) throw new KeyChanged(machineId, fingerprint(fromHex(pinned)), offered);
   return offered;
 }
 
 /** The key pinned for a machine (null: none yet). */
 export function pinnedIdentity(store: PinStore, machineId: string): Uint8Array | null {
-  const pinned = store.getItem(PIN_PREFIX + machineId);
+  const pinned = store.getItem(pinKey(machineId));
   return pinned === null ? null : fromHex(pinned);
 }
 
 /** After the user checked the new fingerprint on the machine: `betcode machine trust`'s twin. */
 export function trust(store: PinStore, machineId: string, identity: Uint8Array): void {
-  store.setItem(PIN_PREFIX + machineId, hex(checkKey(identity, "the identity key")));
+  store.setItem(pinKey(machineId), hex(checkKey(identity, "the identity key")));
 }

@@ -91,7 +91,7 @@ async function refreshList(): Promise<void> {
   } catch (error) {
     // Unreachable: the message says where ("daemon unreachable", "relay unreachable", "machine
     // offline").
-    const unreachable = error instanceof ApiError && error.code === "UNAVAILABLE";
+    const unreachable = error instanceof ApiError && (error.code === "UNAVAILABLE" || error.code === "MACHINE_OFFLINE");
     byId("connection").textContent = unreachable ? (error as Error).message : `offline: ${(error as Error).message}`;
   }
 }

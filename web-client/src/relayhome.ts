@@ -7,14 +7,14 @@
 // carries only ciphertext (docs/WEB.md "Through the relay").
 import { deviceName, keepDevice, useDeviceOf } from "./credential";
 import { byId, el } from "./dom";
-import { KeyChanged } from "./e2e";
+import { KeyChanged, pinKey } from "./e2e";
+import { idbPut } from "./idb";
 import { NotPaired, pairThroughRelay, readPairing, readTypedPairing, type DeviceLogin, type RelayPairing } from "./pairing";
+import { newer, REFRESH_AHEAD_MS, sharedTokens, shareTokens, TOKENS, tokensOf, type TokenReply, type Tokens } from "./relaytokens";
 import { exchangeKeys, RelayRefused, RelayTransport, Unreachable, type RelayLink } from "./transport";
 
-const TOKENS = "betcode-relay-tokens"; // kept across restarts of an installed app
 const OPENED = "betcode-relay-machine"; // this tab's machine: a reload opens it again
 const SIGNED_OUT = "betcode-relay-signed-out"; // why, across the page's start over
-const REFRESH_AHEAD_MS = 60_000; // the access token is renewed a minute before it expires
 const RETRY_REFRESH_MS = 15_000;
 const LIST_REFRESH_MS = 5_000;
 
@@ -22,12 +22,6 @@ export interface Machine {
   machine_id: string;
   name: string;
   status: string;
-}
-
-interface Tokens {
-  access_token: string;
-  refresh_token: string; // "" until the relay gives one: the login then lasts one token
-  expires_at: number; // ms since the epoch
 }
 
 /** What the app does with a machine opened (`enter`), and to stop showing it (`leave`). */
@@ -47,15 +41,23 @@ function storedTokens(): Tokens | null {
 
 let refreshTimer = 0;
 
-function keepTokens(reply: { access_token: string; refresh_token?: string; expires_in_secs?: number }): void {
-  const previous = storedTokens();
-  const tokens: Tokens = {
-    access_token: reply.access_token,
-    refresh_token: reply.refresh_token || previous?.refresh_token || "",
-    expires_at: Date.now() + (reply.expires_in_secs || 900) * 1000,
-  };
+/** Kept in localStorage (across restarts of an installed app) and shared with the service
+ * worker, which answers notifications through the relay with them. */
+function keepTokens(reply: TokenReply): void {
+  const tokens = tokensOf(reply, storedTokens());
   localStorage.setItem(TOKENS, JSON.stringify(tokens));
+  void shareTokens(tokens);
   scheduleRefresh(tokens);
+}
+
+/** The login the service worker renewed, if it did so last (its refresh token is the live
+ * one now). */
+async function adoptSharedTokens(): Promise<Tokens | null> {
+  const local = storedTokens();
+  const latest = newer(local, await sharedTokens());
+  if (latest && latest !== local) localStorage.setItem(TOKENS, JSON.stringify(latest));
+  else await shareTokens(latest); // a login from before the worker kept a copy
+  return latest;
 }
 
 function scheduleRefresh(tokens: Tokens): void {
@@ -68,7 +70,7 @@ function scheduleRefresh(tokens: Tokens): void {
 /** `POST /relay/api/refresh {"refresh_token"}`: a new access token (and refresh token). A
  * refusal signs the relay account out; an unreachable relay is tried again shortly. */
 async function refresh(): Promise<void> {
-  const tokens = storedTokens();
+  const tokens = await adoptSharedTokens();
   if (!tokens?.refresh_token) return;
   try {
     keepTokens(await relayJson("POST", "/relay/api/refresh", { refresh_token: tokens.refresh_token }, false));
@@ -122,6 +124,7 @@ let entered = false; // a machine's app is running in this page
 function signOutOfRelay(reason: string): void {
   clearTimeout(refreshTimer);
   localStorage.removeItem(TOKENS);
+  void shareTokens(null);
   sessionStorage.removeItem(OPENED);
   if (entered) {
     // The app's streams and timers belong to the login that ended: the page starts over.
@@ -232,6 +235,9 @@ function machineLink(machineId: string): RelayLink {
 /** The machine opened (its key exchanged and checked): the app runs on it. */
 async function enterMachine(machine: Machine, transport: RelayTransport, fingerprint: string): Promise<void> {
   sessionStorage.setItem(OPENED, JSON.stringify(machine));
+  // For the service worker: it answers this machine's notifications checking the same key.
+  const pinned = localStorage.getItem(pinKey(machine.machine_id));
+  if (pinned) await idbPut(pinKey(machine.machine_id), pinned);
   show("machine");
   say("");
   byId("machine-name").textContent = machine.name || machine.machine_id;
@@ -305,7 +311,7 @@ export function startRelayHome(appHooks: RelayHooks & { clientId: string }): voi
     const form = new FormData(event.target as HTMLFormElement);
     const body = { username: form.get("username"), password: form.get("password") };
     byId("relay-login-error").textContent = "";
-    relayJson<{ access_token: string; refresh_token?: string; expires_in_secs?: number }>("POST", "/relay/api/login", body, false).then(
+    relayJson<TokenReply>("POST", "/relay/api/login", body, false).then(
       (reply) => {
         keepTokens(reply);
         void showMachines();
@@ -342,7 +348,7 @@ export function startRelayHome(appHooks: RelayHooks & { clientId: string }): voi
 }
 
 async function resume(): Promise<void> {
-  const tokens = storedTokens();
+  const tokens = await adoptSharedTokens();
   if (!tokens) {
     show("login");
     byId("relay-login-error").textContent = sessionStorage.getItem(SIGNED_OUT) ?? "";
@@ -357,6 +363,17 @@ async function resume(): Promise<void> {
     scheduleRefresh(tokens);
   }
   const opened = sessionStorage.getItem(OPENED);
-  if (opened) await openMachine(JSON.parse(opened) as Machine);
+  const named = notifiedMachine();
+  if (named) await openMachine(named);
+  else if (opened) await openMachine(JSON.parse(opened) as Machine);
   else await showMachines();
+}
+
+/** A notification tapped (the service worker opens `/?machine=ID#/s/SESSION`): that machine,
+ * then the app shows the session the hash names. Out of the address bar at once. */
+function notifiedMachine(): Machine | null {
+  const machineId = new URLSearchParams(location.search).get("machine");
+  if (!machineId) return null;
+  history.replaceState(null, "", location.pathname + location.hash);
+  return { machine_id: machineId, name: "", status: "" };
 }

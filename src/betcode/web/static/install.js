@@ -13,8 +13,8 @@
   const button = document.getElementById("enable-notifications");
   const pushable = "PushManager" in window && "Notification" in window;
   const atRelay = document.documentElement.dataset.origin === "relay";
-  // The worker is told where it runs: at a relay's address it cannot answer from a
-  // notification (the answer would have to be sealed end to end).
+  // The worker is told where it runs: at a relay's address it answers a notification through
+  // the relay, sealed end to end, to the machine the push names.
   const registered = navigator.serviceWorker
     .register(atRelay ? "/sw.js?origin=relay" : "/sw.js")
     .then(() => navigator.serviceWorker.ready);
