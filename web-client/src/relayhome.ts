@@ -284,6 +284,7 @@ async function pairHere(pairing: RelayPairing): Promise<void> {
           await relayJson("DELETE", `/relay/api/devices/${encodeURIComponent(login.device_id)}`);
         } finally {
           localStorage.removeItem(TOKENS);
+          await shareTokens(null);
         }
       },
       link: (login) => machineLink(login.machine_id),
