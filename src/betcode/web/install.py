@@ -6,10 +6,13 @@ so that it may control the whole page."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from importlib.resources.abc import Traversable
 
 from aiohttp import web
+
+log = logging.getLogger(__name__)
 
 INSTALL_FILES = {
     "sw.js": "text/javascript",
@@ -19,10 +22,19 @@ INSTALL_FILES = {
     "icon-512.png": "image/png",
 }
 INSTALL_KEY = web.AppKey("install_files", dict[str, bytes])
+SERVICE_WORKER = "sw.js"
 
 
 def install_files(static: Traversable) -> dict[str, bytes]:
-    return {name: (static / name).read_bytes() for name in INSTALL_FILES}
+    """The files, read once. The service worker is built by esbuild (web-client/src/sw.ts):
+    a source tree not built has none, answered 404 (and said in the daemon's log) rather than
+    the daemon not starting."""
+    files = {name: (static / name).read_bytes() for name in INSTALL_FILES if name != SERVICE_WORKER}
+    if (static / SERVICE_WORKER).is_file():
+        files[SERVICE_WORKER] = (static / SERVICE_WORKER).read_bytes()
+    else:
+        log.error("web client: %s not built; run scripts/setup", SERVICE_WORKER)
+    return files
 
 
 def install_routes() -> list[web.RouteDef]:
@@ -49,4 +61,7 @@ async def _icon(request: web.Request) -> web.Response:
 
 
 def _response(request: web.Request, name: str) -> web.Response:
-    return web.Response(body=request.app[INSTALL_KEY][name], content_type=INSTALL_FILES[name])
+    body = request.app[INSTALL_KEY].get(name)
+    if body is None:
+        raise web.HTTPNotFound()
+    return web.Response(body=body, content_type=INSTALL_FILES[name])
