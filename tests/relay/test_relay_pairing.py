@@ -124,6 +124,23 @@ async def devices_listed(rig: Rig, token: str) -> list[auth_pb2.DeviceLogin]:
     return list(reply.devices)
 
 
+async def paired_phone(
+    rig: Rig, http: aiohttp.ClientSession, relay_url: str
+) -> tuple[dict[str, Any], GatewayClient, dict[str, Any]]:
+    """A phone paired as the page does with `web pair`'s two halves: its relay login, its
+    requests through the gateway (with its daemon credential), and that credential's device."""
+    pairing = await relay_pairing(rig, relay_url)
+    status, login, _ = await pair(http, rig, pairing.ticket)
+    assert status == 200, login
+    phone = gateway_as(rig, login["access_token"])
+    status, device = await phone.call("POST", "/api/devices/pair", {"code": pairing.code})
+    assert status == 201, device
+    phone.credential = device["credential"]
+    status, listed = await phone.call("GET", "/api/sessions")
+    assert status == 200, listed
+    return login, phone, device
+
+
 async def test_a_ticket_logs_a_phone_in_once_for_its_one_machine(
     rig: Rig, http: aiohttp.ClientSession
 ) -> None:
@@ -292,6 +309,52 @@ async def test_a_phone_whose_code_the_daemon_refuses_revokes_its_own_relay_login
         assert response.status == 401
 
 
+async def test_revoking_a_phone_at_the_relay_or_on_the_daemon_revokes_both(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    """A phone paired through the relay: its daemon credential is taken only with the relay
+    login it paired with, so revoking that login at the relay ends it; `betcode web revoke` on
+    the machine revokes the relay login too (calls and refresh)."""
+    relay_url = remember_relay(rig)
+    await rig.start_daemon()
+    await until_reachable(rig)
+
+    # The credential goes with its relay login only: not with the account's password login.
+    login, phone, device = await paired_phone(rig, http, relay_url)
+    as_owner = gateway_as(rig, rig.account.access)
+    as_owner.credential = device["credential"]
+    status, refused = await as_owner.call("GET", "/api/sessions")
+    assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+    assert "paired through the relay" in refused["error"]["message"]
+
+    # Revoked at the relay: the phone's calls stop there, and its daemon credential is refused
+    # with any other login.
+    own = {"Authorization": f"Bearer {login['access_token']}"}
+    url = f"{front_url(rig)}/relay/api/devices/{login['device_id']}"
+    async with http.delete(url, headers=own) as response:
+        assert response.status == 200
+    with pytest.raises(grpc.aio.AioRpcError) as cut:
+        await phone.call("GET", "/api/sessions")
+    assert cut.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    status, refused = await as_owner.call("GET", "/api/sessions")
+    assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+
+    # Revoked on the daemon (`betcode web revoke`): its relay login is revoked too.
+    login, phone, device = await paired_phone(rig, http, relay_url)
+    code, _, err = await web_command(rig, "revoke", device["device_id"])
+    assert code == 0, err
+    listed = {d.device_id: d for d in await devices_listed(rig, rig.account.access)}
+    assert listed[login["device_id"]].HasField("revoked_at")
+    agent, metadata = agent_as(rig, login["access_token"])
+    with pytest.raises(grpc.aio.AioRpcError) as call_refused:
+        await agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=metadata)
+    assert call_refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    async with http.post(
+        f"{front_url(rig)}/relay/api/refresh", json={"refresh_token": login["refresh_token"]}
+    ) as response:
+        assert response.status == 401
+
+
 async def test_the_front_lists_and_revokes_devices_for_the_page(
     rig: Rig, http: aiohttp.ClientSession
 ) -> None:
@@ -367,6 +430,33 @@ async def test_only_the_machine_itself_gets_a_ticket(rig: Rig) -> None:
     assert "replaced" in (replaced.value.details() or "")
 
 
+async def test_only_the_machine_revokes_its_own_paired_devices(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    status, login, _ = await pair(http, rig, await new_ticket(rig))
+    assert status == 200, login
+    machines = machine_pb2_grpc.MachineServiceStub(rig.channel)
+    revoke = machine_pb2.RevokePairedDeviceRequest(device_id=login["device_id"])
+    for metadata in ((), bearer(rig.account.access), bearer(login["access_token"])):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await machines.RevokePairedDevice(revoke, metadata=metadata)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    # Another machine of the same owner revokes nothing of this one's.
+    other = MachineIdentity(rig.config.config_dir / "other-certs")
+    await register_machine(rig.channel, rig.account, "other", other)
+    as_other = proof_metadata(other.private_key(), other.certificate())
+    reply = await machines.RevokePairedDevice(revoke, metadata=as_other)
+    assert not reply.revoked
+    [device] = await devices_listed(rig, rig.account.access)
+    assert not device.HasField("revoked_at")
+    identity = machine_identity(rig)
+    as_machine = proof_metadata(identity.private_key(), identity.certificate())
+    assert (await machines.RevokePairedDevice(revoke, metadata=as_machine)).revoked
+    assert not (await machines.RevokePairedDevice(revoke, metadata=as_machine)).revoked
+    [device] = await devices_listed(rig, rig.account.access)
+    assert device.HasField("revoked_at")
+
+
 def test_a_device_is_named_after_its_browser() -> None:
     iphone = (
         "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 "
@@ -410,10 +500,12 @@ async def test_web_pair_shows_the_relay_pairing_link_as_a_qr_code(
     assert [d["device_id"] for d in devices["devices"]] == [device["device_id"]]
     status, _ = await phone.call("DELETE", f"/api/devices/{device['device_id']}")
     assert status == 200
-    status, refused = await phone.call("GET", "/api/sessions")
-    assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+    # Its relay login went with it: the phone is refused at the relay.
+    with pytest.raises(grpc.aio.AioRpcError) as refused_at_relay:
+        await phone.call("GET", "/api/sessions")
+    assert refused_at_relay.value.code() == grpc.StatusCode.UNAUTHENTICATED
     # Used: the code does not pair a second browser.
-    status, refused = await gateway_as(rig, login["access_token"]).call(
+    status, refused = await gateway_as(rig, rig.account.access).call(
         "POST", "/api/devices/pair", {"code": daemon_code}
     )
     assert (status, refused["error"]["code"]) == (401, "CODE_REFUSED")
@@ -439,15 +531,7 @@ async def test_web_pair_through_the_relay_with_no_lan_address(
     assert rig.daemon is not None
     assert rig.daemon.web is not None
     assert rig.daemon.web.url is None  # no LAN address
-    pairing = await relay_pairing(rig, relay_url)
-    status, login, _ = await pair(http, rig, pairing.ticket)
-    assert status == 200, login
-    phone = gateway_as(rig, login["access_token"])
-    status, device = await phone.call("POST", "/api/devices/pair", {"code": pairing.code})
-    assert status == 201, device
-    phone.credential = device["credential"]
-    status, listed = await phone.call("GET", "/api/sessions")
-    assert status == 200, listed
+    _, _, device = await paired_phone(rig, http, relay_url)
 
     # Sign-ins are made on the machine: the owner's service is refused through the relay.
     sign_ins = web_access_pb2_grpc.WebAccessServiceStub(rig.sealed)
@@ -464,8 +548,8 @@ async def test_web_pair_through_the_relay_with_no_lan_address(
     assert line.startswith(f"{device['device_id']}  signed in")
     code, out, err = await web_command(rig, "revoke", device["device_id"])
     assert code == 0, err
-    status, refused_body = await phone.call("GET", "/api/sessions")
-    assert (status, refused_body["error"]["code"]) == (401, "UNAUTHENTICATED")
+    code, out, err = await web_command(rig, "devices")
+    assert out.startswith(f"{device['device_id']}  signed out"), out
     code, _, err = await web_command(rig, "revoke", device["device_id"])
     assert code == 1
     assert "no signed-in device" in err

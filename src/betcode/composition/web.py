@@ -56,7 +56,7 @@ async def start_web(
 ) -> None:
     """`access`: the owner's sign-ins on the daemon's socket, handed the device store here;
     `relay`: the relay tunnel, which delivers the pushes of devices that reach this daemon
-    through the relay."""
+    through the relay and revokes the relay login of a phone paired through it."""
     # Imported here: a daemon without the web client loads nothing of Web Push.
     from betcode.composition.push import start_push
     from betcode.push.sender import RelayDelivery
@@ -74,7 +74,8 @@ async def start_web(
         max_payload_bytes=config.settings.max_payload_bytes,
         client_silence=client_silence,
     )
-    devices = Devices(TokenFile(config.config_dir), core.writer, core.reader)
+    relay_revoke = None if relay is None else relay.revoke_paired_device
+    devices = Devices(TokenFile(config.config_dir), core.writer, core.reader, relay_revoke)
     await devices.load()
     access.attach(devices)
     relay_push = (

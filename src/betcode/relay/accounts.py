@@ -536,15 +536,19 @@ class Accounts:
             "UPDATE device_logins SET last_used_at = ? WHERE family = ?", now, family
         )
 
-    async def revoke_device(self, device_id: str, owner_id: str, now: float) -> bool:
+    async def revoke_device(
+        self, device_id: str, owner_id: str, now: float, machine_id: str | None = None
+    ) -> bool:
         """Signs the owner's device out: its token family first (every token of it stops at
-        once), then the device's row; False when the owner has no such device signed in."""
-        row = await self.database.fetchone(
-            "SELECT family FROM device_logins "
-            "WHERE device_id = ? AND owner_id = ? AND revoked_at IS NULL",
-            device_id,
-            owner_id,
+        once), then the device's row; False when the owner has no such device signed in (for
+        `machine_id`, when given)."""
+        query = (
+            "SELECT family, machine_id FROM device_logins "
+            "WHERE device_id = ? AND owner_id = ? AND revoked_at IS NULL"
         )
+        row = await self.database.fetchone(query, device_id, owner_id)
+        if row is not None and machine_id is not None and row[1] != machine_id:
+            row = None
         if row is None:
             return False
         await self.revoke_family(str(row[0]), now)

@@ -210,6 +210,17 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
             expires_in_secs=TICKET_SECONDS,
         )
 
+    async def RevokePairedDevice(
+        self, request: machine_pb2.RevokePairedDeviceRequest, context: grpc.aio.ServicerContext
+    ) -> machine_pb2.RevokePairedDeviceResponse:
+        """The machine's daemon revoked the device credential of a phone paired through the
+        relay: that phone's device login, if it is this machine's, goes too."""
+        machine = await proven_machine(context, self._authority.cert, self._accounts)
+        revoked = await self._accounts.revoke_device(
+            request.device_id, machine.owner_id, time.time(), machine.machine_id
+        )
+        return machine_pb2.RevokePairedDeviceResponse(revoked=revoked)
+
 
 async def _full_login(context: grpc.aio.ServicerContext, issuer: TokenIssuer) -> Claims:
     """The caller's claims, from a login that reaches all of the account's machines: a

@@ -47,7 +47,14 @@ CHECK_PARAM = "check"
 CALL_ALIVE = b"alive"
 CALL_QUEUE_FRAMES = 1024
 # Caller metadata the daemon must not see (routing and credentials) or that gRPC sets itself.
-NOT_FORWARDED = {"authorization", MACHINE_ID_KEY, "user-agent", "te", "content-type"}
+NOT_FORWARDED = {
+    "authorization",
+    MACHINE_ID_KEY,
+    "user-agent",
+    "te",
+    "content-type",
+    frames.RELAY_DEVICE_METADATA,
+}
 CALLER_USER_KEY = "x-relay-user-id"
 
 
@@ -155,6 +162,10 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             (k, v) for k, v in metadata if k not in NOT_FORWARDED and not k.startswith("grpc-")
         )
         forwarded[CALLER_USER_KEY] = claims.user_id
+        if device_family is not None:
+            device = await self._accounts.device_of_family(device_family)
+            if device is not None:
+                forwarded[frames.RELAY_DEVICE_METADATA] = device.device_id
         forwarded[frames.FLOW_METADATA_KEY] = str(frames.WINDOW)
         request_id = uuid.uuid4().hex
         call = self._calls[request_id] = _Call()

@@ -30,6 +30,9 @@ GRPC_STATUS_KEY = "grpc-status"
 # Set by the daemon's tunnel on every call it makes for the relay (whatever the caller sent), so
 # that a service kept for the machine's own user can refuse calls from afar.
 RELAYED_METADATA = "x-betcode-relayed"
+# Set by the relay on a paired device login's calls (whatever the caller sent): that login's
+# device id, which the daemon records with the device credential it pairs (docs/RELAY.md).
+RELAY_DEVICE_METADATA = "x-relay-device-id"
 TRAILER_PREFIX = "trailer:"
 STATUS_OF_VALUE = {status.value[0]: status for status in grpc.StatusCode}
 TUNNEL_CODE_OF_STATUS = {

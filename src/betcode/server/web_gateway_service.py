@@ -27,6 +27,7 @@ import aiohttp
 import grpc
 from yarl import URL
 
+from betcode.remote.frames import RELAY_DEVICE_METADATA, RELAYED_METADATA
 from betcode.server.errors import abort
 from betcode.v1 import web_gateway_pb2
 
@@ -180,6 +181,12 @@ async def _forwarded(
     the request (a line break or any other control character)."""
     kept = {name.lower(): value for name, value in headers.items()}
     kept = {name: value for name, value in kept.items() if name in FORWARDED_HEADERS}
+    # The relay's word on which paired device login calls (never the page's: only this
+    # gateway sets the header on its private socket), for pairing to record (docs/RELAY.md).
+    metadata = dict(context.invocation_metadata() or ())
+    device = metadata.get(RELAY_DEVICE_METADATA)
+    if RELAYED_METADATA in metadata and isinstance(device, str):
+        kept[RELAY_DEVICE_METADATA] = device
     for name, value in kept.items():
         await _no_control_characters(f"header {name!r}", value, context)
     return kept

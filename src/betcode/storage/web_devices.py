@@ -18,10 +18,12 @@ class WebDevice:
     created_at: float
     last_seen_at: float | None
     revoked_at: float | None
+    relay_device_id: str | None = None  # the relay's device login it paired with, if any
 
 
 _COLUMNS = (
-    "device_id, name, credential_hash, token_fingerprint, created_at, last_seen_at, revoked_at"
+    "device_id, name, credential_hash, token_fingerprint, created_at, last_seen_at, revoked_at, "
+    "relay_device_id"
 )
 
 
@@ -54,7 +56,7 @@ def redeem_link(conn: sqlite3.Connection, link_hash: str, device: WebDevice) -> 
         if cursor.rowcount != 1:
             return False
         conn.execute(
-            f"INSERT INTO web_devices ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO web_devices ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 device.device_id,
                 device.name,
@@ -63,6 +65,7 @@ def redeem_link(conn: sqlite3.Connection, link_hash: str, device: WebDevice) -> 
                 device.created_at,
                 device.last_seen_at,
                 device.revoked_at,
+                device.relay_device_id,
             ),
         )
     return True

@@ -37,6 +37,8 @@ from betcode.tunnel.attention import Announcer
 from betcode.tunnel.identity import MachineIdentity
 from betcode.v1 import (
     agent_pb2_grpc,
+    machine_pb2,
+    machine_pb2_grpc,
     push_relay_pb2,
     push_relay_pb2_grpc,
     tunnel_pb2,
@@ -50,6 +52,7 @@ CALL_QUEUE_MESSAGES = 256
 EXCHANGE_KEYS = "betcode.v1.AgentService/ExchangeKeys"
 OUTGOING_FRAMES = 1024
 PUSH_TIMEOUT_SECONDS = 20.0  # the relay's POST to the push service takes up to 10 s
+RELAY_ASK_SECONDS = 10.0
 # A daemon's answers that say it did not take the call (stopping, or the call cancelled here):
 # a sealed call answered so may be delivered again from the relay's buffer.
 NOT_TAKEN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
@@ -234,6 +237,25 @@ class TunnelClient:
         if result.refused:
             raise PushNotPosted(f"the relay did not POST it: {result.refused}")
         return int(result.status)
+
+    async def revoke_paired_device(self, device_id: str) -> bool:
+        """Asks the relay, as this machine (MachineService.RevokePairedDevice, on the tunnel's
+        connection), to revoke its device login `device_id` (a phone paired through it whose
+        device credential this daemon revoked): True when it did, False when it was revoked
+        already or is not this machine's. RelayUnreachable when the relay is not connected
+        or did not answer."""
+        channel = self._channel
+        if channel is None:
+            raise RelayUnreachable("the relay is not connected")
+        try:
+            reply = await machine_pb2_grpc.MachineServiceStub(channel).RevokePairedDevice(
+                machine_pb2.RevokePairedDeviceRequest(device_id=device_id),
+                timeout=RELAY_ASK_SECONDS,
+                metadata=self._proof(),
+            )
+        except grpc.aio.AioRpcError as error:
+            raise RelayUnreachable(f"the relay: {_describe(error)}") from None
+        return bool(reply.revoked)
 
     async def _write(self, call: Any) -> None:
         while True:

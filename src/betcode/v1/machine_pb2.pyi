@@ -400,3 +400,43 @@ class ListDroppedRequestsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListDroppedRequestsResponse: _TypeAlias = ListDroppedRequestsResponse  # noqa: Y015
+
+@_typing.final
+class RevokePairedDeviceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEVICE_ID_FIELD_NUMBER: _builtins.int
+    device_id: _builtins.str
+    """the relay's device login id"""
+    def __init__(
+        self,
+        *,
+        device_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_id", b"device_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokePairedDeviceRequest: _TypeAlias = RevokePairedDeviceRequest  # noqa: Y015
+
+@_typing.final
+class RevokePairedDeviceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVOKED_FIELD_NUMBER: _builtins.int
+    revoked: _builtins.bool
+    """false: not this machine's, or revoked already"""
+    def __init__(
+        self,
+        *,
+        revoked: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revoked", b"revoked"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokePairedDeviceResponse: _TypeAlias = RevokePairedDeviceResponse  # noqa: Y015

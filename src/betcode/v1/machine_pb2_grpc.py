@@ -64,6 +64,11 @@ class MachineServiceStub:
                 request_serializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsRequest.SerializeToString,
                 response_deserializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsResponse.FromString,
                 _registered_method=True)
+        self.RevokePairedDevice = channel.unary_unary(
+                '/betcode.v1.MachineService/RevokePairedDevice',
+                request_serializer=betcode_dot_v1_dot_machine__pb2.RevokePairedDeviceRequest.SerializeToString,
+                response_deserializer=betcode_dot_v1_dot_machine__pb2.RevokePairedDeviceResponse.FromString,
+                _registered_method=True)
 
 
 class MachineServiceServicer:
@@ -110,6 +115,15 @@ class MachineServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RevokePairedDevice(self, request, context):
+        """BetCode addition: asked by the machine itself (its certificate and proof, as for a ticket)
+        when its daemon revokes the device credential of a phone paired through the relay: that
+        phone's device login, if it is one of this machine's, is revoked too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MachineServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -142,6 +156,11 @@ def add_MachineServiceServicer_to_server(servicer, server):
                     servicer.ListDroppedRequests,
                     request_deserializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsRequest.FromString,
                     response_serializer=betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsResponse.SerializeToString,
+            ),
+            'RevokePairedDevice': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokePairedDevice,
+                    request_deserializer=betcode_dot_v1_dot_machine__pb2.RevokePairedDeviceRequest.FromString,
+                    response_serializer=betcode_dot_v1_dot_machine__pb2.RevokePairedDeviceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -306,6 +325,33 @@ class MachineService:
             '/betcode.v1.MachineService/ListDroppedRequests',
             betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsRequest.SerializeToString,
             betcode_dot_v1_dot_machine__pb2.ListDroppedRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokePairedDevice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/betcode.v1.MachineService/RevokePairedDevice',
+            betcode_dot_v1_dot_machine__pb2.RevokePairedDeviceRequest.SerializeToString,
+            betcode_dot_v1_dot_machine__pb2.RevokePairedDeviceResponse.FromString,
             options,
             channel_credentials,
             insecure,

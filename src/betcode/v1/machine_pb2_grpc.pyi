@@ -44,6 +44,11 @@ class MachineServiceStub:
     """BetCode addition: the caller's buffered requests for an offline machine that the machine
     refused for good once it was back (the buffer dropped them), newest first.
     """
+    RevokePairedDevice: _grpc.UnaryUnaryMultiCallable[_machine_pb2.RevokePairedDeviceRequest, _machine_pb2.RevokePairedDeviceResponse]
+    """BetCode addition: asked by the machine itself (its certificate and proof, as for a ticket)
+    when its daemon revokes the device credential of a phone paired through the relay: that
+    phone's device login, if it is one of this machine's, is revoked too.
+    """
 
 @_typing.type_check_only
 class MachineServiceAsyncStub(MachineServiceStub):
@@ -60,6 +65,11 @@ class MachineServiceAsyncStub(MachineServiceStub):
     ListDroppedRequests: _aio.UnaryUnaryMultiCallable[_machine_pb2.ListDroppedRequestsRequest, _machine_pb2.ListDroppedRequestsResponse]  # type: ignore[assignment]
     """BetCode addition: the caller's buffered requests for an offline machine that the machine
     refused for good once it was back (the buffer dropped them), newest first.
+    """
+    RevokePairedDevice: _aio.UnaryUnaryMultiCallable[_machine_pb2.RevokePairedDeviceRequest, _machine_pb2.RevokePairedDeviceResponse]  # type: ignore[assignment]
+    """BetCode addition: asked by the machine itself (its certificate and proof, as for a ticket)
+    when its daemon revokes the device credential of a phone paired through the relay: that
+    phone's device login, if it is one of this machine's, is revoked too.
     """
 
 class MachineServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -110,6 +120,17 @@ class MachineServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_machine_pb2.ListDroppedRequestsResponse, _abc.Awaitable[_machine_pb2.ListDroppedRequestsResponse]]:
         """BetCode addition: the caller's buffered requests for an offline machine that the machine
         refused for good once it was back (the buffer dropped them), newest first.
+        """
+
+    @_abc_1.abstractmethod
+    def RevokePairedDevice(
+        self,
+        request: _machine_pb2.RevokePairedDeviceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_machine_pb2.RevokePairedDeviceResponse, _abc.Awaitable[_machine_pb2.RevokePairedDeviceResponse]]:
+        """BetCode addition: asked by the machine itself (its certificate and proof, as for a ticket)
+        when its daemon revokes the device credential of a phone paired through the relay: that
+        phone's device login, if it is one of this machine's, is revoked too.
         """
 
 def add_MachineServiceServicer_to_server(servicer: MachineServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -16,6 +16,9 @@
 4. Through the relay (`is_relayed`: the request came in on the daemon's private gateway socket,
    which only the web gateway connects to): a device's credential only, never the access token.
    Nothing a client sends can make a request look relayed, nor a relayed one look local.
+   A device paired through the relay is taken only on relayed requests of the relay's device
+   login it paired with (`relay_device`: the gateway passes on the relay's word), so revoking
+   that login at the relay ends the device's credential here too.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from betcode.remote.frames import RELAY_DEVICE_METADATA
 from betcode.web.devices import OWNER, Devices, Principal
 from betcode.web.errors import refusal
 
@@ -54,6 +58,10 @@ PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 RELAYED_KEY = web.RequestKey("relayed", bool)
 RELAYED_OWNER_HINT = (
     "through the relay, sign in as a device (a link or pairing code), not with the access token"
+)
+RELAY_LOGIN_HINT = (
+    "this device was paired through the relay and signs in only with the relay login it paired "
+    "with (revoked, or another one): pair again with `betcode web pair`"
 )
 
 
@@ -128,6 +136,14 @@ def is_relayed(request: web.Request) -> bool:
     return relayed
 
 
+def relay_device(request: web.Request) -> str | None:
+    """The relay's device login a relayed request came from (a phone paired through the relay),
+    as the relay said it; None for a LAN request or another kind of relay login."""
+    if not is_relayed(request):
+        return None
+    return request.headers.get(RELAY_DEVICE_METADATA) or None
+
+
 def _arrived_on_unix_socket(request: web.Request) -> bool:
     transport = request.transport
     connection = transport.get_extra_info("socket") if transport is not None else None
@@ -153,6 +169,10 @@ def make_guard(access: Access) -> Middleware:
             return refusal(401, "UNAUTHENTICATED", SIGN_IN_HINT)
         if relayed and who.id == OWNER:
             return refusal(401, "UNAUTHENTICATED", RELAYED_OWNER_HINT)
+        if who.relay_device_id is not None and relay_device(request) != who.relay_device_id:
+            # Paired through the relay: taken only with the relay login it paired with, so
+            # that revoking that login at the relay ends this credential too.
+            return refusal(401, "UNAUTHENTICATED", RELAY_LOGIN_HINT)
         if request.path.startswith(OWNER_PATHS) and who.id != OWNER:
             return refusal(403, "OWNER_ONLY", "only the daemon's owner (`betcode web`) may do this")
         request[PRINCIPAL_KEY] = who

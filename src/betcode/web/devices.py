@@ -19,6 +19,9 @@ A device is a browser that exchanged a one-time link for a credential of its own
    (`betcode web devices`, `betcode web revoke ID`); a revocation closes the device's open
    streams at once, and rotating the access token signs every device out and closes every
    stream (the token file is also watched, for a rotation the daemon was not told of).
+5. A phone paired through the relay keeps the relay's device login it paired with
+   (`relay_device_id`): its credential is taken only on that login's relayed requests
+   (web.access), and revoking it here asks the relay to revoke that login (`relay_revoke`).
 
 Only sha256 hashes of links and credentials are stored (storage.web_devices).
 """
@@ -33,7 +36,7 @@ import secrets
 import time
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -83,15 +86,29 @@ class TooManyGuesses(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a request comes from: OWNER, or a device id."""
+    """Who a request comes from: OWNER, or a device id (`relay_device_id`: the relay's device
+    login it was paired with, whose relayed requests alone may use it)."""
 
     id: str
     name: str
+    relay_device_id: str | None = None
+
+
+RelayRevoke = Callable[[str], Awaitable[bool]]
 
 
 class Devices:
-    def __init__(self, token: TokenFile, writer: StoreWriter, reader: StoreReader) -> None:
+    def __init__(
+        self,
+        token: TokenFile,
+        writer: StoreWriter,
+        reader: StoreReader,
+        relay_revoke: RelayRevoke | None = None,
+    ) -> None:
+        """`relay_revoke`: asks the relay to revoke one of its device logins (this machine's),
+        True when it did; None without a relay."""
         self.token = token
+        self._relay_revoke = relay_revoke
         self._writer = writer
         self._reader = reader
         self._valid: dict[str, WebDevice] = {}  # credential hash -> device not revoked
@@ -112,7 +129,7 @@ class Devices:
         device = self._valid.get(_hash(credential))
         if device is None or device.token_fingerprint != self.token.fingerprint():
             return None
-        return Principal(device.device_id, device.name)
+        return Principal(device.device_id, device.name, device.relay_device_id)
 
     def signed_in(self, principal_id: str) -> bool:
         """Whether this device (or the owner) is still signed in: not revoked, made under the
@@ -144,11 +161,16 @@ class Devices:
         )
         return shown_code(code), expires_at
 
-    async def pair(self, link: str, name: str) -> tuple[WebDevice, str] | None:
-        """A new device for a link used once before it expires; None for any other link."""
-        return await self._redeem(_hash(link), name)
+    async def pair(
+        self, link: str, name: str, relay_device_id: str | None = None
+    ) -> tuple[WebDevice, str] | None:
+        """A new device for a link used once before it expires; None for any other link.
+        `relay_device_id`: the relay's device login pairing it (through the gateway)."""
+        return await self._redeem(_hash(link), name, relay_device_id)
 
-    async def pair_code(self, code: str, name: str) -> tuple[WebDevice, str] | None:
+    async def pair_code(
+        self, code: str, name: str, relay_device_id: str | None = None
+    ) -> tuple[WebDevice, str] | None:
         """A new device for a pairing code used once before it expires; None for any other
         code. TooManyGuesses, without looking at the code, while the wrong ones are over the
         limit."""
@@ -157,13 +179,15 @@ class Devices:
             self._wrong_codes.popleft()
         if len(self._wrong_codes) >= MAX_WRONG_CODES:
             raise TooManyGuesses(self._wrong_codes[0] + WRONG_CODE_WINDOW - now)
-        paired = await self._redeem(_code_hash(normal_code(code)), name)
+        paired = await self._redeem(_code_hash(normal_code(code)), name, relay_device_id)
         if paired is None:
             self._wrong_codes.append(now)
             log.warning("web: a wrong pairing code (%d recently)", len(self._wrong_codes))
         return paired
 
-    async def _redeem(self, secret_hash: str, name: str) -> tuple[WebDevice, str] | None:
+    async def _redeem(
+        self, secret_hash: str, name: str, relay_device_id: str | None
+    ) -> tuple[WebDevice, str] | None:
         credential = secrets.token_urlsafe(CREDENTIAL_BYTES)
         device = WebDevice(
             device_id=f"dev-{uuid.uuid4().hex[:12]}",
@@ -173,6 +197,7 @@ class Devices:
             created_at=time.time(),
             last_seen_at=None,
             revoked_at=None,
+            relay_device_id=relay_device_id,
         )
         if not await self._writer.call(lambda c: rows.redeem_link(c, secret_hash, device)):
             return None
@@ -187,10 +212,40 @@ class Devices:
         return device.revoked_at is None and device.token_fingerprint == self.token.fingerprint()
 
     async def revoke(self, device_id: str) -> bool:
+        """Signs the device out, and its relay device login too when it paired through the
+        relay (the relay told now; its credential is refused anyway, taken only on that login's
+        requests)."""
+        relay_device_id = next(
+            (d.relay_device_id for d in self._valid.values() if d.device_id == device_id), None
+        )
         revoked = await self._writer.call(lambda c: rows.revoke_device(c, device_id, time.time()))
         self._valid = {h: d for h, d in self._valid.items() if d.device_id != device_id}
         await self._close(self._sockets.pop(device_id, set()), "this device was revoked")
+        if revoked and relay_device_id is not None:
+            await self._revoke_at_relay(device_id, relay_device_id)
         return revoked
+
+    async def _revoke_at_relay(self, device_id: str, relay_device_id: str) -> None:
+        try:
+            if self._relay_revoke is None:
+                raise ConnectionError("this daemon dials no relay now")
+            told = await self._relay_revoke(relay_device_id)
+        except Exception as error:
+            log.warning(
+                "web: device %s revoked here, but the relay could not be told to revoke its "
+                "device login %s (%s): `betcode auth revoke %s` does",
+                device_id,
+                relay_device_id,
+                error,
+                relay_device_id,
+            )
+            return
+        log.info(
+            "web: device %s revoked; its relay device login %s %s",
+            device_id,
+            relay_device_id,
+            "too" if told else "was revoked already",
+        )
 
     async def seen(self, principal: Principal) -> None:
         if principal.id != OWNER:

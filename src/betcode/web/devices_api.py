@@ -9,7 +9,7 @@ from aiohttp import web
 
 from betcode.core.validation import check_id
 from betcode.storage.web_devices import WebDevice
-from betcode.web.access import principal
+from betcode.web.access import principal, relay_device
 from betcode.web.devices import Devices, TooManyGuesses
 from betcode.web.errors import json_body, refusal, text_field
 
@@ -41,9 +41,10 @@ async def pair(request: web.Request) -> web.Response:
     body = await json_body(request)
     devices = request.app[DEVICES_KEY]
     name = text_field(body, "name")
+    relay_device_id = relay_device(request)
     if "code" in body:
         try:
-            paired = await devices.pair_code(text_field(body, "code"), name)
+            paired = await devices.pair_code(text_field(body, "code"), name, relay_device_id)
         except TooManyGuesses as refused:
             response = refusal(429, "TOO_MANY_GUESSES", str(refused))
             response.headers["Retry-After"] = str(max(1, round(refused.retry_after)))
@@ -51,7 +52,7 @@ async def pair(request: web.Request) -> web.Response:
         if paired is None:
             return refusal(401, "CODE_REFUSED", CODE_REFUSED)
     else:
-        paired = await devices.pair(text_field(body, "link"), name)
+        paired = await devices.pair(text_field(body, "link"), name, relay_device_id)
         if paired is None:
             return refusal(401, "LINK_REFUSED", LINK_REFUSED)
     device, credential = paired
