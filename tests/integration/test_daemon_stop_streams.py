@@ -48,6 +48,7 @@ async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stoppe
     await daemon.start()
     writer, observer = Client(config.socket_path, "writer"), Client(config.socket_path, "watcher")
     channel = grpc.aio.insecure_channel(f"unix:{config.socket_path}")
+    stopped = False
     try:
         writer.converse(agent_pb2.StartConversation(working_directory=str(workspace.repo)))
         writer.say("SCN:plain")
@@ -81,6 +82,7 @@ async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stoppe
 
         async with asyncio.timeout(60):
             await daemon.stop()
+        stopped = True
         for client in (writer, observer):
             with pytest.raises(grpc.aio.AioRpcError) as ended:
                 await client.ended()
@@ -93,6 +95,9 @@ async def test_a_graceful_stop_ends_clients_streams_at_once_saying_daemon_stoppe
             assert error_code_of(watched.value) == ErrorCode.DAEMON_STOPPED
     finally:
         mock_api.release_stalls()
+        if not stopped:  # the stop waited for the streams: stopped again, its grace back to 5 s
+            monkeypatch.undo()
+            await daemon.stop()
         for client in (writer, observer):
             await client.close()
         await channel.close()
