@@ -37,6 +37,7 @@ from harness.web_gateway import GatewayClient
 
 from betcode.cli.web_cmd import RELAY_LOOPBACK_HINT
 from betcode.config.settings import DaemonSettings, HttpSettings
+from betcode.daemon import Daemon
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.pairing import MAX_WRONG_PER_ADDRESS
 from betcode.relay.web import device_name
@@ -353,6 +354,37 @@ async def test_revoking_a_phone_at_the_relay_or_on_the_daemon_revokes_both(
         f"{front_url(rig)}/relay/api/refresh", json={"refresh_token": login["refresh_token"]}
     ) as response:
         assert response.status == 401
+
+
+async def test_a_phone_signed_out_while_the_relay_was_away_reaches_the_machine_no_more(
+    rig: Rig, http: aiohttp.ClientSession
+) -> None:
+    """`betcode web revoke` while the daemon cannot reach the relay: the relay is not told, but
+    once the daemon is back on the relay it refuses every call of that phone's relay login."""
+    relay_url = remember_relay(rig)
+    await rig.start_daemon()
+    login, _, device = await paired_phone(rig, http, relay_url)
+    await rig.stop_daemon()
+    with_relay = rig.config
+    rig.config = replace(rig.config, relay_urls=("https://127.0.0.1:9",))  # nobody there
+    rig.daemon = Daemon(rig.config)
+    await rig.daemon.start()
+    code, _, err = await web_command(rig, "revoke", device["device_id"])
+    assert code == 0, err
+    await rig.stop_daemon()
+    rig.config = with_relay
+    await rig.start_daemon()
+
+    [listed] = await devices_listed(rig, rig.account.access)
+    assert not listed.HasField("revoked_at")  # the relay was not told
+    agent, metadata = agent_as(rig, login["access_token"])
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await agent.ListSessions(agent_pb2.ListSessionsRequest(), metadata=metadata)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "signed out on the machine" in (refused.value.details() or "")
+    # The account's own login goes on.
+    owner, owner_metadata = agent_as(rig, rig.account.access)
+    await owner.ListSessions(agent_pb2.ListSessionsRequest(), metadata=owner_metadata)
 
 
 async def test_the_front_lists_and_revokes_devices_for_the_page(

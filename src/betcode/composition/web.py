@@ -78,6 +78,8 @@ async def start_web(
     devices = Devices(TokenFile(config.config_dir), core.writer, core.reader, relay_revoke)
     await devices.load()
     access.attach(devices)
+    if relay is not None:
+        relay.relay_login_signed_out = devices.relay_login_signed_out
     relay_push = (
         None
         if relay is None

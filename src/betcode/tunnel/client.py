@@ -12,7 +12,7 @@ import datetime
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ EXCHANGE_KEYS = "betcode.v1.AgentService/ExchangeKeys"
 OUTGOING_FRAMES = 1024
 PUSH_TIMEOUT_SECONDS = 20.0  # the relay's POST to the push service takes up to 10 s
 RELAY_ASK_SECONDS = 10.0
+SIGNED_OUT_HERE = "this phone was signed out on the machine: pair it again (`betcode web pair`)"
 # A daemon's answers that say it did not take the call (stopping, or the call cancelled here):
 # a sealed call answered so may be delivered again from the relay's buffer.
 NOT_TAKEN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
@@ -97,6 +98,9 @@ class TunnelClient:
     def __init__(self, settings: TunnelSettings) -> None:
         self.settings = settings
         self.connected = asyncio.Event()
+        # Whether a relay device login belongs to a phone signed out on this daemon (the web
+        # client's device store sets it when it starts).
+        self.relay_login_signed_out: Callable[[str], bool] = lambda relay_login: False
         self.relay_id = ""
         self.relay_url = ""  # the relay of the open tunnel
         self.connected_since: float | None = None  # wall clock, while a tunnel is open
@@ -345,6 +349,15 @@ class TunnelClient:
 
     async def _open_call(self, request_id: str, opening: tunnel_pb2.StreamPayload) -> None:
         method = frames.full_method(opening.method)
+        relay_login = opening.metadata.get(frames.RELAY_DEVICE_METADATA, "")
+        if relay_login and self.relay_login_signed_out(relay_login):
+            # A phone signed out here whose relay login the relay was not told to revoke
+            # (away at the time): it reaches this machine no more all the same.
+            log.warning("relayed %s refused: relay device login %s signed out", method, relay_login)
+            await self._outgoing.put(
+                frames.error_frame(request_id, grpc.StatusCode.UNAUTHENTICATED, SIGNED_OUT_HERE)
+            )
+            return
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(CALL_QUEUE_MESSAGES)
         if method == EXCHANGE_KEYS and self.settings.e2e is not None:
             # Answered here, public keys only: the client checks the identity it pinned.

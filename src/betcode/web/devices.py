@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import secrets
@@ -116,10 +117,20 @@ class Devices:
         self._fingerprint = token.fingerprint()
         self._closing: set[asyncio.Task[bool]] = set()
         self._wrong_codes: deque[float] = deque()  # monotonic times of the recent wrong codes
+        # Devices paired through the relay, revoked ones too, by their relay device login.
+        self._relay_logins: dict[str, WebDevice] = {}
 
     async def load(self) -> None:
         devices = await self._reader.read(rows.list_devices)
         self._valid = {d.credential_hash: d for d in devices if d.revoked_at is None}
+        self._relay_logins = {d.relay_device_id: d for d in devices if d.relay_device_id}
+
+    def relay_login_signed_out(self, relay_device_id: str) -> bool:
+        """Whether the phone paired with this relay device login was signed out here (revoked,
+        or the access token rotated): its relayed calls are refused, whether or not the relay
+        was told to revoke the login."""
+        device = self._relay_logins.get(relay_device_id)
+        return device is not None and not self.current(device)
 
     def authenticate(self, credential: str) -> Principal | None:
         if not credential:
@@ -202,6 +213,8 @@ class Devices:
         if not await self._writer.call(lambda c: rows.redeem_link(c, secret_hash, device)):
             return None
         self._valid[device.credential_hash] = device
+        if relay_device_id:
+            self._relay_logins[relay_device_id] = device
         log.info("web: device %s (%s) signed in", device.device_id, device.name)
         return device, credential
 
@@ -218,8 +231,13 @@ class Devices:
         relay_device_id = next(
             (d.relay_device_id for d in self._valid.values() if d.device_id == device_id), None
         )
-        revoked = await self._writer.call(lambda c: rows.revoke_device(c, device_id, time.time()))
+        now = time.time()
+        revoked = await self._writer.call(lambda c: rows.revoke_device(c, device_id, now))
         self._valid = {h: d for h, d in self._valid.items() if d.device_id != device_id}
+        if relay_device_id is not None and revoked:
+            self._relay_logins[relay_device_id] = dataclasses.replace(
+                self._relay_logins[relay_device_id], revoked_at=now
+            )
         await self._close(self._sockets.pop(device_id, set()), "this device was revoked")
         if revoked and relay_device_id is not None:
             await self._revoke_at_relay(device_id, relay_device_id)
