@@ -7,6 +7,7 @@ and the browsers' token refresh."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import socket
@@ -405,6 +406,44 @@ async def test_a_browser_refreshes_its_tokens_and_a_used_refresh_token_is_refuse
     for refused, expected_status in refusals:
         async with http.post("/relay/api/refresh", json=refused) as response:
             assert response.status == expected_status, refused
+
+
+async def test_the_unary_call_endpoint_checks_its_call_as_the_call_websocket_does(
+    relay: Relay, http: aiohttp.ClientSession
+) -> None:
+    """A service worker without WebSocket calls the machine with one POST: the same head and
+    checks (the browser test, tests/relay/test_relay_web_app.py, answers through it)."""
+    _, logged_in = await browser_login(http)
+    head = {
+        "method": "betcode.v1.AgentService/ExchangeKeys",
+        "token": logged_in["access_token"],
+        "client_id": "web-notification",
+        "messages": [base64.b64encode(b"\x0a\x03box").decode()],
+    }
+    refusals: list[tuple[object, str]] = [
+        ({**head, "method": "grpc.health.v1.Health/Check"}, "not a BetCode method"),
+        ({**head, "token": "bad\ntoken"}, "printable ASCII"),
+        ({**head, "messages": ["not base64!"]}, "messages"),
+        ({k: v for k, v in head.items() if k != "method"}, '{"method"'),
+        ("not an object", '{"method"'),
+    ]
+    for refused, said in refusals:
+        async with http.post("/relay/api/machines/box/unary", json=refused) as response:
+            assert response.status == 400, refused
+            error = (await response.json())["error"]
+            assert error["code"] == "INVALID_ARGUMENT"
+            assert said in error["message"], refused
+    # Carried: the relay's own checks answer, as the call's status (a machine not the
+    # account's; a token the relay never made).
+    async with http.post("/relay/api/machines/box/unary", json=head) as response:
+        assert response.status == 200
+        reply = await response.json()
+    assert reply["code"] in ("NOT_FOUND", "PERMISSION_DENIED"), reply
+    assert reply["messages"] == []
+    async with http.post(
+        "/relay/api/machines/box/unary", json={**head, "token": "not-a-token"}
+    ) as response:
+        assert (await response.json())["code"] == "UNAUTHENTICATED"
 
 
 async def test_relay_start_serves_both_on_the_one_address_it_prints(tmp_path: Path) -> None:

@@ -418,7 +418,9 @@ async def test_a_notification_action_at_the_relay_answers_through_it_first_answe
     assert "web-notification" in await stored_text(rig, session_id)
     await expect(page.locator("#action-bar")).to_be_hidden()  # the page sees it answered
     # Deny from the notification later, its access token about to expire: the worker renews
-    # the relay login first (kept for the page), and the first answer stands.
+    # the relay login first (kept for the page), and the first answer stands. This time as a
+    # worker without WebSocket: its calls go as the relay front's one-POST unary calls.
+    assert await worker.evaluate("delete self.WebSocket && typeof WebSocket === 'undefined'")
     tokens = await page.evaluate(IDB_TOKENS)
     assert tokens == await page.evaluate(TOKENS)
     await page.evaluate(idb_put_tokens({**tokens, "expires_at": 0}))
@@ -486,8 +488,10 @@ async def test_an_answer_given_while_the_machine_is_offline_is_queued_and_runs_o
     await rig.stop_daemon(keep_sessions=True)
     await bar.get_by_role("button", name="Allow once").click()
     await expect(bar).to_contain_text("queued: will be delivered when the machine is back")
-    # The notification's action, given while away too: kept as well; the first one wins.
+    # The notification's action, given while away too (from a worker without WebSocket: the
+    # unary POST): kept as well; the first one wins.
     [worker] = installable.service_workers
+    assert await worker.evaluate("delete self.WebSocket && typeof WebSocket === 'undefined'")
     message = {"kind": "permission", "request_id": request_id, "machine_id": MACHINE}
     queued = await worker.evaluate(f"answerFromNotification({json.dumps(message)}, 'deny')")
     assert queued["queued"] == "queued: will be delivered when the machine is back"

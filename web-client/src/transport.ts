@@ -207,8 +207,41 @@ export function callFailure(status: CallStatus): Error {
   return new RelayRefused(`${status.code}: ${status.message}`, status.code, status.buffered);
 }
 
+function base64(bytes: Uint8Array): string {
+  return btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""));
+}
+
+function unbase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+/** The same call as one POST (`/relay/api/machines/{id}/unary`), for a context without
+ * WebSocket (a service worker may have none). */
+async function unaryOverHttps(link: RelayLink, method: string, e2e: string, requests: Uint8Array[]): Promise<Uint8Array[]> {
+  const origin = link.origin.replace(/^ws/, "http");
+  const head = { method, e2e, token: link.token(), client_id: link.clientId, messages: requests.map(base64) };
+  let response: Response;
+  try {
+    response = await fetch(`${origin}/relay/api/machines/${encodeURIComponent(link.machineId)}/unary`, {
+      method: "POST",
+      credentials: "omit",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(head),
+    });
+  } catch (failure) {
+    throw new Unreachable("relay", (failure as Error).message);
+  }
+  if (response.headers.get("X-BetCode-Offline")) throw new Unreachable("relay");
+  const reply = (await response.json().catch(() => ({}))) as CallStatus & { messages?: string[]; error?: { code: string; message: string } };
+  const status: CallStatus = reply.error ?? { code: reply.code ?? RELAY_GONE, message: reply.message ?? "", buffered: reply.buffered };
+  if (status.code === "UNAUTHENTICATED") link.onUnauthenticated?.();
+  if (status.code !== "OK") throw callFailure(status);
+  return (reply.messages ?? []).map(unbase64);
+}
+
 /** A call with its request messages all sent at once: its response messages. */
 export function unaryCall(link: RelayLink, method: string, e2e: string, requests: Uint8Array[]): Promise<Uint8Array[]> {
+  if (!link.openSocket && typeof WebSocket === "undefined") return unaryOverHttps(link, method, e2e, requests);
   return new Promise((resolve, reject) => {
     const call = new RelayCall(link, method, e2e);
     const answers: Uint8Array[] = [];

@@ -32,6 +32,11 @@ gRPC).
   not look inside: the messages are the end-to-end scheme's `EncryptedPayload`s, sealed and
   opened in the browser (web-client/src/e2e.ts), so the relay and NATS carry only ciphertext for
   a browser too.
+- `POST /relay/api/machines/{id}/unary`: the same call for a browser context without WebSocket
+  (a service worker may lack it), its head and request messages in one JSON body
+  `{"method", "e2e", "token", "client_id", "messages": [base64...]}`, answered once the call
+  ends with `{"code", "message", "messages": [base64...]}` (and `buffered`), with the same
+  checks; a body of at most 1 MiB (413 beyond).
 
 The front is a client of this relay's own grpcio server (TLS on loopback): the calls take
 exactly the path, checks, audit and offline buffering of every other client's. Credentials are
@@ -42,6 +47,7 @@ header: in its first message), never a cookie. `ROUTES` is the route table.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -295,25 +301,25 @@ async def _revoke_device(request: web.Request) -> web.Response:
     return web.json_response({"revoked": True})
 
 
-async def _call(request: web.Request) -> web.StreamResponse:
-    """One gRPC call to the machine, its messages carried both ways untouched."""
-    socket_ = web.WebSocketResponse(protocols=(CALL_SUBPROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
-    await socket_.prepare(request)
-    opening = await socket_.receive()
+HEAD_SHAPE = 'the first message is {"method", "token", ...}'
+
+
+class _BadHead(ValueError):
+    """A call's head that is refused (INVALID_ARGUMENT) before anything is carried."""
+
+
+def _call_head(head: Any, machine_id: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A call's head `{"method", "e2e", "token", "client_id"}` checked: the method and the
+    metadata the relay's own server gets it with."""
     try:
-        head: dict[str, Any] = json.loads(opening.data) if opening.type is WSMsgType.TEXT else {}
         method = str(head["method"]).lstrip("/")
-    except (ValueError, KeyError, TypeError):
-        await _finish(socket_, "INVALID_ARGUMENT", 'the first message is {"method", "token", ...}')
-        return socket_
+    except (KeyError, TypeError):
+        raise _BadHead(HEAD_SHAPE) from None
     if not method.startswith("betcode.v1."):
-        await _finish(socket_, "INVALID_ARGUMENT", f"not a BetCode method: {method!r}")
-        return socket_
+        raise _BadHead(f"not a BetCode method: {method!r}")
     token, header, client = (str(head.get(k) or "") for k in ("token", "e2e", "client_id"))
-    machine_id = request.match_info["machine_id"]
     if not all(METADATA_VALUE.fullmatch(value) for value in (token, header, machine_id)):
-        await _finish(socket_, "INVALID_ARGUMENT", "the token, e2e and machine are printable ASCII")
-        return socket_
+        raise _BadHead("the token, e2e and machine are printable ASCII")
     metadata = [
         ("authorization", f"Bearer {token}"),
         ("x-machine-id", machine_id),
@@ -321,6 +327,30 @@ async def _call(request: web.Request) -> web.StreamResponse:
     ]
     if header:
         metadata.append(("x-betcode-e2e", header))
+    return method, tuple(metadata)
+
+
+def _ended(error: grpc.aio.AioRpcError) -> dict[str, str]:
+    """A call's end as the page reads it; `buffered`: the relay kept the request for the
+    offline machine (its place), to run once the machine is back."""
+    trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
+    status = {"code": error.code().name, "message": error.details() or ""}
+    buffered = trailers.get(BUFFERED_TRAILER, "")
+    return status | ({"buffered": buffered} if buffered else {})
+
+
+async def _call(request: web.Request) -> web.StreamResponse:
+    """One gRPC call to the machine, its messages carried both ways untouched."""
+    socket_ = web.WebSocketResponse(protocols=(CALL_SUBPROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
+    await socket_.prepare(request)
+    opening = await socket_.receive()
+    try:
+        head: Any = json.loads(opening.data) if opening.type is WSMsgType.TEXT else {}
+        method, metadata = _call_head(head, request.match_info["machine_id"])
+    except ValueError as error:  # _BadHead, or not JSON
+        said = str(error) if isinstance(error, _BadHead) else HEAD_SHAPE
+        await _finish(socket_, {"code": "INVALID_ARGUMENT", "message": said})
+        return socket_
     carry = request.app[CHANNEL_KEY].stream_stream(f"/{method}")
 
     async def requests() -> AsyncIterator[bytes]:
@@ -332,16 +362,13 @@ async def _call(request: web.Request) -> web.StreamResponse:
             else:
                 break
 
-    call = carry(requests(), metadata=tuple(metadata))
+    call = carry(requests(), metadata=metadata)
     try:
         async for answer in call:
             await socket_.send_bytes(answer)
-        await _finish(socket_, "OK", "")
+        await _finish(socket_, {"code": "OK", "message": ""})
     except grpc.aio.AioRpcError as error:
-        trailers = {key: str(value) for key, value in error.trailing_metadata() or ()}
-        await _finish(
-            socket_, error.code().name, error.details() or "", trailers.get(BUFFERED_TRAILER, "")
-        )
+        await _finish(socket_, _ended(error))
     except ConnectionError:
         pass  # the page left the call (a conversation goes on on the machine without it)
     finally:
@@ -349,12 +376,40 @@ async def _call(request: web.Request) -> web.StreamResponse:
     return socket_
 
 
-async def _finish(
-    socket_: web.WebSocketResponse, code: str, message: str, buffered: str = ""
-) -> None:
-    """The call's end; `buffered`: the relay kept the request for the offline machine (its
-    place), to run once the machine is back."""
-    status = {"code": code, "message": message} | ({"buffered": buffered} if buffered else {})
+async def _unary(request: web.Request) -> web.Response:
+    """The call WebSocket's head and request messages in one POST, for a browser context
+    without WebSocket (a service worker may have none): `{"method", "e2e", "token",
+    "client_id", "messages": [base64, ...]}`, all of them sent then half-closed; answered 200
+    `{"code", "message", "messages": [base64, ...]}` (`buffered` as on the WebSocket) once the
+    call ends. The same checks, and the messages as untouched."""
+    try:
+        head: Any = await request.json()
+        method, metadata = _call_head(head, request.match_info["machine_id"])
+        messages = [base64.b64decode(m, validate=True) for m in head.get("messages") or []]
+    except (ValueError, TypeError, AttributeError) as error:
+        said = str(error) if isinstance(error, _BadHead) else 'send {"method", ..., "messages"}'
+        return _refusal(400, "INVALID_ARGUMENT", said)
+    carry = request.app[CHANNEL_KEY].stream_stream(f"/{method}")
+
+    async def requests() -> AsyncIterator[bytes]:
+        for message in messages:
+            yield message
+
+    answers: list[str] = []
+    call = carry(requests(), metadata=metadata)
+    status = {"code": "OK", "message": ""}
+    try:
+        async for answer in call:
+            answers.append(base64.b64encode(answer).decode())
+    except grpc.aio.AioRpcError as error:
+        status = _ended(error)
+    finally:
+        call.cancel()
+    return web.json_response(status | {"messages": answers})
+
+
+async def _finish(socket_: web.WebSocketResponse, status: dict[str, str]) -> None:
+    """The call's end (its status, _ended's shape)."""
     with contextlib.suppress(ConnectionError):
         await socket_.send_str(json.dumps(status))
         await socket_.close()
@@ -391,6 +446,7 @@ ROUTES = [
     web.get("/relay/api/devices", _devices),
     web.delete("/relay/api/devices/{device_id}", _revoke_device),
     web.get("/relay/api/machines/{machine_id}/call", _call),
+    web.post("/relay/api/machines/{machine_id}/unary", _unary),
 ]
 
 
