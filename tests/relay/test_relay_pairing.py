@@ -339,6 +339,14 @@ async def test_revoking_a_phone_at_the_relay_or_on_the_daemon_revokes_both(
     assert cut.value.code() == grpc.StatusCode.UNAUTHENTICATED
     status, refused = await as_owner.call("GET", "/api/sessions")
     assert (status, refused["error"]["code"]) == (401, "UNAUTHENTICATED")
+    # The relay told the machine over its tunnel: the daemon lists the phone signed out.
+    async with asyncio.timeout(10):
+        while True:
+            code, out, err = await web_command(rig, "devices")
+            assert code == 0, err
+            if f"{device['device_id']}  signed out" in out:
+                break
+            await asyncio.sleep(0.2)
 
     # Revoked on the daemon (`betcode web revoke`): its relay login is revoked too.
     login, phone, device = await paired_phone(rig, http, relay_url)

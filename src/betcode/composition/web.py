@@ -80,6 +80,7 @@ async def start_web(
     access.attach(devices)
     if relay is not None:
         relay.relay_login_signed_out = devices.relay_login_signed_out
+        relay.relay_login_revoked = devices.relay_login_revoked
     relay_push = (
         None
         if relay is None

@@ -538,10 +538,10 @@ class Accounts:
 
     async def revoke_device(
         self, device_id: str, owner_id: str, now: float, machine_id: str | None = None
-    ) -> bool:
+    ) -> str | None:
         """Signs the owner's device out: its token family first (every token of it stops at
-        once), then the device's row; False when the owner has no such device signed in (for
-        `machine_id`, when given)."""
+        once), then the device's row; its machine, or None when the owner has no such device
+        signed in (for `machine_id`, when given)."""
         query = (
             "SELECT family, machine_id FROM device_logins "
             "WHERE device_id = ? AND owner_id = ? AND revoked_at IS NULL"
@@ -550,9 +550,9 @@ class Accounts:
         if row is not None and machine_id is not None and row[1] != machine_id:
             row = None
         if row is None:
-            return False
+            return None
         await self.revoke_family(str(row[0]), now)
         await self.database.execute(
             "UPDATE device_logins SET revoked_at = ? WHERE device_id = ?", now, device_id
         )
-        return True
+        return str(row[1])

@@ -12,7 +12,7 @@ import hmac
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -124,6 +124,8 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
         self._hasher = PasswordHasher()  # argon2id, memory-hard
         self._limiter = AttemptLimiter(ATTEMPTS_PER_MINUTE)
         self._pairing = Pairing(accounts, issuer)
+        # Tells the machine that one of its device logins was revoked (relay/tunnels.py).
+        self.device_revoked: Callable[[str, str], Awaitable[None]] | None = None
 
     def _client_address(self, context: grpc.aio.ServicerContext) -> str:
         metadata = {key: str(value) for key, value in context.invocation_metadata() or ()}
@@ -302,12 +304,17 @@ class AuthService(auth_pb2_grpc.AuthServiceServicer):
         self, request: auth_pb2.RevokeDeviceRequest, context: grpc.aio.ServicerContext
     ) -> auth_pb2.RevokeDeviceResponse:
         claims = await caller_claims(context, self._issuer)
-        if not await self._accounts.revoke_device(request.device_id, claims.user_id, time.time()):
+        machine_id = await self._accounts.revoke_device(
+            request.device_id, claims.user_id, time.time()
+        )
+        if machine_id is None:
             await abort(
                 context,
                 grpc.StatusCode.NOT_FOUND,
                 f"no signed-in device {request.device_id!r} (`betcode auth devices` lists them)",
             )
+        elif self.device_revoked is not None:
+            await self.device_revoked(machine_id, request.device_id)
         return auth_pb2.RevokeDeviceResponse(revoked=True)
 
 

@@ -219,7 +219,7 @@ class MachineService(machine_pb2_grpc.MachineServiceServicer):
         revoked = await self._accounts.revoke_device(
             request.device_id, machine.owner_id, time.time(), machine.machine_id
         )
-        return machine_pb2.RevokePairedDeviceResponse(revoked=revoked)
+        return machine_pb2.RevokePairedDeviceResponse(revoked=revoked is not None)
 
 
 async def _full_login(context: grpc.aio.ServicerContext, issuer: TokenIssuer) -> Claims:

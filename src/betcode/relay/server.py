@@ -137,10 +137,9 @@ class Relay:
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ]
         )
-        auth_pb2_grpc.add_AuthServiceServicer_to_server(
-            AuthService(accounts, issuer, self.options.registration, front_secret, peers),
-            self.server,
-        )
+        auth = AuthService(accounts, issuer, self.options.registration, front_secret, peers)
+        auth.device_revoked = self.tunnels.device_revoked
+        auth_pb2_grpc.add_AuthServiceServicer_to_server(auth, self.server)
         machines = MachineService(accounts, issuer, authority, self.options.machines_per_user)
         machine_pb2_grpc.add_MachineServiceServicer_to_server(machines, self.server)
         tunnel_pb2_grpc.add_TunnelServiceServicer_to_server(self.tunnels, self.server)

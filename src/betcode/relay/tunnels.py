@@ -125,6 +125,13 @@ class _Tunnel:
             carried = frame.control.params[CHECK_PARAM] in self.reply_to
             await msg.respond(CALL_ALIVE if carried else b"gone")
             return
+        if (
+            frame.frame_type == frames.CONTROL
+            and frames.REVOKED_DEVICE_PARAM in frame.control.params
+        ):
+            with contextlib.suppress(asyncio.QueueFull):  # a full tunnel: the binding holds
+                self.outgoing.put_nowait(frame)
+            return
         if frame.frame_type == frames.REQUEST:
             reply_to = (msg.headers or {}).get(REPLY_TO_HEADER, "")
             if not reply_to or self.outgoing.full():
@@ -232,6 +239,16 @@ class TunnelService(tunnel_pb2_grpc.TunnelServiceServicer):
 
     async def _machine(self, context: grpc.aio.ServicerContext) -> Machine:
         return await proven_machine(context, self._ca, self._accounts)
+
+    async def device_revoked(self, machine_id: str, device_id: str) -> None:
+        """Tells the machine, over whichever relay instance holds its tunnel, that a device
+        login paired with it was revoked here: its daemon signs that phone out at once (open
+        streams closed). A machine away misses it, and needs not: its daemon takes that phone's
+        credential only with the login, which is refused from now on."""
+        revoked = frames.control_frame(
+            tunnel_pb2.TUNNEL_CONTROL_TYPE_UNSPECIFIED, {frames.REVOKED_DEVICE_PARAM: device_id}
+        )
+        await self._nc.publish(machine_subject(machine_id), revoked.SerializeToString())
 
     async def Register(
         self, request: tunnel_pb2.TunnelRegisterRequest, context: grpc.aio.ServicerContext

@@ -177,6 +177,8 @@ CREDIT_BATCH = 64
 # relay answers the certificate it issued (and from then on accepts only that one).
 RENEW_CSR_PARAM = "renew_csr"
 CERTIFICATE_PARAM = "certificate_pem"
+# relay → daemon: a device login paired with this machine was revoked at the relay (its id).
+REVOKED_DEVICE_PARAM = "revoked_device"
 
 
 def credit_frame(request_id: str, count: int) -> tunnel_pb2.TunnelFrame:

@@ -12,7 +12,7 @@ import datetime
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,10 @@ SIGNED_OUT_HERE = "this phone was signed out on the machine: pair it again (`bet
 NOT_TAKEN = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
+async def _nothing(relay_login: str) -> None:
+    """No web client to tell of a revoked relay device login."""
+
+
 @dataclass(frozen=True)
 class Backoff:
     """1 s doubling to 60 s, ±20 % jitter (TOP-04)."""
@@ -101,6 +105,7 @@ class TunnelClient:
         # Whether a relay device login belongs to a phone signed out on this daemon (the web
         # client's device store sets it when it starts).
         self.relay_login_signed_out: Callable[[str], bool] = lambda relay_login: False
+        self.relay_login_revoked: Callable[[str], Awaitable[None]] = _nothing
         self.relay_id = ""
         self.relay_url = ""  # the relay of the open tunnel
         self.connected_since: float | None = None  # wall clock, while a tunnel is open
@@ -306,6 +311,12 @@ class TunnelClient:
                 )
                 self._renewing = None
                 log.info("machine certificate renewed")
+            return
+        if (
+            frame.frame_type == frames.CONTROL
+            and frames.REVOKED_DEVICE_PARAM in frame.control.params
+        ):
+            await self.relay_login_revoked(frame.control.params[frames.REVOKED_DEVICE_PARAM])
             return
         if frame.frame_type == frames.CONTROL and frames.CREDIT_PARAM in frame.control.params:
             window = self._windows.get(frame.request_id)

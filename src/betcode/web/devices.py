@@ -224,7 +224,14 @@ class Devices:
     def current(self, device: WebDevice) -> bool:
         return device.revoked_at is None and device.token_fingerprint == self.token.fingerprint()
 
-    async def revoke(self, device_id: str) -> bool:
+    async def relay_login_revoked(self, relay_device_id: str) -> None:
+        """The relay revoked this device login: the phone paired with it is signed out here
+        too, its open streams closed (its credential was refused from then on anyway)."""
+        device = self._relay_logins.get(relay_device_id)
+        if device is not None and await self.revoke(device.device_id, tell_relay=False):
+            log.info("web: device %s signed out: the relay revoked its login", device.device_id)
+
+    async def revoke(self, device_id: str, *, tell_relay: bool = True) -> bool:
         """Signs the device out, and its relay device login too when it paired through the
         relay (the relay told now; its credential is refused anyway, taken only on that login's
         requests)."""
@@ -239,7 +246,7 @@ class Devices:
                 self._relay_logins[relay_device_id], revoked_at=now
             )
         await self._close(self._sockets.pop(device_id, set()), "this device was revoked")
-        if revoked and relay_device_id is not None:
+        if revoked and relay_device_id is not None and tell_relay:
             await self._revoke_at_relay(device_id, relay_device_id)
         return revoked
 
