@@ -444,11 +444,16 @@ def test_a_daemon_killed_with_sigkill_leaves_no_dead_link(tmp_path: Path) -> Non
     daemon.start()
     try:
         stale = web_link()
+        command = [sys.executable, "-m", "betcode.cli.main", "web", "devices"]
+        devices = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     finally:
         daemon.stop()
     assert stale.returncode == 1
     assert stale.stdout == ""
     assert "serves no web client now" in stale.stderr
+    # Asked on its socket, it has no sign-ins to give either (WebAccessService not served).
+    assert devices.returncode == 1
+    assert "serves no web client (no LAN address, no relay)" in devices.stderr
 
 
 @pytest.fixture
