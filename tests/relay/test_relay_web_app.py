@@ -366,6 +366,19 @@ async def test_read_only_under_a_laptops_lock_until_the_phone_asks_for_it(
 
 ACTION_SECRET = "action-secret-5757"
 AWAY_SECRET = "away-secret-6868"
+AWAY_ANSWER = "away-answer-4646"
+QUEUED = "queued: will be delivered when the machine is back"
+
+
+async def installed_on_machine(installable: Any, rig: Rig) -> Any:
+    """A page of the installed app, its service worker in control, the machine opened and
+    signed in to: its key pinned and its device credential kept, for the worker too."""
+    page = await installable.new_page()
+    await logged_in(page, rig)
+    await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
+    await page.reload()
+    await open_machine(page, rig)
+    return page
 
 
 async def test_a_notification_action_at_the_relay_answers_through_it_first_answer_wins(
@@ -373,11 +386,7 @@ async def test_a_notification_action_at_the_relay_answers_through_it_first_answe
 ) -> None:
     await start_daemon(rig)
     seen, watching = await watch_nats(rig)
-    page = await installable.new_page()
-    await logged_in(page, rig)
-    await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
-    await page.reload()
-    await open_machine(page, rig)  # the key pinned, the device signed in: kept for the worker
+    page = await installed_on_machine(installable, rig)
     await installable.grant_permissions(["notifications"], origin=web_url(rig))
     [worker] = installable.service_workers
     marker = workspace.repo / "action.txt"
@@ -471,11 +480,7 @@ async def test_an_answer_given_while_the_machine_is_offline_is_queued_and_runs_o
     rig: Rig, installable: Any, workspace: Workspace
 ) -> None:
     await start_daemon(rig)
-    page = await installable.new_page()
-    await logged_in(page, rig)
-    await page.evaluate("navigator.serviceWorker.ready.then(() => true)")
-    await page.reload()
-    await open_machine(page, rig)
+    page = await installed_on_machine(installable, rig)
     await installable.grant_permissions(["notifications"], origin=web_url(rig))
     marker = workspace.repo / "away.txt"
     command = json.dumps({"command": f"echo {AWAY_SECRET} >> {marker.name}"})
@@ -487,14 +492,14 @@ async def test_an_answer_given_while_the_machine_is_offline_is_queued_and_runs_o
     # As `daemon restart` does: the asking claude waits on under its holder for the answer.
     await rig.stop_daemon(keep_sessions=True)
     await bar.get_by_role("button", name="Allow once").click()
-    await expect(bar).to_contain_text("queued: will be delivered when the machine is back")
+    await expect(bar).to_contain_text(QUEUED)
     # The notification's action, given while away too (from a worker without WebSocket: the
     # unary POST): kept as well; the first one wins.
     [worker] = installable.service_workers
     assert await worker.evaluate("delete self.WebSocket && typeof WebSocket === 'undefined'")
     message = {"kind": "permission", "request_id": request_id, "machine_id": MACHINE}
     queued = await worker.evaluate(f"answerFromNotification({json.dumps(message)}, 'deny')")
-    assert queued["queued"] == "queued: will be delivered when the machine is back"
+    assert queued["queued"] == QUEUED
     assert not marker.exists()
 
     await start_daemon(rig)
@@ -510,4 +515,34 @@ async def test_an_answer_given_while_the_machine_is_offline_is_queued_and_runs_o
         return not await rig.relay.buffer.pending(MACHINE)  # type: ignore[union-attr]
 
     await until(delivered, 30)
+    await expect(bar).to_be_hidden()
+
+
+async def test_a_question_answered_while_the_machine_is_offline_gets_there_once_it_is_back(
+    rig: Rig, installable: Any, workspace: Workspace
+) -> None:
+    await start_daemon(rig)
+    page = await installed_on_machine(installable, rig)
+    await page.get_by_label("Directory").fill(str(workspace.repo))
+    await page.get_by_label("First prompt").fill('SCN:ask {"questions": 1} ask me')
+    await page.get_by_role("button", name="Start session").click()
+    await expect(page.locator("#session-view")).to_be_visible()
+    session_id = str(page.url.split("#/s/", 1)[1])
+    bar = page.locator("#action-bar")
+    question = bar.locator("fieldset")
+    await expect(question).to_have_count(1)
+
+    await rig.stop_daemon(keep_sessions=True)
+    await question.get_by_role("radio", name="Other").check()
+    await question.get_by_role("textbox").fill(AWAY_ANSWER)
+    await bar.get_by_role("button", name="Submit answers").click()
+    await expect(bar).to_contain_text(QUEUED)
+    await start_daemon(rig)
+
+    async def turn_ended() -> bool:
+        return "turn_complete" in await stored_text(rig, session_id)
+
+    await until(turn_ended, 90)
+    stored = await stored_text(rig, session_id)
+    assert AWAY_ANSWER in stored  # claude was given the answer, and went on with it
     await expect(bar).to_be_hidden()
