@@ -501,6 +501,12 @@ async def test_an_answer_given_while_the_machine_is_offline_is_queued_and_runs_o
     queued = await worker.evaluate(f"answerFromNotification({json.dumps(message)}, 'deny')")
     assert queued["queued"] == QUEUED
     assert not marker.exists()
+    # Both kept sealed: the relay's files (its NATS store among them) hold neither the request
+    # nor the command.
+    kept = b"".join(path.read_bytes() for path in files_under(rig.relay.options.files.root))
+    assert b"AgentService/AnswerPermission" in kept  # the buffered calls are on disk
+    assert request_id.encode() not in kept
+    assert AWAY_SECRET.encode() not in kept
 
     await start_daemon(rig)
 
