@@ -26,6 +26,7 @@ from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.relay.buffer import BufferSettings
 from betcode.relay.layout import RelayFiles, init_relay
 from betcode.relay.server import Relay, RelayOptions
+from betcode.remote import frames
 from betcode.remote.e2e import ClientSession, DaemonIdentity
 from betcode.remote.pki import certificate_request, key_pem, new_key
 from betcode.tunnel.identity import MachineIdentity
@@ -237,9 +238,13 @@ async def relay_in_process(root: Path, **options: object) -> AsyncIterator[Relay
 
 
 def client_channel(relay: Relay) -> grpc.aio.Channel:
+    """A client's channel to the relay, taking messages as large as the relay carries (as the
+    CLI's and the web gateway's do)."""
     root = relay.options.files.ca_cert.read_bytes()
     return grpc.aio.secure_channel(
-        f"127.0.0.1:{relay.port}", grpc.ssl_channel_credentials(root_certificates=root)
+        f"127.0.0.1:{relay.port}",
+        grpc.ssl_channel_credentials(root_certificates=root),
+        options=[("grpc.max_receive_message_length", frames.MAX_MESSAGE_BYTES)],
     )
 
 

@@ -8,6 +8,7 @@ it. An offline machine is told at once, nothing buffered."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from google.protobuf.message import DecodeError
 from harness.environment import Workspace
 from harness.relay import Carried, Rig, rig_fixture
 from harness.web import sign_in
@@ -25,8 +27,12 @@ from harness.web_gateway import GatewayClient, GatewaySocket
 
 from betcode.config.settings import HttpSettings
 from betcode.devtools.fake_claude import make_fake_claude
+from betcode.relay import fragments
 from betcode.relay.buffer import BufferSettings
+from betcode.relay.routing import inbox_subject
+from betcode.remote import frames
 from betcode.remote.frames import BUFFERED_TRAILER
+from betcode.v1 import tunnel_pb2
 from betcode.web.token import token_path
 
 pytestmark = pytest.mark.real_cli
@@ -41,7 +47,7 @@ PLAIN_PROMPT = f'SCN:plain {{"text": "{ANSWER_SECRET}"}} {PROMPT_SECRET}'
 TOOL_OUTPUT = str(6 * 7919)
 SECRETS = tuple(s.encode() for s in (PROMPT_SECRET, ANSWER_SECRET, TOOL_SECRET, TOOL_OUTPUT))
 
-BIG_ANSWER = 9_000_000
+BIG_ANSWER = 10_000_000
 
 rig = pytest.fixture(rig_fixture(BufferSettings()))
 
@@ -165,28 +171,96 @@ async def test_an_offline_machine_is_told_at_once_and_nothing_is_buffered(rig: R
     assert carried.subjects == []  # nothing kept for the machine's return
 
 
-async def test_what_nats_cannot_carry_ends_that_call_and_the_machine_stays_online(
+async def test_a_message_over_what_nats_carries_crosses_the_relay_whole_in_slices(
     rig: Rig, workspace: Workspace, tmp_path: Path
 ) -> None:
-    """A message over NATS's max_payload (8 MiB here), either way, ends its call with
-    RESOURCE_EXHAUSTED at once; before, a request waited for ever and an answer closed the
-    machine's tunnel. (The fake claude: one assistant line of 9 MB, under the daemon's 10 MiB.)"""
-    script = {"turns": [[{"do": "big_line", "bytes": BIG_ANSWER}]]}
+    """A message over NATS's max_payload (8 MiB here) crosses the relay whole either way, sliced
+    (relay/fragments.py) and still sealed: a 10 MB message typed into the page's relayed stream
+    reaches the daemon whole (which refuses a prompt so long, giving its size), a 10 MB answer
+    (the fake claude's one assistant line, under the daemon's 10 MiB) reaches the stream, which
+    goes on. Before, each ended its call with RESOURCE_EXHAUSTED. Over the relay's limit, a
+    message is still refused so, and the machine stays online."""
+    script = {
+        "turns": [
+            [{"do": "big_line", "bytes": BIG_ANSWER}],
+            [{"do": "text", "text": "after the big answer"}],
+        ]
+    }
     rig.config = replace(rig.config, claude_bin=str(make_fake_claude(tmp_path / "fake", script)))
     [device] = await signed_in_devices(rig, "phone")
     await rig.start_daemon()
+    carried = Carried(rig.relay.nc, [], [])
+    await carried.watch("betcode.>")
     phone = through_relay(rig, device, "web-phone")
     async with asyncio.timeout(30):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await phone.fetch("POST", "/api/sessions", "x" * BIG_ANSWER)
+            await phone.fetch("POST", "/api/sessions", "x" * (frames.MAX_FRAME_BYTES + 1))
     assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "over the" in (refused.value.details() or "")
     session_id = await phone.create_session(str(workspace.repo))  # still online
 
     stream = await phone.stream(session_id)
     await asyncio.wait_for(stream.caught_up.wait(), 60)
+    big_request = PROMPT_SECRET * (BIG_ANSWER // len(PROMPT_SECRET))
+    started = time.monotonic()
+    await stream.say(big_request)
+    # A prompt is limited to 1 MiB: the daemon's answer gives the size it received, whole.
+    refused_prompt = await stream.wait_for("error")
+    print(f"\n10 MB request through the relay, answered: {time.monotonic() - started:.2f} s")
+    assert f"is {len(big_request)} bytes" in json.dumps(refused_prompt)
+    started = time.monotonic()
     await stream.say("a long answer, please")
-    await asyncio.wait_for(stream.closed(), 60)
+    await stream.until(
+        lambda: (
+            any(len(d.get("text", "")) == BIG_ANSWER for d in stream.of_kind("text_delta")) or None
+        )
+    )
+    print(f"10 MB event through the relay: {time.monotonic() - started:.2f} s")
+    await stream.wait_for("turn_complete")
+    await stream.say("and a short one")
+    await stream.wait_for("turn_complete", count=2)
+    said = "".join(delta.get("text", "") for delta in stream.of_kind("text_delta"))
+    assert said.endswith("after the big answer")
+    assert isinstance(stream.socket, GatewaySocket)
+    await stream.socket.close()
+    await asyncio.wait_for(stream.closed(), 10)
+    await carried.subscription.unsubscribe()
+    assert rig.relay.nc is not None
+    assert max(len(p) for p in carried.payloads) <= rig.relay.nc.max_payload
+    assert sum(len(p) for p in carried.payloads) > 2 * BIG_ANSWER  # both big ones, sliced
+    assert not [p for p in carried.payloads if PROMPT_SECRET.encode() in p]
+
+
+async def test_slices_over_the_limit_end_their_call_and_the_machine_stays_online(
+    rig: Rig, workspace: Workspace
+) -> None:
+    """A relay instance on NATS that sends a call's answer in slices past the limit
+    (frames.MAX_FRAME_BYTES) is refused, not buffered: the call ends RESOURCE_EXHAUSTED."""
+    [device] = await signed_in_devices(rig, "phone")
+    await rig.start_daemon()
+    phone = through_relay(rig, device, "web-phone")
+    session_id = await phone.create_session(str(workspace.repo))
+    opened: asyncio.Queue[tunnel_pb2.TunnelFrame] = asyncio.Queue()
+
+    async def on_machine(msg: Any) -> None:
+        frame = tunnel_pb2.TunnelFrame()
+        with contextlib.suppress(DecodeError):
+            frame.ParseFromString(msg.data)
+            if frame.frame_type == frames.REQUEST and msg.headers:
+                opened.put_nowait(frame)
+
+    nc = rig.relay.nc
+    assert nc is not None
+    spy = await nc.subscribe("betcode.machine.>", cb=on_machine)
+    stream = await phone.stream(session_id)
+    await asyncio.wait_for(stream.caught_up.wait(), 60)
+    socket_call = await asyncio.wait_for(opened.get(), 10)
+    await spy.unsubscribe()
+    inbox = inbox_subject(rig.relay.options.relay_id)  # the router of the phone's call
+    size = nc.max_payload - fragments.HEADROOM_BYTES
+    for _ in range(frames.MAX_FRAME_BYTES // size + 1):
+        part = {fragments.PART_HEADER: f"{socket_call.request_id} more"}
+        await nc.publish(inbox, b"\0" * size, headers=part)
+    await asyncio.wait_for(stream.closed(), 30)
     assert isinstance(stream.socket, GatewaySocket)
     assert await stream.socket.call.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     status, listed = await phone.call("GET", "/api/sessions")

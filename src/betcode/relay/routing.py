@@ -23,6 +23,7 @@ import nats.errors
 from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
 
+from betcode.relay import fragments
 from betcode.relay.accounts import Accounts
 from betcode.relay.auth_service import abort, caller_claims
 from betcode.relay.tokens import TokenIssuer
@@ -66,16 +67,6 @@ def inbox_subject(relay_id: str) -> str:
     return f"betcode.relay.{relay_id}.frames"
 
 
-def too_large(request_id: str, size: int, limit: int) -> tunnel_pb2.TunnelFrame:
-    """The error that ends a call whose message NATS cannot carry (its `max_payload`): told to
-    both ends, so neither waits for a message that never comes."""
-    return frames.error_frame(
-        request_id,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-        f"a message of {size} bytes is over the {limit} bytes the relay carries",
-    )
-
-
 class MachineBusy(Exception):
     """The tunnel's holder refused a new call (its tunnel queue is full)."""
 
@@ -84,6 +75,7 @@ class _Call:
     def __init__(self) -> None:
         self.frames: asyncio.Queue[tunnel_pb2.TunnelFrame] = asyncio.Queue(CALL_QUEUE_FRAMES)
         self.overflowed = False
+        self.sliced = False  # the tunnel's holder joins frames sent in slices (relay/fragments)
 
 
 class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
@@ -93,6 +85,9 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._accounts = accounts
         self._issuer = issuer
         self._calls: dict[str, _Call] = {}
+        self._joiner = fragments.Joiner(
+            self._calls.__contains__
+        )  # the daemon's frames too big for one NATS message
         self._subscription: Any = None
         self._audits: set[asyncio.Task[None]] = set()  # audit records being written
         self.buffer: OfflineBuffer | None = None  # requests for offline machines wait here
@@ -117,9 +112,15 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         return grpc.stream_stream_rpc_method_handler(functools.partial(self._route, method[1:]))
 
     async def _on_frame(self, msg: Msg) -> None:
+        data = self._joiner.take(msg)
+        if data is None:
+            return
+        if isinstance(data, tunnel_pb2.TunnelFrame):  # over the limit: the call ends here
+            self._refuse(data)
+            return
         frame = tunnel_pb2.TunnelFrame()
         try:
-            frame.ParseFromString(msg.data)
+            frame.ParseFromString(data)
         except Exception:
             log.warning("dropped an undecodable frame on %s", msg.subject)
             return
@@ -129,15 +130,23 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         try:
             call.frames.put_nowait(frame)
         except asyncio.QueueFull:
-            call.overflowed = True
-            call.frames.get_nowait()  # room for the marker that ends the call
-            call.frames.put_nowait(
+            self._refuse(
                 frames.error_frame(
                     frame.request_id,
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     "the caller reads too slowly; call dropped",
                 )
             )
+
+    def _refuse(self, error: tunnel_pb2.TunnelFrame) -> None:
+        """Ends a call with `error`, ahead of whatever it still has queued."""
+        call = self._calls.get(error.request_id)
+        if call is None or call.overflowed:
+            return
+        call.overflowed = True
+        if call.frames.full():
+            call.frames.get_nowait()  # room for the marker that ends the call
+        call.frames.put_nowait(error)
 
     async def _route(
         self, method: str, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
@@ -176,6 +185,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
                 yield message
         finally:
             del self._calls[request_id]
+            self._joiner.forget(request_id)
 
     def _audit(
         self,
@@ -209,7 +219,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
             task.add_done_callback(self._audits.discard)
 
     async def _open(
-        self, machine_id: str, method: str, request_id: str, metadata: dict[str, str]
+        self, machine_id: str, method: str, request_id: str, metadata: dict[str, str], call: _Call
     ) -> bool:
         """Opens the call at the tunnel's holder; False when no relay holds the machine."""
         try:
@@ -217,12 +227,16 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
                 machine_subject(machine_id),
                 frames.request_frame(request_id, method, metadata),
                 timeout=OPEN_TIMEOUT_SECONDS,
-                headers={REPLY_TO_HEADER: inbox_subject(self._relay_id)},
+                headers={
+                    REPLY_TO_HEADER: inbox_subject(self._relay_id),
+                    fragments.CAPABILITY_HEADER: fragments.CAPABILITY,
+                },
             )
         except nats.errors.NoRespondersError:
             return False
         if answer.data != OPEN_ACCEPTED:
             raise MachineBusy(machine_id)
+        call.sliced = fragments.offered(answer)
         return True
 
     async def _carry(
@@ -236,7 +250,7 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[bytes]:
         try:
-            opened = await self._open(machine_id, method, request_id, metadata)
+            opened = await self._open(machine_id, method, request_id, metadata, call)
         except (nats.errors.TimeoutError, TimeoutError):
             await abort(context, grpc.StatusCode.UNAVAILABLE, f"machine {machine_id} timed out")
             return
@@ -307,17 +321,17 @@ class Router(grpc.GenericRpcHandler):  # type: ignore[misc]
         self, subject: str, request_id: str, requests: AsyncIterator[bytes], call: _Call
     ) -> None:
         sequence = 0
+        limit = fragments.carried_limit(self._nc, call.sliced)
         with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
             async for message in requests:
                 sequence += 1
                 data = frames.data_frame(request_id, message, sequence).SerializeToString()
-                if len(data) > self._nc.max_payload:
-                    refused = too_large(request_id, len(data), self._nc.max_payload)
+                if len(data) > limit:
+                    refused = fragments.too_large(request_id, len(data), limit)
                     await self._nc.publish(subject, refused.SerializeToString())
-                    with contextlib.suppress(asyncio.QueueFull):
-                        call.frames.put_nowait(refused)
+                    self._refuse(refused)
                     return
-                await self._nc.publish(subject, data)
+                await fragments.publish(self._nc, subject, request_id, data)
             await self._nc.publish(subject, frames.end_frame(request_id).SerializeToString())
 
     async def _offline(

@@ -34,11 +34,11 @@ from betcode.relay.routing import Router
 from betcode.relay.tokens import ACCESS_TTL_SECONDS, TokenIssuer
 from betcode.relay.tunnels import TunnelService, TunnelTiming
 from betcode.relay.web import RelayWeb
+from betcode.remote import frames
 from betcode.v1 import auth_pb2_grpc, machine_pb2_grpc, push_relay_pb2_grpc, tunnel_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_LISTEN = "127.0.0.1:8443"
 DEFAULT_TUNNEL_LISTEN = "127.0.0.1:8444"
 
@@ -129,8 +129,8 @@ class Relay:
         peers = SplicedPeers()
         self.server = grpc.aio.server(
             options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", frames.MAX_FRAME_BYTES),
+                ("grpc.max_receive_message_length", frames.MAX_FRAME_BYTES),
                 ("grpc.so_reuseport", 0),
                 ("grpc.keepalive_time_ms", 30_000),
                 ("grpc.keepalive_timeout_ms", 20_000),

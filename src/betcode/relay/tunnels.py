@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from nats.aio.client import Client as Nats
 from nats.aio.msg import Msg
 
+from betcode.relay import fragments
 from betcode.relay.accounts import Accounts, Machine
 from betcode.relay.auth_service import abort
 from betcode.relay.notifications import Notifications
@@ -31,7 +32,6 @@ from betcode.relay.routing import (
     OPEN_REFUSED,
     REPLY_TO_HEADER,
     machine_subject,
-    too_large,
 )
 from betcode.remote import frames
 from betcode.remote.machine_proof import ProofRefused, check_issued, proven_certificate
@@ -103,6 +103,10 @@ class _Tunnel:
             TUNNEL_QUEUE_FRAMES
         )
         self.reply_to: dict[str, str] = {}
+        self.sliced: set[str] = set()  # calls whose router joins frames sent in slices
+        self.joiner = fragments.Joiner(
+            self.reply_to.__contains__
+        )  # the routers' frames too big for one NATS message
         self.last_pong = time.monotonic()
         self.failure: str | None = None  # why the relay ended the tunnel, for the daemon
         self.on_notify: Callable[[dict[str, str]], Coroutine[Any, Any, object]] | None = None
@@ -115,9 +119,15 @@ class _Tunnel:
             self.outgoing.put_nowait(None)
 
     async def on_nats(self, msg: Msg) -> None:
+        data = self.joiner.take(msg)
+        if data is None:
+            return
+        if isinstance(data, tunnel_pb2.TunnelFrame):  # over the limit: the call ends, both ends
+            await self._end_refused(data)
+            return
         frame = tunnel_pb2.TunnelFrame()
         try:
-            frame.ParseFromString(msg.data)
+            frame.ParseFromString(data)
         except Exception:
             log.warning("dropped an undecodable frame for %s", self.machine_id)
             return
@@ -139,21 +149,43 @@ class _Tunnel:
                 return
             self.reply_to[frame.request_id] = reply_to
             self.outgoing.put_nowait(frame)
-            await msg.respond(OPEN_ACCEPTED)
+            if fragments.offered(msg):
+                self.sliced.add(frame.request_id)
+                capable = {fragments.CAPABILITY_HEADER: fragments.CAPABILITY}
+                await self.nc.publish(msg.reply, OPEN_ACCEPTED, headers=capable)
+            else:
+                await msg.respond(OPEN_ACCEPTED)
             return
         known = self.reply_to.get(frame.request_id)
         if known is None:
             return  # a call that already ended
         if frame.frame_type == frames.ERROR:
-            self.reply_to.pop(frame.request_id, None)
+            self._forget(frame.request_id)
         try:
             self.outgoing.put_nowait(frame)
         except asyncio.QueueFull:
-            self.reply_to.pop(frame.request_id, None)
+            self._forget(frame.request_id)
             full = frames.error_frame(
                 frame.request_id, grpc.StatusCode.RESOURCE_EXHAUSTED, "the tunnel is full"
             )
             await self.nc.publish(known, full.SerializeToString())
+
+    def _forget(self, request_id: str) -> str | None:
+        """A call that ended here: where its answers went, if it was still open."""
+        self.sliced.discard(request_id)
+        self.joiner.forget(request_id)
+        return self.reply_to.pop(request_id, None)
+
+    async def _end_refused(self, refused: tunnel_pb2.TunnelFrame) -> None:
+        """Ends a call whose frame the relay does not carry, at the daemon and at its caller;
+        the tunnel and its other calls go on."""
+        log.warning("machine %s: %s", self.machine_id, refused.error.message)
+        reply_to = self._forget(refused.request_id)
+        if reply_to is None:
+            return
+        with contextlib.suppress(asyncio.QueueFull):
+            self.outgoing.put_nowait(refused)
+        await self.nc.publish(reply_to, refused.SerializeToString())
 
     async def from_daemon(self, frame: tunnel_pb2.TunnelFrame) -> None:
         if frame.frame_type == frames.CONTROL and frames.RENEW_CSR_PARAM in frame.control.params:
@@ -175,25 +207,21 @@ class _Tunnel:
         if local is not None:  # a call the relay itself made (buffered delivery)
             local(frame)
             return
-        reply_to = (
-            self.reply_to.pop(frame.request_id, None)
-            if ends
-            else self.reply_to.get(frame.request_id)
-        )
+        reply_to = self.reply_to.get(frame.request_id)
         if reply_to is None:
             log.warning(
                 "frame for unknown call %r from %s dropped", frame.request_id, self.machine_id
             )
             return
         data = frame.SerializeToString()
-        if len(data) > self.nc.max_payload:
+        limit = fragments.carried_limit(self.nc, frame.request_id in self.sliced)
+        if len(data) > limit:
             # Not carried: the call ends at both ends; the tunnel and its other calls go on.
-            refused = too_large(frame.request_id, len(data), self.nc.max_payload)
-            log.warning("machine %s: %s", self.machine_id, refused.error.message)
-            self.reply_to.pop(frame.request_id, None)
-            await self.send(refused)
-            data = refused.SerializeToString()
-        await self.nc.publish(reply_to, data)
+            await self._end_refused(fragments.too_large(frame.request_id, len(data), limit))
+            return
+        if ends:
+            self._forget(frame.request_id)
+        await fragments.publish(self.nc, reply_to, frame.request_id, data)
 
     async def send(self, frame: tunnel_pb2.TunnelFrame) -> None:
         await self.outgoing.put(frame)
@@ -208,6 +236,7 @@ class _Tunnel:
             with contextlib.suppress(nats.errors.Error):
                 await self.nc.publish(reply_to, self._gone(request_id).SerializeToString())
         self.reply_to.clear()
+        self.sliced.clear()
 
     def _gone(self, request_id: str) -> tunnel_pb2.TunnelFrame:
         return frames.error_frame(

@@ -63,6 +63,7 @@ from aiohttp import WSMsgType, web
 from cryptography import x509
 
 from betcode.relay.auth_service import FORWARDED_KEY, FRONT_SECRET_KEY
+from betcode.remote import frames
 from betcode.remote.frames import BUFFERED_TRAILER
 from betcode.v1 import auth_pb2, auth_pb2_grpc, machine_pb2, machine_pb2_grpc
 
@@ -86,7 +87,6 @@ CONTENT_TYPES = {
 AT_ROOT = ("sw.js", "install.js", "manifest.webmanifest")
 BEARER = "Bearer "
 CALL_SUBPROTOCOL = "betcode"
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; connect-src 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -341,7 +341,9 @@ def _ended(error: grpc.aio.AioRpcError) -> dict[str, str]:
 
 async def _call(request: web.Request) -> web.StreamResponse:
     """One gRPC call to the machine, its messages carried both ways untouched."""
-    socket_ = web.WebSocketResponse(protocols=(CALL_SUBPROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
+    socket_ = web.WebSocketResponse(
+        protocols=(CALL_SUBPROTOCOL,), max_msg_size=frames.MAX_MESSAGE_BYTES
+    )
     await socket_.prepare(request)
     opening = await socket_.receive()
     try:
@@ -488,8 +490,8 @@ class RelayWeb:
             grpc.ssl_channel_credentials(root_certificates=self._root),
             options=[
                 ("grpc.ssl_target_name_override", certificate_name(self._cert_file.read_bytes())),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", frames.MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", frames.MAX_MESSAGE_BYTES),
             ],
         )
         app = web.Application()

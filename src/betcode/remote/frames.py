@@ -44,6 +44,11 @@ TUNNEL_CODE_OF_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: tunnel_pb2.TUNNEL_ERROR_CODE_INVALID_ARGUMENT,
 }
 Metadata = Iterable[tuple[str, str | bytes]]
+# The largest message one relayed call carries, either way (the gRPC limit of the relay's ports,
+# the daemon's tunnel and the web gateway), and the largest frame carrying one: the message and
+# room for its envelope (request id, sequence, nonce, timestamp).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + 64 * 1024
 
 
 def relay_target(url: str) -> str:

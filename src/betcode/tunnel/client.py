@@ -47,7 +47,6 @@ from betcode.v1 import (
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 CALL_QUEUE_MESSAGES = 256
 EXCHANGE_KEYS = "betcode.v1.AgentService/ExchangeKeys"
 OUTGOING_FRAMES = 1024
@@ -125,8 +124,8 @@ class TunnelClient:
         self._local = grpc.aio.insecure_channel(
             self.settings.local_target,
             options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", frames.MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", frames.MAX_MESSAGE_BYTES),
             ],
         )
         attempt = 0
@@ -176,8 +175,8 @@ class TunnelClient:
             relay_target(url),
             self._credentials(),
             options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", frames.MAX_FRAME_BYTES),
+                ("grpc.max_receive_message_length", frames.MAX_FRAME_BYTES),
             ],
         )
         try:
