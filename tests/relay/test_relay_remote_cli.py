@@ -14,6 +14,7 @@ import shlex
 import sqlite3
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from harness.relay import (
     waiting_permission,
 )
 
+from betcode.devtools.fake_claude import make_fake_claude
 from betcode.devtools.mock_anthropic import MockAnthropic
 from betcode.relay.buffer import BufferSettings
 from betcode.remote.frames import ACK_METADATA, ACK_RECORDED
@@ -287,3 +289,21 @@ async def test_a_message_into_a_session_of_an_offline_machine_is_queued_and_sent
     await asyncio.sleep(2)  # a turn it wrongly started would have reached the model by now
     assert inputs_of(await session_events(rig, session.id)).count(AWAY) == 1
     assert sent_to_model(mock_api, "said-while-the-machine-was-away") == 1
+
+
+async def test_a_10_mb_answer_reaches_the_command_line_whole_through_the_relay(
+    rig: Rig, tmp_path: Path, workspace: Workspace
+) -> None:
+    """An event over NATS's 8 MiB (the fake claude's one 10 MB assistant line) reaches a relayed
+    `betcode run` whole, in slices between the relay's ends; the run then finishes."""
+    big = 10_000_000
+    script = {"turns": [[{"do": "big_line", "bytes": big}]]}
+    rig.config = replace(rig.config, claude_bin=str(make_fake_claude(tmp_path / "fake", script)))
+    await rig.start_daemon()
+    user = cli_user(rig, tmp_path, workspace)
+    assert (await user.run("auth", "login", "-u", "alice")).code == 0
+    started = time.monotonic()
+    ran = await user.run("--machine", MACHINE, "run", "a long answer, please")
+    print(f"\nbetcode run of a 10 MB answer through the relay: {time.monotonic() - started:.2f} s")
+    assert ran.code == 0, ran.err[-2000:]
+    assert "y" * big in ran.out

@@ -223,6 +223,12 @@ async def test_a_message_over_what_nats_carries_crosses_the_relay_whole_in_slice
     assert isinstance(stream.socket, GatewaySocket)
     await stream.socket.close()
     await asyncio.wait_for(stream.closed(), 10)
+    replayed = await phone.stream(session_id)  # a page reconnecting: the history, whole
+    await asyncio.wait_for(replayed.caught_up.wait(), 60)
+    assert replayed.sequences[: len(stream.sequences)] == stream.sequences
+    assert any(len(d.get("text", "")) == BIG_ANSWER for d in replayed.of_kind("text_delta"))
+    await replayed.socket.close()
+    await asyncio.wait_for(replayed.closed(), 10)
     await carried.subscription.unsubscribe()
     assert rig.relay.nc is not None
     assert max(len(p) for p in carried.payloads) <= rig.relay.nc.max_payload
