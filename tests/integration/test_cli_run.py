@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 
+import psutil
 import pytest
 from harness.cli_process import Finished, betcode, finish, spawn
 from harness.conditions import until
@@ -355,10 +356,12 @@ async def test_a_waiting_run_outlives_kill_9_of_the_daemon_and_gets_its_answer(
         running = await spawn(daemon.socket, workspace.repo, "run", BASH_PROMPT)
         request_id = await stderr_until(running, ALLOW_HINT)
         # Its holder too (test_live_restore: a claude that survives under its holder). The
-        # orphaned claude fails the request at EOF and asks the model once more; told later
-        # that the call was approved, the model makes it again.
+        # holder's guard takes claude with it; once all are gone, no dying claude can take the
+        # reply queued next. Told later that the call was approved, the resumed session's
+        # model makes it again.
         await asyncio.to_thread(lambda: daemon.kill9(holders_too=True))
-        await asyncio.to_thread(mock_api.wait_for_message_requests, 2, 60.0)
+        _, alive = await asyncio.to_thread(psutil.wait_procs, daemon.orphans, 30.0)
+        assert not alive, alive
         mock_api.enqueue(Reply(blocks=(ToolUseBlock("Bash", {"command": HELLO}),)))
         daemon.socket.unlink()
         await asyncio.to_thread(daemon.start)
