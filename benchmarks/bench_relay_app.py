@@ -24,12 +24,9 @@ p50 / p99 per path. Both clocks are this machine's. Figures are printed, never a
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import os
 import re
-import statistics
 import sys
 import tempfile
 from dataclasses import replace
@@ -42,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from harness.browser import CHROMIUM
 from harness.relay import MACHINE, Rig, relay_rig
 from harness.web import WebClient, WebStream, new_link, new_pairing_code, sign_in
+from latency_report import percentiles, run_and_print
 
 from betcode.config.settings import HttpSettings
 from betcode.web.token import read_or_create_token
@@ -74,15 +72,6 @@ WATCH_WORDS = """() => {
     childList: true, subtree: true, characterData: true,
   });
 }"""
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50": round(statistics.median(ordered), 1),
-        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
-        "n": len(ordered),
-    }
 
 
 def epoch_ms(event: dict[str, Any]) -> float:
@@ -183,10 +172,10 @@ async def measure(rig: Rig, repo: Path, turns: int, words: int) -> dict[str, Any
     await stream.close()
     await driver.close()
     return {
-        "lan_request_visible_ms": percentiles(figures["lan_request"]),
-        "relay_request_visible_ms": percentiles(figures["relay_request"]),
-        "lan_text_delta_visible_ms": percentiles(figures["lan_delta"]),
-        "relay_text_delta_visible_ms": percentiles(figures["relay_delta"]),
+        "lan_request_visible_ms": percentiles(figures["lan_request"], 1),
+        "relay_request_visible_ms": percentiles(figures["relay_request"], 1),
+        "lan_text_delta_visible_ms": percentiles(figures["lan_delta"], 1),
+        "relay_text_delta_visible_ms": percentiles(figures["relay_delta"], 1),
     }
 
 
@@ -198,14 +187,4 @@ async def main(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    results = asyncio.run(main(args.quick))
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        for name, figure in results.items():
-            p50, p99, n = figure["p50"], figure["p99"], figure["n"]
-            print(f"{name:28} p50 {p50:8.1f}  p99 {p99:8.1f}  (n={n})")
+    run_and_print(__doc__.splitlines()[0], main)

@@ -22,11 +22,7 @@ p50 / p99 over N pairings (--quick: fewer). Figures are printed, never asserted.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
 import ssl
-import statistics
 import sys
 import tempfile
 import time
@@ -42,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from harness.relay import MACHINE, Rig, bearer, relay_rig
 from harness.web import WebClient
 from harness.web_gateway import GatewayClient
+from latency_report import percentiles, run_and_print
 
 from betcode.cli.relay_e2e import EncryptingChannel
 from betcode.config.settings import DaemonSettings, HttpSettings
@@ -52,15 +49,6 @@ from betcode.v1 import agent_pb2_grpc, machine_pb2, machine_pb2_grpc, tunnel_pb2
 from betcode.web.token import read_or_create_token
 
 STEPS = ("ticket_ms", "relay_login_ms", "key_exchange_ms", "daemon_code_ms", "phone_total_ms")
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50": round(statistics.median(ordered), 2),
-        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
-        "n": len(ordered),
-    }
 
 
 async def new_ticket(rig: Rig) -> str:
@@ -140,15 +128,4 @@ async def main(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    figures = asyncio.run(main(args.quick))
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
-        for name, figure in figures.items():
-            print(
-                f"{name:20} p50 {figure['p50']:8.2f}  p99 {figure['p99']:8.2f}  (n={figure['n']})"
-            )
+    run_and_print(__doc__.splitlines()[0], main)

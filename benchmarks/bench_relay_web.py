@@ -19,11 +19,8 @@ asserted (benchmarks/README.md has the measured ones).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import ssl
-import statistics
 import sys
 import tempfile
 import time
@@ -37,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from harness.relay import MACHINE, Rig, relay_rig, waiting_permission
 from harness.web import WebClient, sign_in
+from latency_report import percentiles, run_and_print
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.remote import e2e
@@ -45,15 +43,6 @@ from betcode.web.token import read_or_create_token
 
 LIST = "betcode.v1.AgentService/ListPendingPermissions"
 EXCHANGE = "betcode.v1.AgentService/ExchangeKeys"
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50": round(statistics.median(ordered), 2),
-        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
-        "n": len(ordered),
-    }
 
 
 async def relay_call(
@@ -139,15 +128,4 @@ async def main(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    figures = asyncio.run(main(args.quick))
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
-        for name, figure in figures.items():
-            print(
-                f"{name:24} p50 {figure['p50']:8.2f}  p99 {figure['p99']:8.2f}  (n={figure['n']})"
-            )
+    run_and_print(__doc__.splitlines()[0], main)

@@ -18,10 +18,7 @@ p50 / p99 over N each (--quick: fewer). Figures are printed, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import statistics
 import sys
 import tempfile
 import time
@@ -36,21 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from harness.relay import Rig, relay_rig
 from harness.web import ApiClient, WebClient, WebStream, sign_in
 from harness.web_gateway import GatewayClient
+from latency_report import percentiles, run_and_print
 
 from betcode.config.settings import DaemonSettings, HttpSettings
 from betcode.web.token import read_or_create_token
 
 PATHS = ("lan", "gateway_local", "gateway_relay")
 PROMPT = 'SCN:plain {"text": "ok"} turn'
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50": round(statistics.median(ordered), 2),
-        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
-        "n": len(ordered),
-    }
 
 
 async def timed_fetches(client: ApiClient, calls: int) -> list[float]:
@@ -130,15 +119,4 @@ async def main(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    figures = asyncio.run(main(args.quick))
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
-        for name, figure in figures.items():
-            print(
-                f"{name:32} p50 {figure['p50']:8.2f}  p99 {figure['p99']:8.2f}  (n={figure['n']})"
-            )
+    run_and_print(__doc__.splitlines()[0], main)
